@@ -1,0 +1,99 @@
+"""A capture directory as a Python object: metadata, lazy tables and SQL.
+
+The layout (see ``docs/capture-format.md``)::
+
+    CAPTURE/capture.json          metadata
+    CAPTURE/events/<name>.parquet one table per event type, sorted by ts
+    CAPTURE/model/<name>.parquet  canonical model tables (cratrace model)
+
+Nothing here reads a whole table eagerly: tables are polars LazyFrames and
+DuckDB views over the Parquet files.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from cratrace.errors import CaptureError
+
+SCHEMA_VERSION = 1
+
+
+def _tables_in(folder: Path) -> dict[str, Path]:
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.parquet"))}
+
+
+class Capture:
+    """An imported capture. Open one with :func:`cratrace.open`."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        meta = self.path / "capture.json"
+        if not meta.is_file():
+            raise CaptureError(f"{self.path}: not a capture (no capture.json); create one with `cratrace import`")
+        try:
+            self.meta: dict[str, Any] = json.loads(meta.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CaptureError(f"{meta}: unreadable capture.json ({e})") from None
+        version = self.meta.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise CaptureError(f"{meta}: schema_version {version!r}, this cratrace reads {SCHEMA_VERSION}")
+
+    def __repr__(self) -> str:
+        return f"Capture({str(self.path)!r}, events={len(self.event_paths)}, model={len(self.model_paths)})"
+
+    @property
+    def event_paths(self) -> dict[str, Path]:
+        return _tables_in(self.path / "events")
+
+    @property
+    def model_paths(self) -> dict[str, Path]:
+        return _tables_in(self.path / "model")
+
+    @property
+    def events(self) -> dict[str, pl.LazyFrame]:
+        """One LazyFrame per event table, keyed by event name."""
+        return {k: pl.scan_parquet(p) for k, p in self.event_paths.items()}
+
+    @property
+    def model(self) -> dict[str, pl.LazyFrame]:
+        """One LazyFrame per model table present (run `cratrace model` to build them)."""
+        return {k: pl.scan_parquet(p) for k, p in self.model_paths.items()}
+
+    def table(self, name: str) -> pl.LazyFrame:
+        """A model table if there is one of that name, else an event table."""
+        paths = {**self.event_paths, **self.model_paths}
+        if name not in paths:
+            raise CaptureError(f"{self.path}: no table {name!r} (have: {', '.join(sorted(paths)) or 'none'})")
+        return pl.scan_parquet(paths[name])
+
+    def has(self, name: str) -> bool:
+        return name in self.event_paths or name in self.model_paths
+
+    @cached_property
+    def duckdb(self):  # -> duckdb.DuckDBPyConnection
+        """An in-memory DuckDB connection with one view per event and model table."""
+        import duckdb
+
+        con = duckdb.connect()
+        for name, p in {**self.event_paths, **self.model_paths}.items():
+            quoted = str(p).replace("'", "''")
+            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet(\'{quoted}\')')
+        return con
+
+    def sql(self, query: str) -> pl.DataFrame:
+        """Run SQL over the capture's tables and return a polars DataFrame."""
+        return self.duckdb.sql(query).pl()
+
+
+def open(path: str | Path) -> Capture:  # noqa: A001 - mirrors builtins.open on purpose
+    """Open a capture directory written by ``cratrace import``."""
+    return Capture(path)
+

@@ -1,0 +1,1 @@
+"""The `cratrace` command line: one module per command group (see main.py)."""

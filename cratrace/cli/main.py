@@ -1,0 +1,79 @@
+"""Entry point of the `cratrace` CLI.
+
+Each command group lives in its own module under ``cratrace/cli/`` and
+exposes ``register(app)``; this file only assembles them and decides exit
+codes, in one place:
+
+* 0: the command did what was asked;
+* 1: it ran but found problems (e.g. a fidelity gate missed, lost events);
+* 2: it could not run (bad input, missing file, invalid option).
+
+Errors are one line on stderr, never a traceback (set ``CRATRACE_DEBUG=1``
+to see one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import typer
+
+from cratrace.cli.console import err_console
+from cratrace.errors import CratraceError
+
+app = typer.Typer(
+    name="cratrace",
+    help="Capture, import, model, replay and report on KVM/Xen host traces.\n\n"
+    "Typical flow: `cratrace record` on the host, `cratrace import RAW -o CAP`, "
+    "`cratrace model CAP`, `cratrace replay CAP --policy wapd -o OUT`, "
+    "`cratrace report CAP --replays OUT -o report.html`.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+# Pipeline order; a module that is not there yet is simply not offered.
+COMMAND_MODULES = ("record", "lab", "import_", "info", "sql", "model", "replay", "report", "synth")
+
+for _name in COMMAND_MODULES:
+    try:
+        _mod = importlib.import_module(f"cratrace.cli.{_name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"cratrace.cli.{_name}":
+            raise
+        continue
+    _mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI, mapping every cratrace error to one line and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except CratraceError as e:
+        if os.environ.get("CRATRACE_DEBUG"):
+            raise
+        err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as e:
+        sys.exit(e.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        err_console.print("[red]aborted[/]")
+        sys.exit(130)
+    except Exception as e:  # click usage errors and the unexpected
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            sys.exit(2)
+        if os.environ.get("CRATRACE_DEBUG"):
+            raise
+        err_console.print(f"[bold red]internal error:[/] {type(e).__name__}: {e} (CRATRACE_DEBUG=1 for a traceback)")
+        sys.exit(2)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+//! The one error type every reader returns.
+//!
+//! Each variant carries what a user needs to act on it: the file, the byte
+//! offset where reading failed, and a short stable tag (`ERR:...`) that tests
+//! and scripts can match on. Messages are one line.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Result alias used throughout the readers.
+pub type ReadResult<T> = Result<T, ReadError>;
+
+/// Why a read stopped.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ReadError {
+    /// The operating system refused (open, read, seek).
+    Io {
+        /// File being read.
+        path: PathBuf,
+        /// Underlying error.
+        source: std::io::Error,
+    },
+    /// The file is not in a format this reader understands at all.
+    NotThisFormat {
+        /// File being read.
+        path: PathBuf,
+        /// What was expected (e.g. "trace.dat magic").
+        expected: &'static str,
+    },
+    /// A format feature or version this reader does not support.
+    Unsupported {
+        /// File being read.
+        path: PathBuf,
+        /// Byte offset of the construct.
+        offset: u64,
+        /// What is unsupported.
+        what: String,
+    },
+    /// The file is damaged at `offset`.
+    Corrupt {
+        /// File being read.
+        path: PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// Stable tag, e.g. `corrupt-header`, `corrupt-page`, `past-eof`.
+        tag: &'static str,
+        /// Human description.
+        what: String,
+    },
+    /// The sink failed to store a row (disk full, schema mismatch).
+    Sink {
+        /// Description from the sink.
+        what: String,
+    },
+    /// The caller asked to stop (Ctrl-C).
+    Interrupted,
+}
+
+impl ReadError {
+    /// A corruption error at `offset` with stable tag `tag`.
+    pub fn corrupt(path: impl Into<PathBuf>, offset: u64, tag: &'static str, what: impl Into<String>) -> Self {
+        ReadError::Corrupt { path: path.into(), offset, tag, what: what.into() }
+    }
+
+    /// The stable tag for scripts and tests (`ERR:<tag>`).
+    pub fn tag(&self) -> &'static str {
+        match self {
+            ReadError::Io { .. } => "io",
+            ReadError::NotThisFormat { .. } => "not-this-format",
+            ReadError::Unsupported { .. } => "unsupported",
+            ReadError::Corrupt { tag, .. } => tag,
+            ReadError::Sink { .. } => "sink",
+            ReadError::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Io { path, source } => write!(f, "{}: {} (ERR:io)", path.display(), source),
+            ReadError::NotThisFormat { path, expected } => {
+                write!(f, "{}: not a {} file (ERR:not-this-format)", path.display(), expected)
+            }
+            ReadError::Unsupported { path, offset, what } => {
+                write!(f, "{}: at byte {}: unsupported: {} (ERR:unsupported)", path.display(), offset, what)
+            }
+            ReadError::Corrupt { path, offset, tag, what } => {
+                write!(f, "{}: at byte {}: {} (ERR:{})", path.display(), offset, what, tag)
+            }
+            ReadError::Sink { what } => write!(f, "writing output: {} (ERR:sink)", what),
+            ReadError::Interrupted => write!(f, "interrupted (ERR:interrupted)"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReadError::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Readers for the trace formats a virtualization host produces.
+//!
+//! # Brief overview
+//!
+//! Each format lives in its own module and follows the same shape, borrowed
+//! from Perfetto's trace processor: a *tokenizer* that decodes only framing
+//! (which CPU, what timestamp, which raw bytes), a *sorter* that merges the
+//! per-CPU streams into one time-ordered stream, and a *parser* that decodes
+//! payloads into typed fields and hands rows to an [`EventSink`].
+//!
+//! The crate knows nothing about Arrow, Parquet or Python: the sink trait is
+//! the seam (see `cratrace-arrow` for the Parquet implementation).
+//!
+//! Errors: recoverable bad data increments a named counter in [`Stats`] and
+//! the read goes on; corruption that stops the read is a [`ReadError`] with
+//! the file, the byte offset and a stable tag such as `ERR:corrupt-page`.
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod sink;
+
+pub use error::{ReadError, ReadResult};
+pub use sink::{ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};

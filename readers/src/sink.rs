@@ -1,0 +1,126 @@
+//! The seam between readers and storage.
+//!
+//! A reader declares one table per event type ([`TableSpec`]), then streams
+//! rows to an [`EventSink`] in timestamp order. Every table implicitly starts
+//! with the common columns `ts` (i64 ns), `cpu` (u32), `pid` (i32, nullable:
+//! ftrace's common_pid, a thread id; null for xentrace) and `instance`
+//! (string: the ftrace buffer instance, "" for the top-level buffer); the
+//! spec lists only the event's own columns after those.
+//!
+//! Rows are passed as a slice of borrowed [`Value`]s so a reader can decode
+//! straight out of its page buffer without allocating per event.
+
+use std::collections::BTreeMap;
+
+/// Type of one event column, as the reader decoded it from the format.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ColumnType {
+    /// Boolean.
+    Bool,
+    /// Signed integers.
+    I8,
+    /// Signed 16-bit.
+    I16,
+    /// Signed 32-bit.
+    I32,
+    /// Signed 64-bit.
+    I64,
+    /// Unsigned 8-bit.
+    U8,
+    /// Unsigned 16-bit.
+    U16,
+    /// Unsigned 32-bit.
+    U32,
+    /// Unsigned 64-bit.
+    U64,
+    /// 64-bit float.
+    F64,
+    /// UTF-8 text (invalid bytes replaced).
+    Str,
+    /// Raw bytes.
+    Bytes,
+    /// Variable-length list of signed integers (stored as i64).
+    ListI64,
+    /// Variable-length list of unsigned integers (stored as u64; cpumasks
+    /// are lists of CPU numbers).
+    ListU64,
+}
+
+/// One event column after the common columns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ColumnSpec {
+    /// Column name (the field name in the event format).
+    pub name: String,
+    /// Column type.
+    pub ty: ColumnType,
+}
+
+/// A table to be written: one per event type.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableSpec {
+    /// Table name, e.g. `sched_switch` (file `events/<name>.parquet`).
+    pub name: String,
+    /// Subsystem the event came from (`sched`, `kvm`, `xen.sched`), for metadata.
+    pub system: String,
+    /// The event's own columns, in format order.
+    pub columns: Vec<ColumnSpec>,
+}
+
+/// Handle returned by [`EventSink::declare_table`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TableId(pub u32);
+
+/// The common columns of one row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowHeader {
+    /// Timestamp in nanoseconds on the capture clock.
+    pub ts: i64,
+    /// CPU whose buffer held the record.
+    pub cpu: u32,
+    /// common_pid (a thread id); None where the format has none (xentrace).
+    pub pid: Option<i32>,
+    /// Index into the instance names given to [`EventSink::set_instances`].
+    pub instance: u16,
+}
+
+/// One field value, borrowed from the reader's buffer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    /// Missing (e.g. a field that could not be typed or a short record).
+    Null,
+    /// Boolean.
+    Bool(bool),
+    /// Any signed integer column.
+    I64(i64),
+    /// Any unsigned integer column.
+    U64(u64),
+    /// Float.
+    F64(f64),
+    /// Text.
+    Str(&'a str),
+    /// Raw bytes.
+    Bytes(&'a [u8]),
+    /// List of signed integers.
+    ListI64(&'a [i64]),
+    /// List of unsigned integers.
+    ListU64(&'a [u64]),
+}
+
+/// Named counters of recoverable problems and volumes (Perfetto-style
+/// stats): e.g. `lost_events`, `truncated_pages`, `unknown_event_id`.
+/// Keys are stable; values add up over the read.
+pub type Stats = BTreeMap<String, u64>;
+
+/// Where decoded rows go. Implemented by `cratrace-arrow`'s Parquet sink
+/// and by in-memory sinks in tests.
+pub trait EventSink {
+    /// Names of the buffer instances (index 0 is usually "" = top level).
+    fn set_instances(&mut self, names: &[String]);
+    /// Declare a table; declaring the same name twice with the same columns
+    /// returns the same id, with different columns is an error.
+    fn declare_table(&mut self, spec: &TableSpec) -> Result<TableId, String>;
+    /// Append one row. `fields.len()` equals the declared column count and
+    /// rows arrive in non-decreasing `ts` order per table.
+    fn write_row(&mut self, table: TableId, head: &RowHeader, fields: &[Value<'_>]) -> Result<(), String>;
+}
