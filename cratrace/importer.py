@@ -167,6 +167,23 @@ def import_capture(
     return Capture(out)
 
 
+DATA_PROBLEM_STATS = ("truncated_bytes", "corrupt_pages", "corrupt_records", "unparseable_formats")
+
+
+def data_problems(meta: dict) -> list[str]:
+    """One-line descriptions of what an import could not read in full
+    (truncation, corrupt pages, untypeable fields); empty when clean."""
+    out = []
+    for s in meta.get("sources", []):
+        summ = s["summary"]
+        stats = summ.get("stats", {})
+        if any(stats.get(k, 0) for k in DATA_PROBLEM_STATS):
+            out += [w for w in summ.get("warnings", []) if "at byte" in w]
+        for d in summ.get("dropped_fields", []):
+            out.append(f"{s['path']}: field {d['event']}.{d['field']} ({d['type']}) cannot be typed ({d['reason']}); column left out")
+    return out
+
+
 def _replace(tmp: Path, out: Path) -> None:
     if out.exists():
         old = out.with_name(f".{out.name}.old-{os.getpid()}")

@@ -141,6 +141,8 @@ pub struct TraceDatMeta {
     pub warnings: Vec<String>,
     /// CPU stats text per CPUSTAT option (overrun counts etc.).
     pub cpustats: Vec<String>,
+    /// Event formats that could not be parsed (their events are skipped).
+    pub bad_formats: u64,
 }
 
 /// Sequential reader over the file for the v6 layout, with offsets.
@@ -217,6 +219,17 @@ struct Parts {
     formats: Vec<EventFormat>,
     printk: HashMap<u64, String>,
     cmdlines: Vec<(i32, String)>,
+    /// Formats that could not be parsed: their events are skipped, not fatal.
+    bad_formats: Vec<String>,
+}
+
+impl Parts {
+    fn add_format(&mut self, system: &str, text: &str, off: u64, path: &Path) {
+        match parse_format(system, text) {
+            Ok(f) => self.formats.push(f),
+            Err(e) => self.bad_formats.push(format_err(path, off, e).to_string()),
+        }
+    }
 }
 
 fn parse_cmdlines(text: &str) -> Vec<(i32, String)> {
@@ -233,12 +246,12 @@ fn format_err(path: &Path, offset: u64, e: crate::ftrace::format::FormatError) -
 }
 
 /// Parse a formats blob (count u32, then size u64 + text each) for `system`.
-fn parse_format_list(b: &mut Bytes<'_>, system: &str, out: &mut Vec<EventFormat>, path: &Path) -> ReadResult<()> {
+fn parse_format_list(b: &mut Bytes<'_>, system: &str, parts: &mut Parts, path: &Path) -> ReadResult<()> {
     let n = b.u32("format count")?;
     for _ in 0..n {
         let off = b.offset();
         let text = b.sized_text(8, "event format")?;
-        out.push(parse_format(system, &text).map_err(|e| format_err(path, off, e))?);
+        parts.add_format(system, &text, off, path);
     }
     Ok(())
 }
@@ -297,8 +310,9 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
         options_seen: Vec::new(),
         warnings: Vec::new(),
         cpustats: Vec::new(),
+        bad_formats: 0,
     };
-    let mut parts = Parts { header_page: None, formats: Vec::new(), printk: HashMap::new(), cmdlines: Vec::new() };
+    let mut parts = Parts { header_page: None, formats: Vec::new(), printk: HashMap::new(), cmdlines: Vec::new(), bad_formats: Vec::new() };
     if version == 6 {
         read_v6(&mut seq, &file, &mut meta, &mut parts)?;
     } else {
@@ -311,6 +325,10 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
     meta.header_page = hp;
     meta.kernel_long_size = hp.commit_size;
     meta.formats = parts.formats;
+    meta.bad_formats = parts.bad_formats.len() as u64;
+    for w in parts.bad_formats {
+        meta.warnings.push(format!("{w}; events of this type are skipped"));
+    }
     meta.printk = parts.printk;
     meta.cmdlines = parts.cmdlines;
     if let Some(top) = meta.buffers.iter().find(|b| b.name.is_empty()) {
@@ -341,7 +359,7 @@ fn event_formats(b: &mut Bytes<'_>, parts: &mut Parts, path: &Path) -> ReadResul
     let systems = b.u32("system count")?;
     for _ in 0..systems {
         let sys = b.cstr("system name")?;
-        parse_format_list(b, &sys, &mut parts.formats, path)?;
+        parse_format_list(b, &sys, parts, path)?;
     }
     Ok(())
 }
@@ -367,7 +385,7 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
         let off = seq.pos;
         let len = seq.u64("ftrace format size", fs)?;
         let text = String::from_utf8_lossy(&seq.take(len, "ftrace format", fs)?).into_owned();
-        parts.formats.push(parse_format("ftrace", &text).map_err(|e| format_err(path, off, e))?);
+        parts.add_format("ftrace", &text, off, path);
     }
     let systems = seq.u32("system count", fs)?;
     for _ in 0..systems {
@@ -377,7 +395,7 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
             let off = seq.pos;
             let len = seq.u64("event format size", fs)?;
             let text = String::from_utf8_lossy(&seq.take(len, "event format", fs)?).into_owned();
-            parts.formats.push(parse_format(&sys, &text).map_err(|e| format_err(path, off, e))?);
+            parts.add_format(&sys, &text, off, path);
         }
     }
     let n = seq.u32("kallsyms size", fs)?;
@@ -581,7 +599,7 @@ fn read_v7_section(file: &File, meta: &mut TraceDatMeta, parts: &mut Parts, opti
     let mut b = Bytes::new(&body, base, meta.endian, &path);
     match option {
         opt::HEADER_INFO => header_info(&mut b, parts, &path)?,
-        opt::FTRACE_EVENTS => parse_format_list(&mut b, "ftrace", &mut parts.formats, &path)?,
+        opt::FTRACE_EVENTS => parse_format_list(&mut b, "ftrace", parts, &path)?,
         opt::EVENT_FORMATS => event_formats(&mut b, parts, &path)?,
         opt::KALLSYMS => {}
         opt::PRINTK => parts.printk = parse_printk_formats(&b.sized_text(4, "printk formats")?),

@@ -29,6 +29,9 @@ pub struct PageSource {
     pub missing_bytes: u64,
     /// Bytes consumed so far (for progress).
     pub consumed: u64,
+    /// File offset of the last page handed out (of its chunk when compressed).
+    pub last_offset: u64,
+    batch_offset: u64,
     compression: String,
     path: std::path::PathBuf,
     endian: crate::bytes::Endian,
@@ -67,6 +70,8 @@ impl PageSource {
             pos: 0,
             missing_bytes: missing,
             consumed: 0,
+            last_offset: cpu.offset,
+            batch_offset: cpu.offset,
             compression: meta.compression.clone(),
             path: meta.path.clone(),
             endian: meta.endian,
@@ -85,6 +90,7 @@ impl PageSource {
                 let n = (*end - *next).min(BATCH_PAGES * self.page_size as u64);
                 self.buf.resize(n as usize, 0);
                 self.file.read_exact_at(&mut self.buf, *next).map_err(|e| ReadError::Io { path: self.path.clone(), source: e })?;
+                self.batch_offset = *next;
                 *next += n;
                 self.consumed += n;
                 Ok(true)
@@ -115,6 +121,7 @@ impl PageSource {
                 let mut c = vec![0u8; csize as usize];
                 self.file.read_exact_at(&mut c, at + 8).map_err(|e| ReadError::Io { path: self.path.clone(), source: e })?;
                 self.buf = decompress(&self.compression, &c, usize_, &self.path, at + 8)?;
+                self.batch_offset = at;
                 *next = at + 8 + csize;
                 *chunks_left -= 1;
                 self.consumed += 8 + csize;
@@ -131,6 +138,10 @@ impl PageSource {
             }
         }
         let p = &self.buf[self.pos..self.pos + self.page_size];
+        self.last_offset = match self.kind {
+            Kind::Plain { .. } => self.batch_offset + self.pos as u64,
+            Kind::Compressed { .. } => self.batch_offset,
+        };
         self.pos += self.page_size;
         Ok(Some(p))
     }

@@ -60,6 +60,8 @@ pub struct DroppedField {
 /// What a read found, for capture.json.
 #[derive(Clone, Debug, Default)]
 pub struct TraceDatSummary {
+    /// The file read.
+    pub path: String,
     /// File version.
     pub version: u32,
     /// "little" or "big".
@@ -194,6 +196,10 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> HashMap<u3
     plans
 }
 
+fn summary_path(s: &TraceDatSummary) -> &str {
+    &s.path
+}
+
 impl Stream {
     /// Move to the next record; false at the end of the stream.
     fn advance(&mut self, long: usize, data_start: usize, endian: Endian, summary: &mut TraceDatSummary, inst: &str) -> ReadResult<bool> {
@@ -207,7 +213,12 @@ impl Stream {
                     Ok(None) => self.cursor = None,
                     Err(e) => {
                         *summary.stats.entry("corrupt_records".into()).or_default() += 1;
-                        summary.warnings.push(format!("instance {inst:?} cpu {}: bad record in page ({e:?}); rest of page skipped", self.cpu));
+                        summary.warnings.push(format!(
+                            "{}: at byte {}: instance {inst:?} cpu {}: bad record ({e:?}); rest of page skipped",
+                            summary_path(summary),
+                            self.source.last_offset,
+                            self.cpu
+                        ));
                         self.cursor = None;
                     }
                 }
@@ -234,7 +245,12 @@ impl Stream {
                     // space; anything else is corruption worth reporting.
                     if self.page.iter().any(|&b| b != 0) {
                         *summary.stats.entry("corrupt_pages".into()).or_default() += 1;
-                        summary.warnings.push(format!("instance {inst:?} cpu {}: corrupt page header ({e:?}); page skipped", self.cpu));
+                        summary.warnings.push(format!(
+                            "{}: at byte {}: instance {inst:?} cpu {}: corrupt page header ({e:?}); page skipped",
+                            summary_path(summary),
+                            self.source.last_offset,
+                            self.cpu
+                        ));
                     }
                 }
             }
@@ -252,6 +268,7 @@ pub fn read_tracedat(
 ) -> ReadResult<TraceDatSummary> {
     let meta = read_metadata(path)?;
     let mut s = TraceDatSummary {
+        path: path.display().to_string(),
         version: meta.version,
         endian: if meta.endian == Endian::Little { "little" } else { "big" },
         user_long_size: meta.user_long_size,
@@ -270,6 +287,9 @@ pub fn read_tracedat(
         cpustats: meta.cpustats.clone(),
         ..Default::default()
     };
+    if meta.bad_formats > 0 {
+        s.stats.insert("unparseable_formats".into(), meta.bad_formats);
+    }
     let names: Vec<String> = meta.buffers.iter().map(|b| b.name.clone()).collect();
     sink.set_instances(&names);
     let mut plans = plan_events(&meta, &mut s);
@@ -388,7 +408,10 @@ pub fn read_tracedat(
         s.truncated_bytes += st.source.missing_bytes;
     }
     if s.truncated_bytes > 0 {
-        s.warnings.push(format!("file is truncated: {} bytes of ring-buffer data missing; every complete page was read", s.truncated_bytes));
+        s.warnings.push(format!(
+            "{}: at byte {}: file is truncated: {} bytes of ring-buffer data missing; every complete page was read",
+            s.path, meta.file_size, s.truncated_bytes
+        ));
         s.stats.insert("truncated_bytes".into(), s.truncated_bytes);
     }
     progress(total, total);
