@@ -2,7 +2,7 @@
 
 Files: the shared fixtures (real ARM-board traces, v6 and v7 with zstd or
 no compression), conversions of them made here with `trace-cmd convert`
-(v6 → v7 zlib, v7 → v6), and traces recorded on this machine.
+(v6 → v7 zstd and uncompressed, v7 → v6), and traces recorded on this machine.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def variants(fixtures_dir, tmp_path_factory) -> list[Path]:
     d = tmp_path_factory.mktemp("variants")
     files = [fixtures_dir / n for n in FIXTURE_NAMES]
     conv = [
-        ("trappy_idle.dat", "7", "zlib"),
+        ("trappy_idle.dat", "7", "zstd"),
         ("trappy_idle.dat", "7", "none"),
         ("lisa_sched_load.v7zstd.dat", "6", None),
     ]
