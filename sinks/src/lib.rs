@@ -63,8 +63,16 @@ impl ParquetSink {
     /// A sink writing into `dir` (which must exist), flushing every
     /// `batch_rows` rows per table.
     pub fn new(dir: &Path, batch_rows: usize) -> Self {
-        let props = WriterProperties::builder()
+        // Dictionary encoding only pays for low-cardinality columns; on
+        // per-event text (trace_marker lines) its interner dominated the
+        // profile, so it is off by default and on for the known repeaters.
+        let mut props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::try_new(1).expect("level 1 is valid")))
+            .set_dictionary_enabled(false);
+        for col in ["instance", "cpu", "pid", "prev_comm", "next_comm", "comm", "name", "prev_state"] {
+            props = props.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(col), true);
+        }
+        let props = props
             .set_max_row_group_row_count(Some(batch_rows.max(1024) * 4))
             .build();
         ParquetSink { dir: dir.to_path_buf(), batch_rows: batch_rows.max(1), instances: vec![String::new()], tables: Vec::new(), props }

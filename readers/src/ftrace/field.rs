@@ -358,6 +358,7 @@ impl FieldDecoder {
     }
 
     /// Phase 2: the decoded values, borrowing from `payload` and scratch.
+    /// `payload` must be the slice last given to [`prepare`](Self::prepare).
     pub fn values<'a>(&'a self, payload: &'a [u8], out: &mut Vec<Value<'a>>) {
         out.clear();
         for s in &self.slots {
@@ -366,8 +367,10 @@ impl FieldDecoder {
                 Slot::I(v) => Value::I64(v),
                 Slot::U(v) => Value::U64(v),
                 Slot::B(v) => Value::Bool(v),
-                // Checked valid in prepare.
-                Slot::Text(a, b) => Value::Str(std::str::from_utf8(&payload[a..b]).unwrap_or("")),
+                // SAFETY: prepare() produced Text(a, b) only after
+                // from_utf8 accepted exactly payload[a..b], and `values`
+                // must be called with the same payload.
+                Slot::Text(a, b) => Value::Str(unsafe { std::str::from_utf8_unchecked(&payload[a..b]) }),
                 Slot::Owned(i) => Value::Str(&self.strings[i]),
                 Slot::ListI(i) => Value::ListI64(&self.lists_i[i]),
                 Slot::ListU(i) => Value::ListU64(&self.lists_u[i]),

@@ -122,6 +122,7 @@ enum Special {
 
 struct EventPlan {
     spec: TableSpec,
+    rows: u64,
     table: Option<TableId>,
     decoder: FieldDecoder,
     pid_offset: usize,
@@ -157,11 +158,17 @@ fn table_names(formats: &[EventFormat]) -> Vec<String> {
         .collect()
 }
 
-fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> HashMap<u32, EventPlan> {
+/// Event plans indexed by event id (ids are small: `common_type` is u16).
+fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option<EventPlan>> {
     let names = table_names(&meta.formats);
     let long = meta.kernel_long_size;
-    let mut plans = HashMap::new();
+    let max_id = meta.formats.iter().map(|f| f.id as usize).filter(|&i| i < 1 << 16).max().unwrap_or(0);
+    let mut plans: Vec<Option<EventPlan>> = (0..=max_id).map(|_| None).collect();
     for (f, name) in meta.formats.iter().zip(names) {
+        if f.id as usize > max_id {
+            summary.warnings.push(format!("event {} has id {} beyond the u16 range; skipped", f.name, f.id));
+            continue;
+        }
         let mut typed = Vec::new();
         let mut columns = Vec::new();
         for field in &f.fields {
@@ -191,7 +198,7 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> HashMap<u3
         }
         let pid_offset = f.common.iter().find(|c| c.name == "common_pid").map_or(4, |c| c.offset);
         let decoder = FieldDecoder::new(&typed, meta.endian, long);
-        plans.insert(f.id, EventPlan { spec: TableSpec { name, system: f.system.clone(), columns }, table: None, decoder, pid_offset, special });
+        plans[f.id as usize] = Some(EventPlan { spec: TableSpec { name, system: f.system.clone(), columns }, rows: 0, table: None, decoder, pid_offset, special });
     }
     plans
 }
@@ -343,7 +350,7 @@ pub fn read_tracedat(
             let rec = st.cur.expect("streams in the heap have a record");
             let payload = &st.page[rec.start..rec.end];
             let id = endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32;
-            match plans.get_mut(&id) {
+            match plans.get_mut(id as usize).and_then(Option::as_mut) {
                 Some(plan) => {
                     let ts = to_ns(rec.ts);
                     if ts < last_ts {
@@ -376,7 +383,7 @@ pub fn read_tracedat(
                     }
                     let head = RowHeader { ts, cpu: st.cpu, pid, instance: st.instance };
                     sink.write_row(table, &head, &values).map_err(|what| ReadError::Sink { what })?;
-                    *s.rows.entry(plan.spec.name.clone()).or_default() += 1;
+                    plan.rows += 1;
                     s.records += 1;
                     s.time_range = Some(match s.time_range {
                         None => (ts, ts),
@@ -399,6 +406,9 @@ pub fn read_tracedat(
                 return Err(ReadError::Interrupted);
             }
         }
+    }
+    for p in plans.iter().flatten().filter(|p| p.rows > 0) {
+        s.rows.insert(p.spec.name.clone(), p.rows);
     }
     for (id, n) in unknown_ids {
         *s.stats.entry("unknown_event_id".into()).or_default() += n;
