@@ -20,12 +20,12 @@ def cpu_slices(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.DataFra
     sw = top_buffer(ev["sched_switch"]).select("ts", "cpu", "prev_pid", "next_pid").collect().sort("cpu", "ts", maintain_order=True)
     if sw.height == 0:
         return empty("cpu_slices")
-    first = sw.group_by("cpu").agg(pl.col("ts").first().alias("end"), pl.col("prev_pid").first().alias("tid")).with_columns(pl.lit(start).alias("start"))
+    first = sw.group_by("cpu").agg(pl.col("ts").first().alias("end"), pl.col("prev_pid").first().alias("tid")).with_columns(pl.lit(start, pl.Int64).alias("start"))
     body = sw.select(
         "cpu",
         pl.col("next_pid").alias("tid"),
         pl.col("ts").alias("start"),
-        pl.col("ts").shift(-1).over("cpu").fill_null(end).alias("end"),
+        pl.col("ts").shift(-1).over("cpu").fill_null(pl.lit(end, pl.Int64)).alias("end"),
     )
     s = pl.concat([first.select("cpu", "tid", "start", "end"), body]).with_columns(pl.col("tid").cast(pl.Int64))
     s = s.filter(pl.col("end") > pl.col("start")).sort("cpu", "start").with_columns((pl.col("end") - pl.col("start")).alias("dur"))

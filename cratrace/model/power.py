@@ -16,11 +16,11 @@ def power(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.DataFrame:
     if "cpu_frequency" in ev:
         f = top_buffer(ev["cpu_frequency"]).select("ts", pl.col("cpu_id").cast(pl.Int32).alias("cpu"), pl.col("state").cast(pl.Float64).alias("value")).collect().sort("cpu", "ts")
         parts.append(
-            f.select("cpu", pl.lit("freq").alias("kind"), pl.lit(None, pl.String).alias("name"), pl.col("ts").alias("start"), pl.col("ts").shift(-1).over("cpu").fill_null(end).alias("end"), "value", pl.lit("kHz").alias("unit"))
+            f.select("cpu", pl.lit("freq").alias("kind"), pl.lit(None, pl.String).alias("name"), pl.col("ts").alias("start"), pl.col("ts").shift(-1).over("cpu").fill_null(pl.lit(end, pl.Int64)).alias("end"), "value", pl.lit("kHz").alias("unit"))
         )
     if "cpu_idle" in ev:
         i = top_buffer(ev["cpu_idle"]).select("ts", pl.col("cpu_id").cast(pl.Int32).alias("cpu"), pl.col("state").cast(pl.Int64)).collect().sort("cpu", "ts")
-        i = i.with_columns(pl.col("ts").shift(-1).over("cpu").fill_null(end).alias("end")).filter(pl.col("state") != IDLE_EXIT)
+        i = i.with_columns(pl.col("ts").shift(-1).over("cpu").fill_null(pl.lit(end, pl.Int64)).alias("end")).filter(pl.col("state") != IDLE_EXIT)
         parts.append(
             i.select("cpu", pl.lit("idle").alias("kind"), pl.col("state").cast(pl.String).alias("name"), pl.col("ts").alias("start"), "end", pl.col("state").cast(pl.Float64).alias("value"), pl.lit("state").alias("unit"))
         )

@@ -47,9 +47,9 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
         )
     marks = _kvm_marks(ev, tids)
     kvm_tids = set(marks["tid"].unique().to_list())
-    gaps = runs.select("tid", pl.col("end").alias("start"), pl.col("start").shift(-1).over("tid").fill_null(end).alias("end"))
-    firsts = runs.group_by("tid").agg(pl.col("start").min().alias("end")).with_columns(pl.lit(start).alias("start"))
-    never = vc.filter(~pl.col("tid").is_in(runs["tid"].unique().to_list())).select("tid", pl.lit(start).alias("start"), pl.lit(end).alias("end"))
+    gaps = runs.select("tid", pl.col("end").alias("start"), pl.col("start").shift(-1).over("tid").fill_null(pl.lit(end, pl.Int64)).alias("end"))
+    firsts = runs.group_by("tid").agg(pl.col("start").min().alias("end")).with_columns(pl.lit(start, pl.Int64).alias("start"))
+    never = vc.filter(~pl.col("tid").is_in(runs["tid"].unique().to_list())).select("tid", pl.lit(start, pl.Int64).alias("start"), pl.lit(end, pl.Int64).alias("end"))
     gaps = gaps.join(out_state, on=["tid", "start"], how="left")
     # halted: last exit before the gap was HLT
     if marks.height:
