@@ -95,7 +95,8 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str]], marks: l
             flush_work()
             w.phase(t, ACQUIRE, 0)
             for a in tail:
-                w.phase(t, WORK, a)
+                if a > 0:
+                    w.phase(t, WORK, a)
             w.phase(t, RELEASE, 0)
         else:
             flush_work()
@@ -105,10 +106,12 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str]], marks: l
         if state in ("guest", "vmm"):
             pos = start
             while mi < len(marks) and marks[mi] <= end:
-                if marks[mi] >= pos:
-                    pending.append(marks[mi] - pos)
-                    pos = marks[mi]
-                    mark()
+                # a mark stamped while the thread was off CPU (preempted
+                # between its work and the write) lands at the next run
+                at = max(marks[mi], pos)
+                pending.append(at - pos)
+                pos = at
+                mark()
                 mi += 1
             pending.append(end - pos)
         elif state in ("blocked", "halted", "lost"):
