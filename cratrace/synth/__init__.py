@@ -1,0 +1,1 @@
+"""Scenario generator: real trace files with known ground truth (issue #8)."""

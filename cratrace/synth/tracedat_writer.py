@@ -1,0 +1,680 @@
+"""A trace.dat writer: turns a list of events into a file `trace-cmd report` reads.
+
+It owns the byte layout of trace-cmd's file format, versions 6 and 7
+(``Documentation/trace-cmd/trace-cmd.dat.v6/v7.5.txt`` in trace-cmd), so the
+scenario generator (issue #8) and the reader's tests (issue #2) can produce
+every variant the reader must handle without a kernel: v6 or v7; v7 sections
+uncompressed or compressed with zlib or zstd; 32- or 64-bit kernels (the
+``commit`` field of header_page and every ``long``/pointer field shrink to 4
+bytes); little- or big-endian; any page size; several buffer instances;
+saved cmdlines; printk formats for ``bprint``; options (uname, trace clock,
+CPU count, TSC2NSEC, OFFSET).
+
+Ring-buffer pages are built like the kernel builds them: a page header
+(u64 timestamp, long commit), 4-byte record headers (type_len:5,
+time_delta:27; bit order follows the endianness), data records with
+type_len 1..28 or 0 plus a length word for payloads above 112 bytes,
+time-extend records when a delta does not fit in 27 bits, optional padding
+at the page tail, optional lost-event flags (``RB_MISSED_EVENTS``, with the
+count stored after the data: ``RB_MISSED_STORED``).
+
+API (one call)::
+
+    from cratrace.synth.tracedat_writer import write_tracedat, Event
+    write_tracedat("t.dat", [
+        Event(ts=1_000, cpu=0, name="sched_switch", pid=0, fields=dict(
+            prev_comm="swapper/0", prev_pid=0, prev_prio=120, prev_state=0,
+            next_comm="CPU 0/KVM", next_pid=1201, next_prio=120)),
+        Event(ts=2_000, cpu=0, name="print", pid=1201, fields={"buf": "txn_end vm=a vcpu=0\\n"}),
+        Event(ts=3_000, cpu=1, name="bprint", pid=7, fields={"fmt": "lock %d held %s\\n", "args": [3, "x"]}),
+    ], version=7, compression="zstd", long_size=8, endian="little",
+       page_size=4096, cpus=2, comms={1201: "CPU 0/KVM"})
+
+Events are plain :class:`Event` objects (or dicts with the same keys).
+``name`` is an event name from the bundled formats
+(:func:`cratrace.synth.event_formats.bundled_formats`) or ``system:name``;
+extra formats can be passed as text with ``formats=``. Field values: ints
+for integer fields (masked to the field's width, two's complement for
+signed), ``str``/``bytes`` for ``char[N]`` and ``__data_loc char[]``, lists
+of ints for other arrays. Missing fields are zero. ``instance`` names a buffer
+instance ("" = top level); ``flags``/``preempt`` fill common_flags and
+common_preempt_count. For ``bprint``, ``fields["fmt"]`` is the printk format
+and ``fields["args"]`` its arguments; the writer assigns the format an
+address and stores it in the printk section.
+
+Determinism: the same arguments give byte-identical files (no clocks, no
+randomness; zlib and zstd at fixed levels).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import tempfile
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
+
+from cratrace.synth.event_formats import (
+    EventFormat,
+    Field,
+    bundled_formats,
+    header_event,
+    header_page,
+    parse_format,
+    relayout,
+)
+
+Compression = Literal["none", "zlib", "zstd"]
+Endian = Literal["little", "big"]
+
+MAGIC = b"\x17\x08\x44tracing"
+
+# trace-cmd option ids (shared by v6 and v7)
+OPT_DONE, OPT_DATE, OPT_CPUSTAT, OPT_BUFFER, OPT_TRACECLOCK, OPT_UNAME = 0, 1, 2, 3, 4, 5
+OPT_OFFSET, OPT_CPUCOUNT, OPT_VERSION, OPT_TSC2NSEC = 7, 8, 9, 14
+OPT_STRINGS, OPT_HEADER_INFO, OPT_FTRACE_EVENTS, OPT_EVENT_FORMATS = 15, 16, 17, 18
+OPT_KALLSYMS, OPT_PRINTK, OPT_CMDLINES = 19, 20, 21
+
+SEC_FL_COMPRESS = 1
+
+# ring buffer record types
+RB_PADDING, RB_TIME_EXTEND, RB_TIME_STAMP = 29, 30, 31
+RB_MAX_SMALL_DATA = 28 * 4
+TS_BITS = 27
+MISSED_EVENTS, MISSED_STORED = 1 << 31, 1 << 30
+
+BPRINT_FMT_BASE = 0xFFFFFFFF82000000  # where our fake printk formats "live"
+
+
+@dataclass
+class Event:
+    ts: int  # ns on the trace clock
+    cpu: int
+    name: str
+    pid: int = 0
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    instance: str = ""
+    flags: int = 0
+    preempt: int = 0
+
+
+class WriterError(ValueError):
+    """Bad writer input (unknown event, bad option); names what and where."""
+
+
+@dataclass
+class _Ctx:
+    endian: str  # "<" or ">"
+    long_size: int
+    formats: dict[str, EventFormat]  # by name and system:name
+    printk: dict[str, int]  # fmt -> address
+
+
+def _as_event(e: Event | Mapping[str, Any]) -> Event:
+    if isinstance(e, Event):
+        return e
+    return Event(**e)
+
+
+# ---------------------------------------------------------------- payloads
+
+
+def _int_bytes(ctx: _Ctx, value: int, size: int, signed: bool) -> bytes:
+    value = int(value)
+    mask = (1 << (8 * size)) - 1
+    value &= mask
+    return value.to_bytes(size, "little" if ctx.endian == "<" else "big")
+
+
+def _str_bytes(v: Any) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    return str(v).encode()
+
+
+def _bprint_args(ctx: _Ctx, fmt: str, args: Sequence[Any]) -> bytes:
+    """Encode args the way the kernel's vbin_printf packs them (u32 words)."""
+    out = bytearray()
+    specs = re.findall(r"%[-+ #0]*\d*(?:\.\d+)?(hh|h|ll|l|z)?([diouxXcsp%])", fmt)
+    it = iter(args)
+    for length, conv in specs:
+        if conv == "%":
+            continue
+        v = next(it)
+        if conv == "s":
+            out += _str_bytes(v) + b"\0"
+            while len(out) % 4:
+                out += b"\0"
+            continue
+        size = 8 if length == "ll" or (length in ("l", "z") or conv == "p") and ctx.long_size == 8 else 4
+        if size == 8:
+            while len(out) % 8:  # 64-bit args are naturally aligned in the buffer
+                out += b"\0"
+        out += _int_bytes(ctx, v, size, True)
+    return bytes(out)
+
+
+def _encode_payload(ctx: _Ctx, fmt: EventFormat, ev: Event) -> bytes:
+    buf = bytearray(fmt.static_size)
+    dyn = bytearray()
+    values = dict(ev.fields)
+    if fmt.name == "bprint":
+        fstr = values.pop("fmt")
+        base = BPRINT_FMT_BASE & ((1 << (8 * ctx.long_size)) - 1)  # a 32-bit kernel address
+        addr = ctx.printk.setdefault(fstr, base + 0x40 * len(ctx.printk))
+        values["fmt"] = addr
+        values["buf"] = _bprint_args(ctx, fstr, values.pop("args", ()))
+    values.update(common_type=fmt.id, common_flags=ev.flags, common_preempt_count=ev.preempt, common_pid=ev.pid)
+    for f in fmt.fields:
+        v = values.get(f.name, 0)
+        if f.data_loc or f.rel_loc:
+            data = _str_bytes(v) + (b"\0" if not isinstance(v, bytes) else b"")
+            off = fmt.static_size + len(dyn)
+            if f.rel_loc:
+                off -= f.offset + f.size
+            buf[f.offset : f.offset + 4] = _int_bytes(ctx, (len(data) << 16) | off, 4, False)
+            dyn += data
+        elif f.array_len == 0:  # flexible trailing array: print's buf[], bprint's buf[]
+            data = _str_bytes(v) + (b"\0" if isinstance(v, str) else b"")
+            dyn += data
+        elif f.array_len is not None:
+            if "char" in f.type:
+                raw = _str_bytes(v)[: f.size - 1] if v else b""
+                buf[f.offset : f.offset + len(raw)] = raw
+            else:
+                es = f.elem_size
+                for i, x in enumerate(list(v or [])[: f.array_len]):
+                    buf[f.offset + i * es : f.offset + (i + 1) * es] = _int_bytes(ctx, x, es, f.signed)
+        else:
+            if isinstance(v, bool):
+                v = int(v)
+            buf[f.offset : f.offset + f.size] = _int_bytes(ctx, v, f.size, f.signed)
+    out = bytes(buf) + bytes(dyn)
+    if len(out) % 4:
+        out += b"\0" * (4 - len(out) % 4)
+    return out
+
+
+# ------------------------------------------------------------ ring buffer
+
+
+def _rec_header(ctx: _Ctx, type_len: int, delta: int) -> bytes:
+    if ctx.endian == "<":
+        word = (delta << 5) | type_len
+    else:
+        word = (type_len << TS_BITS) | delta
+    return struct.pack(ctx.endian + "I", word)
+
+
+def _data_record(ctx: _Ctx, delta: int, payload: bytes) -> bytes:
+    if len(payload) <= RB_MAX_SMALL_DATA:
+        return _rec_header(ctx, len(payload) // 4, delta) + payload
+    return _rec_header(ctx, 0, delta) + struct.pack(ctx.endian + "I", len(payload) + 4) + payload
+
+
+def _build_pages(
+    ctx: _Ctx,
+    records: list[tuple[int, bytes]],
+    page_size: int,
+    tail_padding: bool,
+    lost: Mapping[int, int],
+) -> bytes:
+    """Pack (ts, payload) records, ts-sorted, into ring-buffer pages.
+
+    ``lost`` maps a page index to a number of events lost before that page.
+    """
+    hdr = 8 + ctx.long_size
+    cap = page_size - hdr
+    pages: list[bytes] = []
+    i = 0
+    n = len(records)
+    while i < n:
+        pidx = len(pages)
+        lost_here = lost.get(pidx, 0)
+        room = cap - (ctx.long_size if lost_here else 0)
+        page_ts = records[i][0]
+        last = page_ts
+        body = bytearray()
+        while i < n:
+            ts, payload = records[i]
+            delta = ts - last
+            if delta < 0:
+                raise WriterError(f"events on one CPU must be sorted by ts (ts {ts} after {last})")
+            rec = b""
+            if delta >= 1 << TS_BITS:
+                rec += _rec_header(ctx, RB_TIME_EXTEND, delta & ((1 << TS_BITS) - 1))
+                rec += struct.pack(ctx.endian + "I", delta >> TS_BITS)
+                delta = 0
+            rec += _data_record(ctx, delta, payload)
+            if len(rec) > cap:
+                raise WriterError(f"event of {len(payload)} bytes does not fit in a {page_size}-byte page")
+            if len(body) + len(rec) > room:
+                break
+            body += rec
+            last = ts
+            i += 1
+        commit = len(body)
+        left = room - commit
+        if tail_padding and i < n and left >= 4:
+            # the kernel pads the tail when the next event does not fit; a
+            # padding record with delta 0 means "rest of page is empty"
+            if left >= 8:
+                body += _rec_header(ctx, RB_PADDING, 0) + struct.pack(ctx.endian + "I", left - 4)
+                body += b"\0" * (left - 8)
+            else:
+                body += _rec_header(ctx, RB_PADDING, 0)
+            commit = len(body)
+        flags = 0
+        extra = b""
+        if lost_here:
+            flags = MISSED_EVENTS | MISSED_STORED
+            extra = _int_bytes(ctx, lost_here, ctx.long_size, False)
+        page = struct.pack(ctx.endian + "Q", page_ts) + _int_bytes(ctx, commit | flags, ctx.long_size, False)
+        page += bytes(body) + extra
+        page += b"\0" * (page_size - len(page))
+        pages.append(page)
+    return b"".join(pages)
+
+
+# ------------------------------------------------------------ compression
+
+
+def _compress(algo: str, data: bytes) -> bytes:
+    if algo == "zlib":
+        return zlib.compress(data, 6)
+    if algo == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False).compress(data)
+    raise WriterError(f"unknown compression {algo!r}")
+
+
+def _compression_header(algo: str) -> bytes:
+    if algo == "none":
+        return b"none\0\0"
+    if algo == "zlib":
+        return b"zlib\0" + zlib.ZLIB_VERSION.encode() + b"\0"
+    import zstandard
+
+    return b"zstd\0" + ".".join(map(str, zstandard.ZSTD_VERSION)).encode() + b"\0"
+
+
+# ------------------------------------------------------------ the file
+
+
+class _Out:
+    def __init__(self, e: str):
+        self.b = bytearray()
+        self.e = e
+
+    def u16(self, v: int) -> None:
+        self.b += struct.pack(self.e + "H", v)
+
+    def u32(self, v: int) -> None:
+        self.b += struct.pack(self.e + "I", v)
+
+    def u64(self, v: int) -> None:
+        self.b += struct.pack(self.e + "Q", v)
+
+    def raw(self, v: bytes) -> None:
+        self.b += v
+
+    def cstr(self, s: str) -> None:
+        self.b += s.encode() + b"\0"
+
+    def align(self, n: int) -> None:
+        self.b += b"\0" * (-len(self.b) % n)
+
+    def patch64(self, at: int, v: int) -> None:
+        self.b[at : at + 8] = struct.pack(self.e + "Q", v)
+
+    def __len__(self) -> int:
+        return len(self.b)
+
+
+def _pack(e: str, f: str, *v: Any) -> bytes:
+    return struct.pack(e + f, *v)
+
+
+def write_tracedat(
+    path: str | os.PathLike,
+    events: Iterable[Event | Mapping[str, Any]],
+    *,
+    version: Literal[6, 7] = 7,
+    compression: Compression = "none",
+    long_size: Literal[4, 8] = 8,
+    endian: Endian = "little",
+    page_size: int = 4096,
+    cpus: int | None = None,
+    instances: Sequence[str] = (),
+    comms: Mapping[int, str] | None = None,
+    formats: Sequence[str] = (),
+    uname: str = "Linux synth 6.18.44 #1 SMP PREEMPT_DYNAMIC x86_64",
+    trace_clock: str = "local",
+    tsc2nsec: tuple[int, int, int] | None = None,
+    offset: int | None = None,
+    lost_events: Mapping[tuple[str, int], Mapping[int, int]] | None = None,
+    tail_padding: bool = True,
+    chunk_pages: int = 64,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``events`` as a trace.dat file at ``path`` (atomically) and return the path.
+
+    ``cpus`` defaults to 1 + the highest CPU used. ``instances`` lists extra
+    buffer instances (events name theirs in ``Event.instance``; instances
+    used by events are added automatically). ``comms`` fills saved cmdlines.
+    ``formats`` adds format texts (``system`` taken from a leading
+    ``system: NAME`` line, default ``synth``). ``tsc2nsec`` = (mult, shift,
+    offset) writes the TSC2NSEC option (timestamps then count TSC cycles) and
+    ``offset`` the OFFSET option. ``lost_events[(instance, cpu)] = {page:
+    count}`` flags pages as preceded by lost events. ``chunk_pages`` is the
+    v7 compression chunk size in pages. ``overwrite=False`` refuses to
+    replace an existing file.
+    """
+    path = Path(path)
+    if version not in (6, 7):
+        raise WriterError(f"version must be 6 or 7, not {version!r}")
+    if compression not in ("none", "zlib", "zstd"):
+        raise WriterError(f"compression must be none, zlib or zstd, not {compression!r}")
+    if version == 6 and compression != "none":
+        raise WriterError("file version 6 has no compression; use version=7")
+    if long_size not in (4, 8):
+        raise WriterError(f"long_size must be 4 or 8, not {long_size!r}")
+    if endian not in ("little", "big"):
+        raise WriterError(f"endian must be little or big, not {endian!r}")
+    if page_size < 256 or page_size & (page_size - 1):
+        raise WriterError(f"page_size must be a power of two >= 256, not {page_size}")
+    if path.exists() and not overwrite:
+        raise WriterError(f"{path} exists (pass overwrite=True to replace it)")
+    e = "<" if endian == "little" else ">"
+
+    fmts: dict[str, EventFormat] = {}
+    for f in bundled_formats().values():
+        fmts[f.name] = relayout(f, long_size)
+    for text in formats:
+        m = re.match(r"system:\s*(\S+)\n", text)
+        system = m.group(1) if m else "synth"
+        if m:
+            text = text[m.end() :]
+        f = relayout(parse_format(text, system), long_size)
+        fmts[f.name] = f
+    by_full = {f"{f.system}:{f.name}": f for f in fmts.values()}
+    ctx = _Ctx(e, long_size, {**fmts, **by_full}, {})
+
+    # group and encode
+    per_buf: dict[str, dict[int, list[tuple[int, bytes]]]] = {"": {}}
+    for name in instances:
+        per_buf.setdefault(name, {})
+    used: dict[str, EventFormat] = {}
+    max_cpu = -1
+    for idx, raw in enumerate(events):
+        ev = _as_event(raw)
+        fmt = ctx.formats.get(ev.name)
+        if fmt is None:
+            raise WriterError(f"event #{idx}: unknown event {ev.name!r} (no format bundled or given)")
+        if ev.cpu < 0:
+            raise WriterError(f"event #{idx}: negative cpu {ev.cpu}")
+        used[f"{fmt.system}:{fmt.name}"] = fmt
+        payload = _encode_payload(ctx, fmt, ev)
+        per_buf.setdefault(ev.instance, {}).setdefault(ev.cpu, []).append((ev.ts, payload))
+        max_cpu = max(max_cpu, ev.cpu)
+    ncpus = cpus if cpus is not None else max(max_cpu + 1, 1)
+    if max_cpu >= ncpus:
+        raise WriterError(f"an event is on cpu {max_cpu} but cpus={ncpus}")
+    lost_events = lost_events or {}
+
+    # every bundled format goes in the file (as trace-cmd records all enabled
+    # events); ftrace's print/bprint live in the ftrace section
+    all_fmts = sorted({f"{f.system}:{f.name}": f for f in fmts.values()}.values(), key=lambda f: (f.system, f.id))
+    ftrace_fmts = [f for f in all_fmts if f.system == "ftrace"]
+    systems: dict[str, list[EventFormat]] = {}
+    for f in all_fmts:
+        if f.system != "ftrace":
+            systems.setdefault(f.system, []).append(f)
+
+    buffers_data: dict[str, list[tuple[int, bytes]]] = {}
+    for name, cpumap in per_buf.items():
+        lst = []
+        for cpu in range(ncpus):
+            recs = sorted(cpumap.get(cpu, []), key=lambda r: r[0])  # stable: equal ts keep input order
+            lst.append((cpu, _build_pages(ctx, recs, page_size, tail_padding, lost_events.get((name, cpu), {}))))
+        buffers_data[name] = lst
+
+    header_info = (
+        b"header_page\0"
+        + _pack(e, "Q", len(hp := header_page(long_size, page_size).encode()))
+        + hp
+        + b"header_event\0"
+        + _pack(e, "Q", len(he := header_event().encode()))
+        + he
+    )
+    ftrace_sec = _pack(e, "I", len(ftrace_fmts)) + b"".join(
+        _pack(e, "Q", len(t := f.text.encode())) + t for f in ftrace_fmts
+    )
+    ev_sec = _pack(e, "I", len(systems))
+    for sysname, lst in systems.items():
+        ev_sec += sysname.encode() + b"\0" + _pack(e, "I", len(lst))
+        for f in lst:
+            t = f.text.encode()
+            ev_sec += _pack(e, "Q", len(t)) + t
+    kallsyms = b""
+    printk = "".join(f'0x{addr:x} : "{_c_escape(fmt)}"\n' for fmt, addr in ctx.printk.items()).encode()
+    cmdlines = "".join(f"{pid} {comm}\n" for pid, comm in sorted((comms or {}).items())).encode()
+
+    clock_text = " ".join(
+        f"[{c}]" if c == trace_clock else c
+        for c in ["local", "global", "counter", "uptime", "perf", "mono", "mono_raw", "boot", "x86-tsc"]
+    ) + "\n"
+    if trace_clock not in clock_text:
+        clock_text = f"[{trace_clock}]\n"
+    simple_opts: list[tuple[int, bytes]] = []
+    if offset is not None:
+        simple_opts.append((OPT_OFFSET, f"{offset}\0".encode()))
+    simple_opts.append((OPT_TRACECLOCK, clock_text.encode() + b"\0"))
+    simple_opts.append((OPT_UNAME, uname.encode() + b"\0"))
+    simple_opts.append((OPT_VERSION, b"cratrace-synth\0"))
+    simple_opts.append((OPT_CPUCOUNT, _pack(e, "I", ncpus)))
+    if tsc2nsec is not None:
+        mult, shift, toff = tsc2nsec
+        simple_opts.append((OPT_TSC2NSEC, _pack(e, "IIQ", mult, shift, toff)))
+
+    out = _Out(e)
+    out.raw(MAGIC)
+    out.cstr(str(version))
+    out.raw(bytes([0 if endian == "little" else 1, long_size]))
+    out.u32(page_size)
+    if version == 6:
+        _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, simple_opts,
+                  buffers_data, ncpus, page_size, trace_clock)
+    else:
+        _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
+                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(out.b)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def _c_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, simple_opts,
+              buffers_data, ncpus, page_size, trace_clock) -> None:
+    e = out.e
+    out.raw(header_info)
+    out.raw(ftrace_sec)
+    out.raw(ev_sec)
+    out.u32(len(kallsyms))
+    out.raw(kallsyms)
+    out.u32(len(printk))
+    out.raw(printk)
+    out.u64(len(cmdlines))
+    out.raw(cmdlines)
+    out.u32(ncpus)
+    out.raw(b"options  \0")
+    for oid, data in simple_opts:
+        out.u16(oid)
+        out.u32(len(data))
+        out.raw(data)
+    # instances: option BUFFER = (u64 offset of the instance's cpu table, name);
+    # patched once the table's place is known
+    patches: dict[str, int] = {}
+    for name in buffers_data:
+        if name == "":
+            continue
+        data = b"\0" * 8 + name.encode() + b"\0"
+        out.u16(OPT_BUFFER)
+        out.u32(len(data))
+        patches[name] = len(out)
+        out.raw(data)
+    out.u16(OPT_DONE)
+    # each buffer: "flyrecord\0", a (offset, size) pair per CPU, then the
+    # trace clock as u64 length + text; the page data of all buffers follows
+    order = [""] + [n for n in buffers_data if n != ""]
+    tables: dict[str, int] = {}
+    clock = f"[{trace_clock}]".encode()
+    for name in order:
+        if name:
+            out.patch64(patches[name], len(out))
+        out.raw(b"flyrecord\0")
+        tables[name] = len(out)
+        for _ in range(ncpus):
+            out.u64(0)
+            out.u64(0)
+        out.u64(len(clock))
+        out.raw(clock)
+    for name in order:
+        for cpu, pages in buffers_data[name]:
+            out.align(page_size)
+            start = len(out)
+            out.raw(pages)
+            at = tables[name] + 16 * cpu
+            out.b[at : at + 16] = _pack(e, "QQ", start if pages else 0, len(pages))
+
+
+def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
+              simple_opts, buffers_data, page_size, trace_clock, chunk_pages) -> None:
+    e = out.e
+    comp = compression != "none"
+    out.raw(_compression_header(compression))
+    first_opts_at = len(out)
+    out.u64(0)  # patched: offset of the first options section
+
+    strings = bytearray()
+
+    def string_id(s: str) -> int:
+        at = len(strings)
+        strings.extend(s.encode() + b"\0")
+        return at
+
+    def section(sec_id: int, desc: str, body: bytes, compress: bool = comp) -> int:
+        at = len(out)
+        flags = SEC_FL_COMPRESS if compress else 0
+        if compress:
+            c = _compress(compression, body)
+            body = _pack(e, "II", len(c), len(body)) + c
+        out.u16(sec_id)
+        out.u16(flags)
+        out.u32(string_id(desc))
+        out.u64(len(body))
+        out.raw(body)
+        return at
+
+    offsets = {
+        OPT_HEADER_INFO: section(OPT_HEADER_INFO, "headers", header_info),
+        OPT_FTRACE_EVENTS: section(OPT_FTRACE_EVENTS, "ftrace events", ftrace_sec),
+        OPT_EVENT_FORMATS: section(OPT_EVENT_FORMATS, "events format", ev_sec),
+        OPT_KALLSYMS: section(OPT_KALLSYMS, "kallsyms", _pack(e, "I", len(kallsyms)) + kallsyms),
+        OPT_PRINTK: section(OPT_PRINTK, "printk", _pack(e, "I", len(printk)) + printk),
+        OPT_CMDLINES: section(OPT_CMDLINES, "command lines", _pack(e, "Q", len(cmdlines)) + cmdlines),
+    }
+
+    buffer_opts: list[bytes] = []
+    for name, cpu_pages in buffers_data.items():
+        sec_at = len(out)
+        desc_id = string_id(f"buffer {name}" if name else "flyrecord")
+        # section header; size patched below
+        out.u16(OPT_BUFFER)
+        out.u16(SEC_FL_COMPRESS if comp else 0)
+        out.u32(desc_id)
+        size_at = len(out)
+        out.u64(0)
+        body_start = len(out)
+        cpu_entries = []
+        for cpu, pages in cpu_pages:
+            if not pages:
+                continue
+            if comp:
+                out.align(page_size)  # trace-cmd aligns each CPU's data
+                start = len(out)
+                chunk = chunk_pages * page_size
+                chunks = [pages[i : i + chunk] for i in range(0, len(pages), chunk)]
+                out.u32(len(chunks))
+                for ch in chunks:
+                    c = _compress(compression, ch)
+                    out.u32(len(c))
+                    out.u32(len(ch))
+                    out.raw(c)
+                cpu_entries.append((cpu, start, len(out) - start))
+            else:
+                out.align(page_size)
+                start = len(out)
+                out.raw(pages)
+                cpu_entries.append((cpu, start, len(pages)))
+        out.b[size_at : size_at + 8] = _pack(e, "Q", len(out) - body_start)
+        opt = _pack(e, "Q", sec_at) + name.encode() + b"\0" + trace_clock.encode() + b"\0"
+        opt += _pack(e, "II", page_size, len(cpu_entries))  # per-buffer page size (trace-cmd >= 3.1)
+        for cpu, start, size in cpu_entries:
+            opt += _pack(e, "IQQ", cpu, start, size)
+        buffer_opts.append(opt)
+
+    # the options section, then the strings section it points to
+    opts = bytearray()
+    for oid, at in offsets.items():
+        opts += _pack(e, "HI", oid, 8) + _pack(e, "Q", at)
+    for oid, data in simple_opts:
+        opts += _pack(e, "HI", oid, len(data)) + data
+    for data in buffer_opts:
+        opts += _pack(e, "HI", OPT_BUFFER, len(data)) + data
+    opts_desc = string_id("options")
+    strings_desc = string_id("strings")
+    # strings go before the options that point at them: every description
+    # has been registered by now
+    strings_at = len(out)
+    sbody = bytes(strings)
+    out.u16(OPT_STRINGS)
+    out.u16(0)
+    out.u32(strings_desc)
+    out.u64(len(sbody))
+    out.raw(sbody)
+    opts += _pack(e, "HI", OPT_STRINGS, 8) + _pack(e, "Q", strings_at)
+    opts += _pack(e, "HIQ", OPT_DONE, 8, 0)
+    opts_at = len(out)
+    body = bytes(opts)
+    if comp:
+        c = _compress(compression, body)
+        body = _pack(e, "II", len(c), len(body)) + c
+    out.u16(0)
+    out.u16(SEC_FL_COMPRESS if comp else 0)
+    out.u32(opts_desc)
+    out.u64(len(body))
+    out.raw(body)
+    out.patch64(first_opts_at, opts_at)
+
+
+def _section_len(compression: str, body: bytes) -> int:
+    if compression == "none":
+        return len(body)
+    return 8 + len(_compress(compression, body))
