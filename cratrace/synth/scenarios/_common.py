@@ -1,0 +1,132 @@
+"""Shared pieces of the scenarios: parameters, and a builder that emits
+consistent host events (switches, wakeups, markers) while keeping the truth.
+
+A scenario is a module with ``NAME``, ``SUMMARY``, ``VERSION``, ``PARAMS``
+(name -> :class:`Param`) and ``generate(params, seed) -> Result``. The
+builder keeps per-CPU timestamps strictly increasing (several things that
+"happen in the same microsecond" get successive nanoseconds), so ordering
+inside the file is the order the scenario emitted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from cratrace.synth.tracedat_writer import Event
+
+# trace_marker writes appear as ftrace:print with this ip (tracing_mark_write)
+MARKER_IP = 0xFFFFFFFF81A2B3C0
+KERNEL_RIP = 0xFFFFFFFF81100000  # guest kernel text (spinlock slow path)
+USER_RIP = 0x00007F3A12340000
+
+# Intel VMX exit reasons (kvm_exit.exit_reason with isa == 1)
+EXIT_EXTERNAL_INTERRUPT = 1
+EXIT_HLT = 12
+EXIT_VMCALL = 18
+EXIT_IO_INSTRUCTION = 30
+EXIT_MSR_WRITE = 32
+EXIT_PAUSE = 40
+EXIT_EPT_VIOLATION = 48
+EXIT_EPT_MISCONFIG = 49
+KVM_HC_KICK_CPU = 5
+
+TASK_RUNNING, TASK_INTERRUPTIBLE = 0, 1
+
+
+@dataclass(frozen=True)
+class Param:
+    default: Any
+    help: str
+
+    def parse(self, name: str, text: str) -> Any:
+        from cratrace.errors import UsageError
+
+        kind = type(self.default)
+        try:
+            if kind is bool:
+                if text.lower() in ("1", "true", "yes", "on"):
+                    return True
+                if text.lower() in ("0", "false", "no", "off"):
+                    return False
+                raise ValueError(text)
+            return kind(text)
+        except ValueError:
+            raise UsageError(f"--set {name}={text}: expected {kind.__name__} (default {self.default!r})") from None
+
+
+@dataclass
+class Result:
+    events: list[Event]
+    truth: dict[str, Any]
+    writer: dict[str, Any] = field(default_factory=dict)  # extra write_tracedat kwargs (comms, cpus...)
+
+
+class Builder:
+    """Collects events with per-CPU monotonic timestamps and thread metadata."""
+
+    def __init__(self, ncpus: int, t0_ns: int = 1_000_000_000):
+        self.ncpus = ncpus
+        self.t0 = t0_ns
+        self.events: list[Event] = []
+        self.last_ts = [0] * ncpus
+        self.threads: dict[int, dict[str, Any]] = {}
+        self.current = [0] * ncpus  # tid running on each CPU (0 = idle)
+
+    def thread(self, tid: int, comm: str, pid: int, role: str, vm: str | None = None, vcpu: int | None = None) -> int:
+        self.threads[tid] = dict(tid=tid, pid=pid, comm=comm, vm=vm, vcpu=vcpu, role=role)
+        return tid
+
+    def comm(self, tid: int) -> str:
+        if tid == 0:
+            return "swapper"
+        return self.threads[tid]["comm"]
+
+    def ts(self, cpu: int, t_ns: int) -> int:
+        """A timestamp on ``cpu`` at or after ``t_ns`` (relative), strictly after the previous one."""
+        ts = max(self.t0 + t_ns, self.last_ts[cpu] + 1)
+        self.last_ts[cpu] = ts
+        return ts
+
+    def emit(self, t_ns: int, cpu: int, name: str, pid: int, **fields: Any) -> int:
+        ts = self.ts(cpu, t_ns)
+        self.events.append(Event(ts=ts, cpu=cpu, name=name, pid=pid, fields=fields))
+        return ts
+
+    def switch(self, t_ns: int, cpu: int, next_tid: int, prev_state: int = TASK_RUNNING) -> int:
+        prev = self.current[cpu]
+        if prev == next_tid:
+            return self.last_ts[cpu]
+        self.current[cpu] = next_tid
+        prev_comm = f"swapper/{cpu}" if prev == 0 else self.comm(prev)
+        next_comm = f"swapper/{cpu}" if next_tid == 0 else self.comm(next_tid)
+        return self.emit(
+            t_ns, cpu, "sched_switch", prev,
+            prev_comm=prev_comm, prev_pid=prev, prev_prio=120 if prev else 120,
+            prev_state=prev_state if prev else TASK_RUNNING,
+            next_comm=next_comm, next_pid=next_tid, next_prio=120,
+        )
+
+    def wakeup(self, t_ns: int, cpu: int, tid: int, target_cpu: int) -> int:
+        return self.emit(t_ns, cpu, "sched_wakeup", self.current[cpu],
+                         comm=self.comm(tid), pid=tid, prio=120, target_cpu=target_cpu)
+
+    def marker(self, t_ns: int, cpu: int, tid: int, text: str) -> int:
+        return self.emit(t_ns, cpu, "print", tid, ip=MARKER_IP, buf=text + "\n")
+
+    def kvm_exit(self, t_ns: int, cpu: int, tid: int, vcpu: int, reason: int, rip: int = KERNEL_RIP, info1: int = 0) -> int:
+        return self.emit(t_ns, cpu, "kvm_exit", tid, exit_reason=reason, guest_rip=rip, isa=1,
+                         info1=info1, info2=0, intr_info=0, error_code=0, vcpu_id=vcpu, requests=0)
+
+    def kvm_entry(self, t_ns: int, cpu: int, tid: int, vcpu: int, rip: int = KERNEL_RIP) -> int:
+        return self.emit(t_ns, cpu, "kvm_entry", tid, vcpu_id=vcpu, rip=rip, immediate_exit=0, intr_info=0, error_code=0)
+
+    def counts(self) -> dict[str, int]:
+        return dict(sorted(Counter(e.name for e in self.events).items()))
+
+    def comms(self) -> dict[int, str]:
+        return {tid: t["comm"] for tid, t in self.threads.items()}
+
+    def thread_table(self) -> list[dict[str, Any]]:
+        return [self.threads[t] for t in sorted(self.threads)]
