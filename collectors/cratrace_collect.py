@@ -1,0 +1,562 @@
+#!/usr/bin/env python3
+"""cratrace host-side collector: capture ftrace, perf and xentrace streams
+with a host snapshot and a VM inventory, safely.
+
+Standard library only: copy this file (and presets/) to a host, or build a
+one-file zipapp with `python3 cratrace_collect.py --build-zipapp out.pyz`,
+then run as root:
+
+    python3 cratrace_collect.py -o raw/ --preset kvm-sched --duration 10
+
+The output directory (trace.dat, perf-stat.csv, perf.data, xentrace.bin,
+host.json, manifest.json) is what `cratrace import raw/ -o capture/` reads.
+
+Safety: bounded by --duration and --max-size, free disk checked first,
+SIGINT/SIGTERM stop the capture cleanly (outputs stay importable), tracing
+state is restored on every exit path, user text never goes through a
+shell, event names and paths are validated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
+PRESET_DIR = Path(__file__).resolve().parent / "presets"
+EVENT_RE = re.compile(r"^[A-Za-z0-9_]+(:[A-Za-z0-9_*]+)?$")
+# xentrace event-class masks (xen/include/public/trace.h)
+XEN_CLASSES = {"gen": 0x0001F000, "sched": 0x0002F000, "dom0op": 0x0004F000, "hvm": 0x0008F000, "mem": 0x0010F000, "pv": 0x0020F000, "hw": 0x0080F000, "pm": 0x00801000}
+STATE_FILES = ("tracing_on", "buffer_size_kb", "current_tracer", "trace_clock")
+
+
+class CollectError(Exception):
+    """A one-line, user-facing reason the capture cannot run."""
+
+
+# --------------------------------------------------------------- presets
+
+
+def load_preset(name: str, preset_dir: Path = PRESET_DIR) -> dict:
+    if not re.fullmatch(r"[a-z0-9-]+", name):
+        raise CollectError(f"preset name {name!r}: only lowercase letters, digits and '-'")
+    p = preset_dir / f"{name}.json"
+    if not p.is_file():
+        known = sorted(x.stem for x in preset_dir.glob("*.json"))
+        raise CollectError(f"unknown preset {name!r} (known: {', '.join(known)})")
+    return json.loads(p.read_text())
+
+
+def validate_events(events: list[str]) -> list[str]:
+    bad = [e for e in events if not EVENT_RE.fullmatch(e)]
+    if bad:
+        raise CollectError(f"invalid event name(s): {', '.join(map(repr, bad))} (expected system:event)")
+    return events
+
+
+def tracefs() -> Path | None:
+    for p in TRACEFS_CANDIDATES:
+        if (p / "events").is_dir():
+            return p
+    return None
+
+
+def split_available(events: list[str], tfs: Path) -> tuple[list[str], list[str]]:
+    """(present, missing) on this host."""
+    present, missing = [], []
+    for e in events:
+        sys_, _, ev = e.partition(":")
+        path = tfs / "events" / sys_ / ev if ev and "*" not in ev else tfs / "events" / sys_
+        (present if path.exists() else missing).append(e)
+    return present, missing
+
+
+# --------------------------------------------------------- tracing state
+
+
+def snapshot_state(tfs: Path) -> dict:
+    state = {}
+    for f in STATE_FILES:
+        try:
+            state[f] = (tfs / f).read_text()
+        except OSError:
+            pass
+    try:
+        state["set_event"] = (tfs / "set_event").read_text()
+    except OSError:
+        pass
+    inst = tfs / "instances"
+    state["instances"] = sorted(p.name for p in inst.iterdir()) if inst.is_dir() else []
+    return state
+
+
+def restore_state(tfs: Path, state: dict) -> list[str]:
+    """Put tracing back as it was; returns what could not be restored."""
+    problems = []
+    for f in STATE_FILES:
+        if f not in state:
+            continue
+        val = state[f]
+        if f == "trace_clock":  # "[local] global ..." -> "local"
+            m = re.search(r"\[(\S+)\]", val)
+            val = m.group(1) if m else val.split()[0]
+        try:
+            cur = (tfs / f).read_text()
+            if cur != state[f]:
+                (tfs / f).write_text(val.strip() + "\n")
+        except OSError as e:
+            problems.append(f"{f}: {e}")
+    if "set_event" in state:
+        try:
+            if (tfs / "set_event").read_text() != state["set_event"]:
+                (tfs / "set_event").write_text("")
+                for line in state["set_event"].splitlines():
+                    with open(tfs / "set_event", "a") as fh:
+                        fh.write(line + "\n")
+        except OSError as e:
+            problems.append(f"set_event: {e}")
+    inst = tfs / "instances"
+    if inst.is_dir():
+        for p in inst.iterdir():
+            if p.name not in state.get("instances", []):
+                try:
+                    p.rmdir()
+                except OSError as e:
+                    problems.append(f"instance {p.name}: {e}")
+    return problems
+
+
+# ---------------------------------------------------------- host snapshot
+
+
+def _read(path: Path, default=None):
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return default
+
+
+def _run(cmd: list[str], timeout: float = 10) -> str | None:
+    if shutil.which(cmd[0]) is None:
+        return None
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return r.stdout if r.returncode == 0 else None
+
+
+def _cpus() -> dict:
+    model = None
+    for line in (_read(Path("/proc/cpuinfo"), "") or "").splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    base = Path("/sys/devices/system/cpu")
+    topo, freq, idle = [], {}, {}
+    for d in sorted(base.glob("cpu[0-9]*"), key=lambda p: int(p.name[3:])):
+        n = int(d.name[3:])
+        topo.append({"cpu": n, "core": _int(_read(d / "topology/core_id")), "package": _int(_read(d / "topology/physical_package_id"))})
+        cf = d / "cpufreq"
+        if cf.is_dir():
+            freq[str(n)] = {
+                "governor": _read(cf / "scaling_governor"),
+                "available_frequencies_khz": [int(x) for x in (_read(cf / "scaling_available_frequencies", "") or "").split()],
+                "cur_khz": _int(_read(cf / "scaling_cur_freq")),
+                "min_khz": _int(_read(cf / "cpuinfo_min_freq")),
+                "max_khz": _int(_read(cf / "cpuinfo_max_freq")),
+            }
+        ci = d / "cpuidle"
+        if ci.is_dir():
+            idle[str(n)] = [{"name": _read(s / "name"), "latency_us": _int(_read(s / "latency"))} for s in sorted(ci.glob("state*"))]
+    return {"model": model, "count": len(topo), "topology": topo, "cpufreq": freq, "idle_states": idle}
+
+
+def _int(s):
+    try:
+        return int(s)
+    except (TypeError, ValueError):
+        return None
+
+
+def _tsc_hz() -> int | None:
+    khz = _int(_read(Path("/sys/devices/system/cpu/cpu0/tsc_freq_khz")))
+    if khz:
+        return khz * 1000
+    return None
+
+
+def qemu_vms(proc: Path = Path("/proc")) -> list[dict]:
+    """Each QEMU process: name from -name, -uuid, vCPU threads `CPU n/KVM`,
+    vhost workers `vhost-<pid>` and iothreads, and its cgroup."""
+    vms = []
+    comms: dict[int, list[tuple[int, str]]] = {}
+    for pdir in proc.iterdir():
+        if not pdir.name.isdigit():
+            continue
+        try:
+            argv = (pdir / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not argv or not os.path.basename(argv[0].decode(errors="replace")).startswith("qemu"):
+            continue
+        args = [a.decode(errors="replace") for a in argv if a]
+        pid = int(pdir.name)
+        name = uuid = None
+        for i, a in enumerate(args[:-1]):
+            if a == "-name":
+                v = args[i + 1]
+                m = re.search(r"(?:^|,)guest=([^,]+)", v)
+                name = m.group(1) if m else v.split(",")[0]
+            elif a == "-uuid":
+                uuid = args[i + 1]
+        vcpus, iothreads = [], []
+        for t in sorted((pdir / "task").iterdir(), key=lambda p: int(p.name)) if (pdir / "task").is_dir() else []:
+            comm = _read(t / "comm", "") or ""
+            m = re.fullmatch(r"CPU (\d+)/KVM", comm)
+            if m:
+                vcpus.append({"index": int(m.group(1)), "tid": int(t.name)})
+            elif comm.startswith("IO ") or comm.startswith("iothread"):
+                iothreads.append(int(t.name))
+        vms.append({"name": name or (f"uuid-{uuid}" if uuid else f"qemu-{pid}"), "uuid": uuid, "pid": pid, "source": "qemu-cmdline", "vcpus": vcpus, "vhost_tids": [], "iothread_tids": iothreads, "cgroup": _read(pdir / "cgroup")})
+    if vms:
+        by_pid = {v["pid"]: v for v in vms}
+        for pdir in proc.iterdir():
+            if not pdir.name.isdigit():
+                continue
+            for t in (pdir / "task").iterdir() if (pdir / "task").is_dir() else []:
+                m = re.fullmatch(r"vhost-(\d+)", _read(t / "comm", "") or "")
+                if m and int(m.group(1)) in by_pid:
+                    by_pid[int(m.group(1))]["vhost_tids"].append(int(t.name))
+    return sorted(vms, key=lambda v: v["pid"])
+
+
+def libvirt_domains() -> dict:
+    out = _run(["virsh", "list", "--all", "--name"])
+    if out is None:
+        return {"absent": "virsh not installed or not answering"}
+    doms = []
+    for name in (n.strip() for n in out.splitlines() if n.strip()):
+        info = _run(["virsh", "dominfo", name]) or ""
+        kv = dict(line.split(":", 1) for line in info.splitlines() if ":" in line)
+        doms.append({"name": name, **{k.strip().lower().replace(" ", "_"): v.strip() for k, v in kv.items()}})
+    return {"domains": doms}
+
+
+def xen_host() -> dict:
+    info = _run(["xl", "info"])
+    if info is None:
+        return {"absent": "xl not installed or not a Xen dom0"}
+    kv = {k.strip(): v.strip() for k, v in (line.split(":", 1) for line in info.splitlines() if ":" in line)}
+    doms = []
+    for line in (_run(["xl", "list"]) or "").splitlines()[1:]:
+        parts = line.split()
+        if len(parts) >= 6:
+            doms.append({"name": parts[0], "id": _int(parts[1]), "mem_mib": _int(parts[2]), "vcpus": _int(parts[3]), "state": parts[4]})
+    mhz = kv.get("cpu_mhz")
+    return {"xen_version": f"{kv.get('xen_major', '?')}.{kv.get('xen_minor', '?')}", "cpu_mhz": _int(str(mhz).split(".")[0]) if mhz else None, "cpu_hz": float(mhz) * 1e6 if mhz else None, "scheduler": kv.get("xen_scheduler"), "domains": doms}
+
+
+def host_snapshot() -> dict:
+    cpus = _cpus()
+    u = platform.uname()
+    return {
+        "hostname": u.node,
+        "kernel": f"{u.system} {u.release} {u.version} {u.machine}",
+        "cpu": {"model": cpus["model"], "count": cpus["count"], "topology": cpus["topology"]},
+        "cpufreq": cpus["cpufreq"] or {"absent": "no cpufreq driver"},
+        "idle_states": cpus["idle_states"] or {"absent": "no cpuidle driver"},
+        "clocksource": _read(Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")),
+        "tsc_hz": _tsc_hz(),
+        "vms": qemu_vms(),
+        "libvirt": libvirt_domains(),
+        "xen": xen_host(),
+        "taken": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+# ------------------------------------------------------------- capture
+
+
+def _version(cmd: list[str]) -> str | None:
+    out = _run(cmd)
+    return out.strip().splitlines()[0] if out else None
+
+
+def parse_size(s: str) -> int:
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?", s.strip(), re.I)
+    if not m:
+        raise CollectError(f"--max-size {s!r}: expected a size like 500M or 2G")
+    return int(float(m.group(1)) * 1024 ** "_KMGT".index(m.group(2).upper() or "_"))
+
+
+def _dir_size(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.iterdir() if f.is_file())
+
+
+def _sha256(p: Path) -> str:
+    h = hashlib.sha256()
+    with open(p, "rb") as fh:
+        for b in iter(lambda: fh.read(1 << 20), b""):
+            h.update(b)
+    return h.hexdigest()
+
+
+class Capture:
+    """One capture run; use :func:`collect`."""
+
+    def __init__(self, out: Path, preset: dict, events: list[str], duration: float, max_size: int, perf_stat: bool, perf_record: bool, use_xentrace: bool, buffer_kb: int, interval_ms: int):
+        self.out, self.preset, self.events, self.duration, self.max_size = out, preset, events, duration, max_size
+        self.perf_stat, self.perf_record, self.use_xentrace, self.buffer_kb, self.interval_ms = perf_stat, perf_record, use_xentrace, buffer_kb, interval_ms
+        self.children: list[tuple[str, subprocess.Popen]] = []
+        self.rusage: dict[str, float] = {}
+        self.stop_reason = "duration"
+        self.stopping = False
+        self.perf_stat_start_ns: int | None = None
+
+    def _spawn(self, name: str, cmd: list[str], **kw) -> None:
+        p = subprocess.Popen(cmd, cwd=self.out, stdin=subprocess.DEVNULL, stdout=kw.pop("stdout", subprocess.DEVNULL), stderr=subprocess.PIPE, start_new_session=True, **kw)
+        self.children.append((name, p))
+
+    def start(self, ftrace_events: list[str]) -> None:
+        if ftrace_events and not self.perf_record:
+            cmd = ["trace-cmd", "record", "-b", str(self.buffer_kb), "-o", "trace.dat"]
+            for e in ftrace_events:
+                cmd += ["-e", e]
+            self._spawn("trace-cmd", cmd)
+        if ftrace_events and self.perf_record:
+            cmd = ["perf", "record", "-a", "-o", "perf.data"]
+            for e in ftrace_events:
+                cmd += ["-e", e]
+            self._spawn("perf-record", cmd)
+        if self.perf_stat and self.preset.get("perf_counters"):
+            counters = [c for c in self.preset["perf_counters"] if not c.startswith("power/") or Path("/sys/bus/event_source/devices/power").is_dir()]
+            cmd = ["perf", "stat", "-I", str(self.interval_ms), "-x", ",", "-A", "-a", "-o", "perf-stat.csv", "-e", ",".join(counters)]
+            # perf stat's interval times are relative to its start; keep the
+            # start on CLOCK_MONOTONIC (what trace-cmd's `local` clock tracks)
+            self.perf_stat_start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            self._spawn("perf-stat", cmd)
+        if self.use_xentrace:
+            mask = 0
+            for c in self.preset.get("xentrace_classes", []):
+                mask |= XEN_CLASSES[c]
+            cmd = ["xentrace", "-D", "-e", hex(mask or 0x0FFFF000), "-S", "32", "-T", str(int(self.duration) + 1), "xentrace.bin"]
+            self._spawn("xentrace", cmd)
+        # trace-cmd needs a moment to set up buffers before the workload starts
+        t0 = time.time()
+        while time.time() - t0 < 1.0 and any(n == "trace-cmd" for n, _ in self.children):
+            if (self.out / "trace.dat.cpu0").exists() or any(self.out.glob("trace.dat.cpu*")):
+                break
+            time.sleep(0.05)
+
+    def wait(self, workload: subprocess.Popen | None, on_tick=None) -> None:
+        deadline = time.time() + self.duration
+        last_tick = 0.0
+        while time.time() < deadline and not self.stopping:
+            if on_tick and time.time() - last_tick > 0.5:
+                on_tick()
+                last_tick = time.time()
+            if workload is not None and workload.poll() is not None:
+                self.stop_reason = "command exited"
+                break
+            dead = [n for n, p in self.children if p.poll() is not None]
+            if dead:
+                self.stop_reason = f"{dead[0]} exited early"
+                break
+            if self.max_size and _dir_size(self.out) > self.max_size:
+                self.stop_reason = "max-size reached"
+                break
+            time.sleep(0.1)
+        if self.stopping:
+            self.stop_reason = "signal"
+
+    def stop(self) -> dict[str, str]:
+        errors = {}
+        for name, p in self.children:
+            if p.poll() is None:
+                try:
+                    p.send_signal(signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+        for name, p in self.children:
+            try:
+                _, status, ru = os.wait4(p.pid, 0) if p.returncode is None else (p.pid, 0, None)
+                if ru is not None:
+                    p.returncode = os.waitstatus_to_exitcode(status)
+                    self.rusage[name] = ru.ru_utime + ru.ru_stime
+            except ChildProcessError:
+                pass
+            err = p.stderr.read().decode(errors="replace") if p.stderr else ""
+            errors[name] = err
+        return errors
+
+
+def overruns(trace_cmd_stderr: str) -> int:
+    return sum(int(m) for m in re.findall(r"overrun:\s*(\d+)", trace_cmd_stderr))
+
+
+def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None = None, duration: float = 10.0, max_size: str = "1G", perf_stat: bool = True, perf_record: bool = False, use_xentrace: bool = False, buffer_kb: int = 8192, interval_ms: int = 100, force: bool = False, command: list[str] | None = None, preset_dir: Path = PRESET_DIR, workload_popen=None) -> dict:
+    """Run a capture into `out`; returns the manifest. Raises CollectError."""
+    if os.geteuid() != 0:
+        raise CollectError("recording needs root (tracefs, perf system-wide counters, xentrace)")
+    if duration <= 0 or duration > 24 * 3600:
+        raise CollectError(f"--duration {duration}: must be between 0 and 86400 seconds")
+    preset = load_preset(preset_name, preset_dir)
+    wanted = validate_events(list(events) if events else list(preset.get("ftrace_events", [])))
+    limit = parse_size(max_size)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise CollectError(f"{out}: exists and is not empty; pass --force to overwrite")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    free = shutil.disk_usage(out).free
+    if free < limit + (64 << 20):
+        raise CollectError(f"{out}: only {free >> 20} MiB free, need --max-size ({limit >> 20} MiB) plus 64 MiB")
+    tfs = tracefs()
+    present, missing = [], []
+    if wanted:
+        if tfs is None:
+            raise CollectError("tracefs is not mounted (mount -t tracefs nodev /sys/kernel/tracing)")
+        tool = "perf" if perf_record else "trace-cmd"
+        if shutil.which(tool) is None:
+            raise CollectError(f"{tool} is not installed")
+        present, missing = split_available(wanted, tfs)
+        if not present:
+            raise CollectError(f"none of the requested events exist on this host (missing: {', '.join(missing)})")
+    if (perf_stat and preset.get("perf_counters")) and shutil.which("perf") is None:
+        perf_stat = False
+        missing.append("perf (counters skipped)")
+    if use_xentrace and shutil.which("xentrace") is None:
+        raise CollectError("xentrace is not installed (needs a Xen dom0)")
+    host = host_snapshot()
+    (out / "host.json").write_text(json.dumps(host, indent=2))
+    state = snapshot_state(tfs) if tfs else {}
+    cap = Capture(out, preset, present, duration, limit, perf_stat, perf_record, use_xentrace, buffer_kb, interval_ms)
+    old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(signum, frame):
+        cap.stopping = True
+
+    started = _dt.datetime.now(_dt.timezone.utc)
+    t0 = time.time()
+    workload = None
+    restore_problems: list[str] = []
+    try:
+        signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+        cap.start(present)
+        if command:
+            workload = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        elif workload_popen is not None:
+            workload = workload_popen()
+        def refresh_inventory():
+            # VMs started during the capture (the lab, a migration target)
+            # appear only later; merge them in while they run.
+            seen = {v["pid"]: v for v in host["vms"]}
+            for v in qemu_vms():
+                if v["pid"] not in seen or len(v["vcpus"]) > len(seen[v["pid"]]["vcpus"]):
+                    seen[v["pid"]] = v
+            host["vms"] = sorted(seen.values(), key=lambda v: v["pid"])
+
+        time.sleep(0.2 if workload is not None else 0)
+        cap.wait(workload, on_tick=refresh_inventory)
+        (out / "host.json").write_text(json.dumps(host, indent=2))
+    finally:
+        if workload is not None and workload.poll() is None:
+            workload.terminate()
+            try:
+                workload.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                workload.kill()
+        errors = cap.stop()
+        if tfs:
+            restore_problems = restore_state(tfs, state)
+        for s, h in old.items():
+            signal.signal(s, h)
+    elapsed = time.time() - t0
+    files = []
+    kinds = {"trace.dat": "tracedat", "perf.data": "perfdata", "perf-stat.csv": "perfstat", "xentrace.bin": "xentrace", "host.json": "host"}
+    for name, kind in kinds.items():
+        p = out / name
+        if p.is_file() and p.stat().st_size > 0:
+            files.append({"path": name, "kind": kind, "sha256": _sha256(p), "bytes": p.stat().st_size})
+    cpu_s = sum(cap.rusage.values())
+    manifest = {
+        "format": "cratrace-raw",
+        "version": 1,
+        "preset": preset["name"],
+        "question": preset.get("question"),
+        "events": {"requested": wanted, "recorded": present, "missing": missing},
+        "started": started.isoformat(timespec="seconds"),
+        "duration_s": round(elapsed, 3),
+        "stop_reason": cap.stop_reason,
+        "files": files,
+        "tools": {"trace-cmd": _version(["trace-cmd", "--version"]) if not perf_record else None, "perf": _version(["perf", "--version"]), "xentrace": "present" if use_xentrace else None, "python": platform.python_version()},
+        "cpu_hz": (host.get("xen") or {}).get("cpu_hz"),
+        "perf_stat_start_monotonic_ns": cap.perf_stat_start_ns,
+        "lost_events": {"trace_cmd_overruns": overruns(errors.get("trace-cmd", ""))},
+        "collector_overhead": {"cpu_s": round(cpu_s, 3), "pct_of_one_cpu": round(100 * cpu_s / max(elapsed, 1e-9), 2)},
+        "tracing_state_restored": not restore_problems,
+        "restore_problems": restore_problems,
+        "tool_errors": {k: v.strip().splitlines()[-3:] for k, v in errors.items() if v.strip() and not files},
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    return manifest
+
+
+def build_zipapp(target: Path) -> None:
+    import tempfile
+    import zipapp
+
+    with tempfile.TemporaryDirectory() as d:
+        shutil.copy(__file__, Path(d) / "__main__.py")
+        shutil.copytree(PRESET_DIR, Path(d) / "presets")
+        zipapp.create_archive(d, target, interpreter="/usr/bin/env python3")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Capture ftrace/perf/xentrace with a host snapshot (cratrace).")
+    ap.add_argument("-o", "--output", type=Path, help="raw capture directory to create")
+    ap.add_argument("--preset", default="kvm-sched", help="question to capture for (see presets/)")
+    ap.add_argument("--events", help="custom comma-separated ftrace events (system:event), replacing the preset's")
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--max-size", default="1G")
+    ap.add_argument("--perf-record", action="store_true", help="record tracepoints with perf record instead of trace-cmd")
+    ap.add_argument("--no-perf-stat", action="store_true")
+    ap.add_argument("--xentrace", action="store_true", help="also run xentrace (Xen dom0)")
+    ap.add_argument("--buffer-kb", type=int, default=8192)
+    ap.add_argument("--force", action="store_true")
+    ap.add_argument("--build-zipapp", type=Path, help="write a one-file zipapp of this collector and exit")
+    ap.add_argument("command", nargs=argparse.REMAINDER, help="optional workload to run during the capture (after --)")
+    a = ap.parse_args(argv)
+    try:
+        if a.build_zipapp:
+            build_zipapp(a.build_zipapp)
+            return 0
+        if not a.output:
+            raise CollectError("-o/--output is required")
+        cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
+        m = collect(a.output, a.preset, a.events.split(",") if a.events else None, a.duration, a.max_size, not a.no_perf_stat, a.perf_record, a.xentrace, a.buffer_kb, force=a.force, command=cmd or None)
+    except CollectError as e:
+        print(f"cratrace-collect: error: {e}", file=sys.stderr)
+        return 2
+    print(f"captured {len(m['files'])} files in {m['duration_s']} s ({m['stop_reason']}); missing events: {', '.join(m['events']['missing']) or 'none'}; "
+          f"overruns: {m['lost_events']['trace_cmd_overruns']}; collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
