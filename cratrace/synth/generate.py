@@ -24,6 +24,13 @@ from cratrace.synth.tracedat_writer import write_tracedat
 TRUTH_SCHEMA = 1
 
 
+def _umask_mode() -> int:
+    """Mode a plain open() would give a new file (mkstemp makes 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def resolve_params(name: str, overrides: Mapping[str, str]) -> dict[str, Any]:
     mod = scenario(name)
     params = {k: p.default for k, p in mod.PARAMS.items()}
@@ -94,4 +101,5 @@ def _atomic_write(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     with os.fdopen(fd, "w") as fh:
         fh.write(text)
+    os.chmod(tmp, _umask_mode())
     os.replace(tmp, path)

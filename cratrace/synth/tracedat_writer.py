@@ -113,6 +113,13 @@ class _Ctx:
     printk: dict[str, int]  # fmt -> address
 
 
+def _umask_mode() -> int:
+    """Mode a plain open() would give a new file (mkstemp makes 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def _as_event(e: Event | Mapping[str, Any]) -> Event:
     if isinstance(e, Event):
         return e
@@ -498,6 +505,7 @@ def write_tracedat(
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(out.b)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -89,7 +89,7 @@ class Builder:
         self.last_ts[cpu] = ts
         return ts
 
-    def emit(self, t_ns: int, cpu: int, name: str, pid: int, **fields: Any) -> int:
+    def emit(self, t_ns: int, cpu: int, name: str, pid: int, /, **fields: Any) -> int:
         ts = self.ts(cpu, t_ns)
         self.events.append(Event(ts=ts, cpu=cpu, name=name, pid=pid, fields=fields))
         return ts
