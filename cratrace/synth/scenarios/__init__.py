@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from cratrace.synth.scenarios import kvm_heavy_spin, kvm_io_billing
+from cratrace.synth.scenarios import hetero, kvm_heavy_spin, kvm_io_billing, kvm_postcopy, thermal
 
-SCENARIOS: dict[str, ModuleType] = {m.NAME: m for m in (kvm_heavy_spin, kvm_io_billing)}
+SCENARIOS: dict[str, ModuleType] = {
+    m.NAME: m for m in (kvm_heavy_spin, kvm_io_billing, kvm_postcopy, hetero, thermal)
+}
