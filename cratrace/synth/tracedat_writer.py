@@ -157,9 +157,7 @@ def _bprint_args(ctx: _Ctx, fmt: str, args: Sequence[Any]) -> bytes:
                 out += b"\0"
             continue
         size = 8 if length == "ll" or (length in ("l", "z") or conv == "p") and ctx.long_size == 8 else 4
-        if size == 8:
-            while len(out) % 8:  # 64-bit args are naturally aligned in the buffer
-                out += b"\0"
+        # the kernel (vbin_printf) aligns every argument, 8-byte ones too, to 4
         out += _int_bytes(ctx, v, size, True)
     return bytes(out)
 

@@ -2,13 +2,13 @@
 temperature (papers/thermal.md).
 
 Each core runs ``vcpus_per_core`` pinned vCPU threads of VMs ``vm0..``;
-vCPU k draws ``hot_w`` watts when k is even ("hot", e.g. vector-heavy) and
-``cold_w`` when odd, at the nominal frequency ``max_khz``. Every
+the first ``hot_vcpus`` vCPUs draw ``hot_w`` watts ("hot", e.g. vector-heavy) and
+``cold_w`` otherwise, at the nominal frequency ``max_khz``. Every
 millisecond each core's temperature follows a first-order RC model,
 ``T += dt/C · (P − (T − T_amb)/R)``, with P the power of what ran (idle:
 ``idle_w``), and is logged as ``thermal_temperature`` (zone ``cpu<n>``,
 m°C) every ``sample_ms``. Above ``trip_c`` the core throttles to
-``throttle_khz`` (``cpu_frequency``); below ``trip_c − 3`` it returns to
+``throttle_khz`` (``cpu_frequency``); below ``trip_c − 1.5`` it returns to
 ``max_khz``. Power scales with frequency (P ∝ f). The truth gives per-vCPU
 energy, run time and cycles and each core's temperature samples.
 """
@@ -29,6 +29,7 @@ PARAMS = {
     "vcpus_per_core": Param(2, "pinned vCPU threads per core"),
     "duration_ms": Param(80, "simulated time"),
     "slice_us": Param(4000, "host time slice"),
+    "hot_vcpus": Param(2, "how many vCPUs are hot (the first ones: by default core 0's)"),
     "hot_w": Param(12.0, "power of a hot vCPU at max_khz"),
     "cold_w": Param(4.0, "power of a cold vCPU at max_khz"),
     "idle_w": Param(1.0, "idle core power"),
@@ -36,6 +37,7 @@ PARAMS = {
     "throttle_khz": Param(1600000, "throttled frequency"),
     "trip_c": Param(57.0, "throttle above this temperature (°C)"),
     "ambient_c": Param(45.0, "ambient temperature (°C)"),
+    "start_c": Param(55.0, "core temperature at the start (°C)"),
     "r_c_per_w": Param(2.0, "thermal resistance (°C/W)"),
     "c_j_per_c": Param(0.05, "thermal capacitance (J/°C)"),
     "sample_ms": Param(2, "thermal_temperature sampling period"),
@@ -57,7 +59,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
             vm = f"vm{k}"
             b.thread(q, "qemu-system-x86_64", q, "vmm", vm=vm)
             tid = b.thread(q + 1, "CPU 0/KVM", q, "vcpu", vm=vm, vcpu=0)
-            power[tid] = p["hot_w"] if k % 2 == 0 else p["cold_w"]
+            power[tid] = p["hot_w"] if k < p["hot_vcpus"] else p["cold_w"]
             energy[tid] = 0.0
             ths.append(VThread(tid, 0, "cpu"))
             k += 1
@@ -65,7 +67,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         sim.freq_khz = p["max_khz"]
         b.emit(0, c, "cpu_frequency", 0, state=p["max_khz"], cpu_id=c)
         sims.append(sim)
-    temp = [p["ambient_c"] + 5.0] * ncore
+    temp = [p["start_c"]] * ncore
     samples: list[dict[str, Any]] = []
     freq_changes: list[dict[str, Any]] = []
     core_energy = [0.0] * ncore
@@ -92,7 +94,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                 ts = b.emit(t1, c, "thermal_temperature", b.current[c], thermal_zone=f"cpu{c}", id=c,
                             temp_prev=int(prev * 1000), temp=int(temp[c] * 1000))
                 samples.append(dict(cpu=c, ts=ts, temp_mc=int(temp[c] * 1000)))
-            want = p["throttle_khz"] if temp[c] > p["trip_c"] else (p["max_khz"] if temp[c] < p["trip_c"] - 3 else sim.freq_khz)
+            want = p["throttle_khz"] if temp[c] > p["trip_c"] else (p["max_khz"] if temp[c] < p["trip_c"] - 1.5 else sim.freq_khz)
             if want != sim.freq_khz:
                 sim.freq_khz = want
                 ts = b.emit(t1, c, "cpu_frequency", b.current[c], state=want, cpu_id=c)
