@@ -34,10 +34,14 @@ class VThread:
     burst_ns: int = 0
     wait_ns: int = 0
     run_ns: int = 0
-    cycles: int = 0
+    khz_ns: int = 0  # sum of run ns x kHz; cycles = khz_ns // 1e6 (exact, no per-slice rounding)
     bursts: int = 0
     left: int = 0  # remaining burst (io)
     wake_at: int = 0
+
+    @property
+    def cycles(self) -> int:
+        return self.khz_ns // 1_000_000
 
 
 class CoreSim:
@@ -97,7 +101,7 @@ class CoreSim:
                 stop = min(stop, self.t + th.left)
             run = max(stop - self.t, 0)
             th.run_ns += run
-            th.cycles += run * self.freq_khz // 1_000_000
+            th.khz_ns += run * self.freq_khz
             if th.kind == "io":
                 th.left -= run
             self.t = stop if run else self.t + 1
