@@ -41,15 +41,29 @@ def synth(
 ) -> None:
     """Generate a synthetic trace with known ground truth.
 
-    Writes FILE and FILE.truth.json. Scenarios (parameters with defaults):
+    Writes FILE (trace.dat, v7 + zstd by default; `trace-cmd report` reads it)
+    and FILE.truth.json (parameters, seed, event counts and the scenario's
+    ground truth; see docs/synth.md). Scenarios:
 
     kvm-heavy-spin: VMs x vCPUs oversubscribed on pCPUs; lock-holder preemption,
-    PAUSE exits, PV kicks (kvm_hypercall nr 5), spin_begin/spin_end/txn_end markers.
+    PAUSE exits (reason 40), PV kicks (kvm_hypercall nr 5), HLT parking,
+    spin_begin/spin_end/txn_end trace_marker lines.
 
     kvm-io-billing: CPU-bound and networking VMs (cpu-cpu, cpu-net, net-net,
-    net1..net4) sharing a saturated link; vhost work per VM, common NIC/softirq work.
+    net1..net4) sharing a saturated link; vhost work and packets per VM,
+    common NIC irq/NET_RX softirq work.
 
-    Run with --list for every parameter.
+    kvm-postcopy: a VM of many processes touching absent pages after a
+    postcopy switch; kvm_page_fault, kvm_try_async_get_page and
+    kvm_async_pf_not_present/completed/ready.
+
+    hetero: CPU-bound and I/O-bound VMs on fast and slow cores (cpu_frequency).
+
+    thermal: hot and cold vCPUs on a few cores; RC temperature model,
+    thermal_temperature, cpu_frequency throttling, cpu_idle.
+
+    Run with --list for every parameter and its default; change one with
+    --set key=value.
     """
     from cratrace.synth.generate import synthesize
 

@@ -1,0 +1,81 @@
+"""`cratrace synth` from the command line: help, listing, outputs, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from cratrace.synth.scenarios import SCENARIOS
+from tests.synth.conftest import trace_cmd_report
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cratrace.cli.main", "synth", *args], capture_output=True,
+                          text=True, timeout=120, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+
+
+def test_list_names_every_scenario_and_parameter():
+    r = run("--list")
+    assert r.returncode == 0, r.stderr
+    for name, mod in SCENARIOS.items():
+        assert name in r.stdout
+        for k in mod.PARAMS:
+            assert f"{k}=" in r.stdout
+
+
+def test_help_explains_scenarios():
+    r = run("--help")
+    assert r.returncode == 0
+    for word in ("kvm-heavy-spin", "kvm-io-billing", "kvm-postcopy", "hetero", "thermal", "--seed", "--set", "--force"):
+        assert word in r.stdout
+
+
+def test_writes_file_and_truth_then_refuses_overwrite(tmp_path):
+    out = tmp_path / "spin.dat"
+    r = run("kvm-heavy-spin", "-o", str(out), "--seed", "5", "--set", "duration_ms=5", "--set", "vms=3", "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    truth = json.loads((tmp_path / "spin.dat.truth.json").read_text())
+    assert truth["params"]["vms"] == 3 and truth["params"]["duration_ms"] == 5 and truth["seed"] == 5
+    assert summary["events"] == truth["total_events"]
+    assert len({t["vm"] for t in truth["threads"]}) == 3
+    rep = trace_cmd_report(out)
+    assert rep.rc == 0 and rep.counts() == truth["event_counts"]
+    before = out.read_bytes()
+    r = run("kvm-heavy-spin", "-o", str(out), "--seed", "6")
+    assert r.returncode == 2
+    assert "exists" in r.stderr and "--force" in r.stderr and "Traceback" not in r.stderr
+    assert out.read_bytes() == before
+    r = run("kvm-heavy-spin", "-o", str(out), "--seed", "6", "--set", "duration_ms=5", "--force")
+    assert r.returncode == 0 and out.read_bytes() != before
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["nosuch", "-o", "x.dat"], "unknown scenario 'nosuch'"),
+    (["kvm-heavy-spin", "-o", "x.dat", "--set", "vms=many"], "--set vms=many: expected int"),
+    (["kvm-heavy-spin", "-o", "x.dat", "--set", "nope=1"], "has no parameter 'nope'"),
+    (["kvm-heavy-spin", "-o", "x.dat", "--set", "vms"], "expected key=value"),
+    (["kvm-heavy-spin", "-o", "x.dat", "--set", "pcpus=0"], "must be positive"),
+    (["kvm-io-billing", "-o", "x.dat", "--set", "workload=gpu"], "expected one of"),
+    (["kvm-heavy-spin"], "-o FILE"),
+    (["kvm-heavy-spin", "-o", "x.dat", "--compression", "lz4"], "--compression"),
+])
+def test_bad_input_one_line_exit_2(tmp_path, args, needle):
+    r = run(*args, cwd=tmp_path)
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert not (tmp_path / "x.dat").exists()
+
+
+def test_file_version_6(tmp_path):
+    out = tmp_path / "v6.dat"
+    r = run("thermal", "-o", str(out), "--file-version", "6", "--set", "duration_ms=10")
+    assert r.returncode == 0, r.stderr
+    assert out.read_bytes()[10:12] == b"6\0"
+    rep = trace_cmd_report(out)
+    assert rep.rc == 0 and rep.stderr == ""
