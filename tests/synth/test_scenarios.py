@@ -174,3 +174,29 @@ def test_v6_and_uncompressed_scenarios_read(tmp_path):
         truth = synthesize("kvm-heavy-spin", p, seed=1, overrides=SMALL["kvm-heavy-spin"], version=version, compression=comp)
         rep = trace_cmd_report(p)
         assert rep.rc == 0 and rep.stderr == "" and rep.counts() == truth["event_counts"]
+
+
+SWITCH = re.compile(r"(?P<prev>.*):(?P<ppid>\d+) \[\d+\] \S+ ==> (?P<next>.*):(?P<npid>\d+) \[\d+\]")
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_thread_oncpu_truth_recounted_from_switches(generated, name):
+    """threads[].oncpu_ns = time between trace-cmd's sched_switch lines (open slices closed at end_ns)."""
+    _, truth, rep = generated[name]
+    since: dict[int, int] = {}
+    cur: dict[int, int] = {}
+    on: Counter = Counter()
+    for ln in rep.lines:
+        if ln.name != "sched_switch":
+            continue
+        m = SWITCH.search(ln.rest)
+        prev, nxt = int(m["ppid"]), int(m["npid"])
+        if prev:
+            on[prev] += ln.ts - since.get(ln.cpu, truth["start_ns"])
+        since[ln.cpu] = ln.ts
+        cur[ln.cpu] = nxt
+    for cpu, tid in cur.items():
+        if tid:
+            on[tid] += truth["end_ns"] - since[cpu]
+    assert {t["tid"]: t["oncpu_ns"] for t in truth["threads"] if t["oncpu_ns"]} == {k: v for k, v in on.items() if v}
+    assert any(t["oncpu_ns"] > 0 for t in truth["threads"] if t["role"] == "vcpu")

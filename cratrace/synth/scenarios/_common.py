@@ -73,6 +73,9 @@ class Builder:
         self.last_ts = [0] * ncpus
         self.threads: dict[int, dict[str, Any]] = {}
         self.current = [0] * ncpus  # tid running on each CPU (0 = idle)
+        self.since = [self.t0] * ncpus  # when the current thread was switched in (absolute ns)
+        self.oncpu: dict[int, int] = {}  # tid -> ns on CPU between sched_switch events
+        self.irq_ns: dict[int, int] = {}  # tid -> ns of irq/softirq nested in its slices (common work)
 
     def thread(self, tid: int, comm: str, pid: int, role: str, vm: str | None = None, vcpu: int | None = None) -> int:
         self.threads[tid] = dict(tid=tid, pid=pid, comm=comm, vm=vm, vcpu=vcpu, role=role)
@@ -101,6 +104,11 @@ class Builder:
         self.current[cpu] = next_tid
         prev_comm = f"swapper/{cpu}" if prev == 0 else self.comm(prev)
         next_comm = f"swapper/{cpu}" if next_tid == 0 else self.comm(next_tid)
+        ts = self.ts(cpu, t_ns)
+        self.last_ts[cpu] = ts - 1  # emit() below takes exactly this ts
+        if prev:
+            self.oncpu[prev] = self.oncpu.get(prev, 0) + ts - self.since[cpu]
+        self.since[cpu] = ts
         return self.emit(
             t_ns, cpu, "sched_switch", prev,
             prev_comm=prev_comm, prev_pid=prev, prev_prio=120 if prev else 120,
@@ -128,5 +136,19 @@ class Builder:
     def comms(self) -> dict[int, str]:
         return {tid: t["comm"] for tid, t in self.threads.items()}
 
-    def thread_table(self) -> list[dict[str, Any]]:
-        return [self.threads[t] for t in sorted(self.threads)]
+    def nested_irq(self, cpu: int, dur_ns: int) -> None:
+        """Record irq/softirq time spent on top of the thread current on ``cpu``."""
+        tid = self.current[cpu]
+        self.irq_ns[tid] = self.irq_ns.get(tid, 0) + dur_ns
+
+    def thread_table(self, end_ns: int | None = None) -> list[dict[str, Any]]:
+        """Threads with ``oncpu_ns``: time between the sched_switch events that
+        put them on and took them off a CPU (slices still open are closed at
+        ``end_ns``, absolute), and ``irq_ns``: irq/softirq time nested in those
+        slices (so the thread's own work is ``oncpu_ns - irq_ns``)."""
+        oncpu = dict(self.oncpu)
+        for cpu, tid in enumerate(self.current):
+            if tid:
+                end = max(end_ns or 0, self.last_ts[cpu])
+                oncpu[tid] = oncpu.get(tid, 0) + end - self.since[cpu]
+        return [dict(self.threads[t], oncpu_ns=oncpu.get(t, 0), irq_ns=self.irq_ns.get(t, 0)) for t in sorted(self.threads)]

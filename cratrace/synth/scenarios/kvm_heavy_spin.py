@@ -195,7 +195,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     truth = dict(
         start_ns=b.t0,
         end_ns=end_ns,
-        threads=b.thread_table(),
+        threads=b.thread_table(b.t0 + dur_us * 1000),
         spin_episodes=sorted(episodes, key=lambda e: (e["start"], e["vm"], e["vcpu"])),
         open_spin_episodes=len(open_eps),
         per_vm=per_vm,

@@ -197,7 +197,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     truth = dict(
         start_ns=b.t0,
         end_ns=b.t0 + p["duration_ms"] * 1_000_000,
-        threads=b.thread_table(),
+        threads=b.thread_table(b.t0 + p["duration_ms"] * 1_000_000),
         per_vm=[{k: v[k] for k in ("vm", "kind", "vcpu_tid", "vhost_tid", "tap", "S_ns", "D_rx_ns", "D_tx_ns",
                                    "P_rx", "P_tx", "B_rx", "B_tx", "kicks")} for v in vms],
         common=common,
@@ -225,6 +225,7 @@ def _common(b: Builder, cpu: int, t: int, dur: int, acc: dict[str, int], rng: ra
     b.emit(t + dur // 2, cpu, "napi_poll", pid, napi=0xFFFF888104A3C000, dev_name="eth0", work=rng.randint(8, 64), budget=64)
     b.emit(t + dur, cpu, "softirq_exit", pid, vec=NET_RX_SOFTIRQ)
     acc["K_ns"] += dur
+    b.nested_irq(cpu, dur)
     acc["irqs"] += 1
     acc["softirqs"] += 1
     acc["napi_polls"] += 1

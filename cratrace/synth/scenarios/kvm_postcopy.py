@@ -67,7 +67,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         start_ns=b.t0,
         end_ns=b.t0 + p["duration_ms"] * 1_000_000,
         switch_ns=b.t0 + p["switch_ms"] * 1_000_000,
-        threads=b.thread_table(),
+        threads=b.thread_table(b.t0 + p["duration_ms"] * 1_000_000),
         faults=faults,
         per_vcpu=per_vcpu,
         totals=dict(
