@@ -136,6 +136,10 @@ class Builder:
     def comms(self) -> dict[int, str]:
         return {tid: t["comm"] for tid, t in self.threads.items()}
 
+    def end(self, declared_abs_ns: int) -> int:
+        """The trace's end: the declared end, or the last event if one is later."""
+        return max([declared_abs_ns, *self.last_ts])
+
     def nested_irq(self, cpu: int, dur_ns: int) -> None:
         """Record irq/softirq time spent on top of the thread current on ``cpu``."""
         tid = self.current[cpu]
@@ -149,6 +153,6 @@ class Builder:
         oncpu = dict(self.oncpu)
         for cpu, tid in enumerate(self.current):
             if tid:
-                end = max(end_ns or 0, self.last_ts[cpu])
+                end = end_ns if end_ns is not None else self.last_ts[cpu]
                 oncpu[tid] = oncpu.get(tid, 0) + end - self.since[cpu]
         return [dict(self.threads[t], oncpu_ns=oncpu.get(t, 0), irq_ns=self.irq_ns.get(t, 0)) for t in sorted(self.threads)]

@@ -84,7 +84,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
             vcpus.append(dict(vm=t["vm"], vcpu=th.vcpu, tid=th.tid, kind=th.kind, core=c, core_khz=freqs[c],
                               fast=c < p["fast_cores"], run_ns=th.run_ns, cycles=th.cycles, bursts=th.bursts))
     truth = dict(
-        start_ns=b.t0, end_ns=b.t0 + end, threads=b.thread_table(b.t0 + end),
+        start_ns=b.t0, end_ns=b.end(b.t0 + end), threads=b.thread_table(b.end(b.t0 + end)),
         cores=[dict(cpu=c, khz=freqs[c], fast=c < p["fast_cores"], idle_ns=sims[c].idle_ns) for c in range(ncore)],
         per_vcpu=sorted(vcpus, key=lambda v: (v["vm"], v["vcpu"])),
         notes="cycles = run_ns * core kHz / 1e6; io bursts end in IO_INSTRUCTION or HLT exits",

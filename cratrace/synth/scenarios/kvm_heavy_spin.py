@@ -185,7 +185,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                     runq[cpu].append(tid)
                     next_on(t_ns + 980, cpu, TASK_RUNNING)
 
-    end_ns = b.t0 + dur_us * 1000
+    end_ns = b.end(b.t0 + dur_us * 1000)
     open_eps = [v["ep"] for v in vcpus.values() if v["ep"] is not None]
     per_vm: dict[str, dict[str, int]] = {}
     for v in vcpus.values():
@@ -195,7 +195,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     truth = dict(
         start_ns=b.t0,
         end_ns=end_ns,
-        threads=b.thread_table(b.t0 + dur_us * 1000),
+        threads=b.thread_table(b.end(b.t0 + dur_us * 1000)),
         spin_episodes=sorted(episodes, key=lambda e: (e["start"], e["vm"], e["vcpu"])),
         open_spin_episodes=len(open_eps),
         per_vm=per_vm,

@@ -196,8 +196,8 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         v.pop("share")
     truth = dict(
         start_ns=b.t0,
-        end_ns=b.t0 + p["duration_ms"] * 1_000_000,
-        threads=b.thread_table(b.t0 + p["duration_ms"] * 1_000_000),
+        end_ns=b.end(b.t0 + p["duration_ms"] * 1_000_000),
+        threads=b.thread_table(b.end(b.t0 + p["duration_ms"] * 1_000_000)),
         per_vm=[{k: v[k] for k in ("vm", "kind", "vcpu_tid", "vhost_tid", "tap", "S_ns", "D_rx_ns", "D_tx_ns",
                                    "P_rx", "P_tx", "B_rx", "B_tx", "kicks")} for v in vms],
         common=common,

@@ -65,9 +65,9 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     faults.sort(key=lambda f: f["not_present_ts"])
     truth = dict(
         start_ns=b.t0,
-        end_ns=b.t0 + p["duration_ms"] * 1_000_000,
+        end_ns=b.end(b.t0 + p["duration_ms"] * 1_000_000),
         switch_ns=b.t0 + p["switch_ms"] * 1_000_000,
-        threads=b.thread_table(b.t0 + p["duration_ms"] * 1_000_000),
+        threads=b.thread_table(b.end(b.t0 + p["duration_ms"] * 1_000_000)),
         faults=faults,
         per_vcpu=per_vcpu,
         totals=dict(

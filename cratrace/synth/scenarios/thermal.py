@@ -107,7 +107,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                               hot=power[th.tid] == p["hot_w"], run_ns=th.run_ns, cycles=th.cycles,
                               energy_j=round(energy[th.tid], 9)))
     truth = dict(
-        start_ns=b.t0, end_ns=b.t0 + p["duration_ms"] * dt_ns, threads=b.thread_table(b.t0 + p["duration_ms"] * dt_ns),
+        start_ns=b.t0, end_ns=b.end(b.t0 + p["duration_ms"] * dt_ns), threads=b.thread_table(b.end(b.t0 + p["duration_ms"] * dt_ns)),
         per_vcpu=vcpus,
         cores=[dict(cpu=c, energy_j=round(core_energy[c], 9), idle_ns=sims[c].idle_ns, final_temp_c=round(temp[c], 3))
                for c in range(ncore)],
