@@ -226,6 +226,7 @@ def _build_pages(
     page_size: int,
     tail_padding: bool,
     lost: Mapping[int, int],
+    abs_every: int = 0,
 ) -> bytes:
     """Pack (ts, payload) records, ts-sorted, into ring-buffer pages.
 
@@ -249,7 +250,12 @@ def _build_pages(
             if delta < 0:
                 raise WriterError(f"events on one CPU must be sorted by ts (ts {ts} after {last})")
             rec = b""
-            if delta >= 1 << TS_BITS:
+            if abs_every and (i % abs_every) == 0 and ts != page_ts:
+                # absolute time stamp record (type 31): ts split like a time extend
+                rec += _rec_header(ctx, RB_TIME_STAMP, ts & ((1 << TS_BITS) - 1))
+                rec += struct.pack(ctx.endian + "I", (ts >> TS_BITS) & 0xFFFFFFFF)
+                delta = 0
+            elif delta >= 1 << TS_BITS:
                 rec += _rec_header(ctx, RB_TIME_EXTEND, delta & ((1 << TS_BITS) - 1))
                 rec += struct.pack(ctx.endian + "I", delta >> TS_BITS)
                 delta = 0
@@ -363,6 +369,7 @@ def write_tracedat(
     offset: int | None = None,
     lost_events: Mapping[tuple[str, int], Mapping[int, int]] | None = None,
     tail_padding: bool = True,
+    abs_ts_every: int = 0,
     chunk_pages: int = 64,
     overwrite: bool = False,
 ) -> Path:
@@ -375,7 +382,9 @@ def write_tracedat(
     ``system: NAME`` line, default ``synth``). ``tsc2nsec`` = (mult, shift,
     offset) writes the TSC2NSEC option (timestamps then count TSC cycles) and
     ``offset`` the OFFSET option. ``lost_events[(instance, cpu)] = {page:
-    count}`` flags pages as preceded by lost events. ``chunk_pages`` is the
+    count}`` flags pages as preceded by lost events. ``abs_ts_every=N`` writes
+    an absolute time-stamp record (type 31) before every N-th event of a CPU
+    (except a page's first), as kernels do with absolute timestamps enabled. ``chunk_pages`` is the
     v7 compression chunk size in pages. ``overwrite=False`` refuses to
     replace an existing file.
     """
@@ -445,7 +454,7 @@ def write_tracedat(
         lst = []
         for cpu in range(ncpus):
             recs = sorted(cpumap.get(cpu, []), key=lambda r: r[0])  # stable: equal ts keep input order
-            lst.append((cpu, _build_pages(ctx, recs, page_size, tail_padding, lost_events.get((name, cpu), {}))))
+            lst.append((cpu, _build_pages(ctx, recs, page_size, tail_padding, lost_events.get((name, cpu), {}), abs_ts_every)))
         buffers_data[name] = lst
 
     header_info = (

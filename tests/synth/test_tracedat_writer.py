@@ -229,3 +229,18 @@ def test_empty_trace_is_readable(tmp_path):
     p = write_tracedat(tmp_path / "e.dat", [], cpus=2, compression="zstd")
     rep = trace_cmd_report(p)
     assert rep.rc == 0 and rep.stderr == "" and rep.lines == []
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+def test_absolute_timestamp_records(tmp_path, endian):
+    """Type-31 records carry the time; the data record after them has delta 0.
+    If a reader ignored them, every event after one would be off (deltas are 1.23 ms)."""
+    evs = [Event(ts=T0 + i * 1_234_567, cpu=0, name="cpu_idle", pid=0, fields=dict(state=i, cpu_id=0)) for i in range(300)]
+    p = write_tracedat(tmp_path / "abs.dat", evs, abs_ts_every=7, endian=endian)
+    data = p.read_bytes()
+    plain = write_tracedat(tmp_path / "plain.dat", evs, endian=endian).read_bytes()
+    assert data != plain
+    rep = trace_cmd_report(p)
+    assert rep.rc == 0 and rep.stderr == ""
+    assert [ln.ts for ln in rep.lines] == [e.ts for e in evs]
+    assert [ln.rest for ln in rep.lines] == [f"state={i} cpu_id=0" for i in range(300)]
