@@ -47,12 +47,12 @@ PARAMS = {
     "vcpus": Param(4, "vCPUs per VM"),
     "pcpus": Param(2, "host CPUs (vCPU threads are pinned round-robin onto them)"),
     "duration_ms": Param(40, "simulated time"),
-    "slice_us": Param(1500, "host time slice before a runnable sibling preempts"),
+    "slice_us": Param(800, "host time slice before a runnable sibling preempts"),
     "work_us": Param(60, "mean guest work between lock acquisitions (±50%)"),
-    "hold_us": Param(12, "lock hold time"),
+    "hold_us": Param(30, "lock hold time"),
     "locks": Param(1, "spinlocks per VM"),
     "ple_us": Param(8, "spin time between PAUSE exits (PLE window)"),
-    "pv_spin_us": Param(40, "spin time before parking with HLT (pv_wait)"),
+    "pv_spin_us": Param(100, "spin time before parking with HLT (pv_wait)"),
     "exit_every_us": Param(50, "mean interval of other exits (interrupts, MSR writes) while working"),
 }
 
