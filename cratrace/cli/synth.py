@@ -86,8 +86,14 @@ def synth(
             raise UsageError(f"--set {item!r}: expected key=value")
         k, v = item.split("=", 1)
         overrides[k.strip()] = v.strip()
-    truth = synthesize(scenario, output, seed=seed, overrides=overrides, force=force,
-                       version=file_version, compression=compression)
+    import contextlib
+    import sys
+
+    spinner = (err_console.status(f"generating {scenario}...") if sys.stderr.isatty() and not json_
+               else contextlib.nullcontext())
+    with spinner:
+        truth = synthesize(scenario, output, seed=seed, overrides=overrides, force=force,
+                           version=file_version, compression=compression)
     summary = dict(file=str(output), truth=str(output) + ".truth.json", scenario=scenario, seed=seed,
                    events=truth["total_events"], bytes=output.stat().st_size)
     if json_:

@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
-from cratrace.errors import OutputExistsError, UsageError
+from cratrace.errors import CratraceError, OutputExistsError, UsageError
 from cratrace.synth.scenarios import SCENARIOS
 from cratrace.synth.tracedat_writer import write_tracedat
 
@@ -66,6 +66,8 @@ def synthesize(
     """Generate scenario ``name`` into ``out`` and ``out.truth.json``; return the truth."""
     out = Path(out)
     truth_path = out.with_name(out.name + ".truth.json")
+    if out.is_dir():
+        raise UsageError(f"-o {out}: is a directory; give a file name")
     for p in (out, truth_path):
         if p.exists() and not force:
             raise OutputExistsError(f"{p} exists (use --force to overwrite)")
@@ -73,7 +75,10 @@ def synthesize(
     params = resolve_params(name, overrides or {})
     res = mod.generate(params, seed)
     writer = dict(version=version, compression=compression, **res.writer)
-    write_tracedat(out, res.events, overwrite=True, **writer)
+    try:
+        write_tracedat(out, res.events, overwrite=True, **writer)
+    except OSError as e:
+        raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
     truth = dict(
         schema=TRUTH_SCHEMA,
         scenario=name,
@@ -86,7 +91,11 @@ def synthesize(
         total_events=len(res.events),
         **res.truth,
     )
-    _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
+    try:
+        _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
+    except OSError as e:
+        out.unlink(missing_ok=True)  # never leave a trace without its truth
+        raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
     return truth
 
 

@@ -63,6 +63,8 @@ def test_writes_file_and_truth_then_refuses_overwrite(tmp_path):
     (["kvm-io-billing", "-o", "x.dat", "--set", "workload=gpu"], "expected one of"),
     (["kvm-heavy-spin"], "-o FILE"),
     (["kvm-heavy-spin", "-o", "x.dat", "--compression", "lz4"], "--compression"),
+    (["kvm-heavy-spin", "-o", ".", "--force"], "is a directory"),
+    (["kvm-heavy-spin", "-o", "/proc/x.dat"], "cannot write /proc/x.dat"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, args, needle):
     r = run(*args, cwd=tmp_path)

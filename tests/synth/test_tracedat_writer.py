@@ -244,3 +244,40 @@ def test_absolute_timestamp_records(tmp_path, endian):
     assert rep.rc == 0 and rep.stderr == ""
     assert [ln.ts for ln in rep.lines] == [e.ts for e in evs]
     assert [ln.rest for ln in rep.lines] == [f"state={i} cpu_id=0" for i in range(300)]
+
+
+KINDS_FORMAT = """system: cratrace_test
+name: synth_kinds
+ID: 9001
+format:
+\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;
+\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;
+\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;
+\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;
+
+\tfield:s8 small;\toffset:8;\tsize:1;\tsigned:1;
+\tfield:u16 arr[3];\toffset:10;\tsize:6;\tsigned:0;
+\tfield:__rel_loc char[] msg;\toffset:16;\tsize:4;\tsigned:0;
+\tfield:unsigned long mask[2];\toffset:24;\tsize:16;\tsigned:0;
+\tfield:s64 big;\toffset:40;\tsize:8;\tsigned:1;
+\tfield:__data_loc char[] name;\toffset:48;\tsize:4;\tsigned:0;
+
+print fmt: "arr=%s msg=%s mask=%s big=%lld name=%s", __print_array(REC->arr, 3, 2), __get_rel_str(msg), __print_array(REC->mask, 2, 8), REC->big, __get_str(name)
+"""
+
+
+@pytest.mark.parametrize("version", [6, 7])
+def test_extra_format_with_rel_loc_data_loc_and_arrays(tmp_path, version):
+    """A custom format (given as text) with __rel_loc, __data_loc, fixed arrays and a negative s64;
+    events may also be plain dicts."""
+    ev = dict(ts=T0, cpu=0, name="cratrace_test:synth_kinds", pid=1,
+              fields=dict(small=-5, arr=[1, 2, 65535], msg="hello rel", mask=[0xF0, 1 << 63], big=-(1 << 40), name="dl"))
+    p = write_tracedat(tmp_path / "k.dat", [ev], formats=[KINDS_FORMAT], version=version)
+    rep = trace_cmd_report(p)
+    assert rep.rc == 0 and rep.stderr == ""
+    (ln,) = rep.lines
+    assert ln.name == "synth_kinds"
+    assert ln.rest == "arr=1 2 65535 msg=hello rel mask=240 9223372036854775808 big=-1099511627776 name=dl"
+    # the raw bytes hold the s8 as two's complement right after the common fields
+    raw = p.read_bytes()
+    assert b"hello rel\0" in raw and b"dl\0" in raw
