@@ -65,9 +65,9 @@ def synthesize(
 ) -> dict[str, Any]:
     """Generate scenario ``name`` into ``out`` and ``out.truth.json``; return the truth."""
     out = Path(out)
-    truth_path = out.with_name(out.name + ".truth.json")
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory; give a file name")
+    truth_path = out.with_name(out.name + ".truth.json")
     for p in (out, truth_path):
         if p.exists() and not force:
             raise OutputExistsError(f"{p} exists (use --force to overwrite)")
