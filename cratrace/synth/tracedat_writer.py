@@ -370,6 +370,8 @@ def write_tracedat(
     lost_events: Mapping[tuple[str, int], Mapping[int, int]] | None = None,
     tail_padding: bool = True,
     abs_ts_every: int = 0,
+    cpustat: bool = True,
+    split_options: bool = False,
     chunk_pages: int = 64,
     overwrite: bool = False,
 ) -> Path:
@@ -384,7 +386,11 @@ def write_tracedat(
     ``offset`` the OFFSET option. ``lost_events[(instance, cpu)] = {page:
     count}`` flags pages as preceded by lost events. ``abs_ts_every=N`` writes
     an absolute time-stamp record (type 31) before every N-th event of a CPU
-    (except a page's first), as kernels do with absolute timestamps enabled. ``chunk_pages`` is the
+    (except a page's first), as kernels do with absolute timestamps enabled.
+    ``cpustat`` writes a CPUSTAT option per CPU of the top buffer (entries,
+    bytes, dropped events, as trace-cmd record does). ``split_options``
+    (v7) puts the plain options in a second options section chained from the
+    first one's DONE option, as trace-cmd does when it appends options. ``chunk_pages`` is the
     v7 compression chunk size in pages. ``overwrite=False`` refuses to
     replace an existing file.
     """
@@ -494,6 +500,16 @@ def write_tracedat(
     if tsc2nsec is not None:
         mult, shift, toff = tsc2nsec
         simple_opts.append((OPT_TSC2NSEC, _pack(e, "IIQ", mult, shift, toff)))
+    if cpustat:
+        for cpu in range(ncpus):
+            recs = per_buf[""].get(cpu, [])
+            dropped = sum(lost_events.get(("", cpu), {}).values())
+            text = (f"CPU: {cpu}\nentries: {len(recs)}\noverrun: 0\ncommit overrun: 0\n"
+                    f"bytes: {sum(len(r[1]) for r in recs)}\n"
+                    f"oldest event ts: {_secs(min((r[0] for r in recs), default=0))}\n"
+                    f"now ts: {_secs(max((r[0] for r in recs), default=0))}\n"
+                    f"dropped events: {dropped}\nread events: 0\n")
+            simple_opts.append((OPT_CPUSTAT, text.encode() + b"\0"))
 
     out = _Out(e)
     out.raw(MAGIC)
@@ -505,7 +521,7 @@ def write_tracedat(
                   buffers_data, ncpus, page_size, trace_clock)
     else:
         _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
-                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages)
+                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -519,6 +535,10 @@ def write_tracedat(
             os.unlink(tmp)
         raise
     return path
+
+
+def _secs(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000 // 1000:06d}"
 
 
 def _c_escape(s: str) -> str:
@@ -580,7 +600,7 @@ def _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, 
 
 
 def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
-              simple_opts, buffers_data, page_size, trace_clock, chunk_pages) -> None:
+              simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options=False) -> None:
     e = out.e
     comp = compression != "none"
     out.raw(_compression_header(compression))
@@ -659,8 +679,9 @@ def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, print
     opts = bytearray()
     for oid, at in offsets.items():
         opts += _pack(e, "HI", oid, 8) + _pack(e, "Q", at)
+    later = bytearray()
     for oid, data in simple_opts:
-        opts += _pack(e, "HI", oid, len(data)) + data
+        (later if split_options else opts).extend(_pack(e, "HI", oid, len(data)) + data)
     for data in buffer_opts:
         opts += _pack(e, "HI", OPT_BUFFER, len(data)) + data
     opts_desc = string_id("options")
@@ -675,18 +696,24 @@ def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, print
     out.u64(len(sbody))
     out.raw(sbody)
     opts += _pack(e, "HI", OPT_STRINGS, 8) + _pack(e, "Q", strings_at)
-    opts += _pack(e, "HIQ", OPT_DONE, 8, 0)
-    opts_at = len(out)
-    body = bytes(opts)
-    if comp:
-        c = _compress(compression, body)
-        body = _pack(e, "II", len(c), len(body)) + c
-    out.u16(0)
-    out.u16(SEC_FL_COMPRESS if comp else 0)
-    out.u32(opts_desc)
-    out.u64(len(body))
-    out.raw(body)
-    out.patch64(first_opts_at, opts_at)
+
+    def options_section(body: bytes) -> int:
+        at = len(out)
+        if comp:
+            c = _compress(compression, body)
+            body = _pack(e, "II", len(c), len(body)) + c
+        out.u16(0)
+        out.u16(SEC_FL_COMPRESS if comp else 0)
+        out.u32(opts_desc)
+        out.u64(len(body))
+        out.raw(body)
+        return at
+
+    next_at = 0
+    if split_options:  # the chained section is written first so its offset is known
+        next_at = options_section(bytes(later) + _pack(e, "HIQ", OPT_DONE, 8, 0))
+    opts += _pack(e, "HIQ", OPT_DONE, 8, next_at)
+    out.patch64(first_opts_at, options_section(bytes(opts)))
 
 
 def _section_len(compression: str, body: bytes) -> int:

@@ -281,3 +281,17 @@ def test_extra_format_with_rel_loc_data_loc_and_arrays(tmp_path, version):
     # the raw bytes hold the s8 as two's complement right after the common fields
     raw = p.read_bytes()
     assert b"hello rel\0" in raw and b"dl\0" in raw
+
+
+@pytest.mark.parametrize("version,compression,split", [(6, "none", False), (7, "none", True), (7, "zstd", True), (7, "zstd", False)])
+def test_cpustat_options_and_chained_options_section(tmp_path, version, compression, split):
+    evs = [Event(ts=T0 + i * 1000, cpu=i % 2, name="cpu_idle", pid=0, fields=dict(state=1, cpu_id=i % 2)) for i in range(50)]
+    p = write_tracedat(tmp_path / "o.dat", evs, version=version, compression=compression, split_options=split,
+                       lost_events={("", 1): {0: 4}})
+    rep = trace_cmd_report(p, "--stat")
+    assert rep.rc == 0 and rep.stderr == ""
+    text = "\n".join(rep.other)
+    # the CPUSTAT text lives in the chained section when split: trace-cmd followed the DONE offset
+    assert "CPU: 0\nentries: 25\n" in text and "CPU: 1\nentries: 25\n" in text
+    assert "dropped events: 4" in text
+    assert len(trace_cmd_report(p).lines) == 50
