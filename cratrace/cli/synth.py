@@ -37,6 +37,7 @@ def synth(
     list_: Annotated[bool, typer.Option("--list", help="list scenarios and their parameters, then exit")] = False,
     file_version: Annotated[int, typer.Option("--file-version", help="trace.dat version: 6 or 7")] = 7,
     compression: Annotated[str, typer.Option(help="v7 compression: none, zlib or zstd")] = "zstd",
+    raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat, truth) for `cratrace import DIR`")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Generate a synthetic trace with known ground truth.
@@ -93,14 +94,15 @@ def synth(
                else contextlib.nullcontext())
     with spinner:
         truth = synthesize(scenario, output, seed=seed, overrides=overrides, force=force,
-                           version=file_version, compression=compression)
-    summary = dict(file=str(output), truth=str(output) + ".truth.json", scenario=scenario, seed=seed,
-                   events=truth["total_events"], bytes=output.stat().st_size)
+                           version=file_version, compression=compression, raw=raw)
+    trace = output / "trace.dat" if raw else output
+    summary = dict(file=str(trace), truth=str(trace) + ".truth.json", scenario=scenario, seed=seed,
+                   events=truth["total_events"], bytes=trace.stat().st_size)
     if json_:
         console.print_json(json.dumps(summary))
     else:
-        err_console.print(f"wrote {output} ({summary['bytes']} bytes, {summary['events']} events) "
-                          f"and {summary['truth']}", highlight=False)
+        err_console.print(f"wrote {summary['file']} ({summary['bytes']} bytes, {summary['events']} events) "
+                          f"and {summary['truth']}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,12 +7,19 @@ seed, every parameter in force, the writer settings, per-event counts (what
 ``trace-cmd report`` must show) and the scenario's own ground truth
 (docs/synth.md describes each key). Both files are written to temporary
 names and renamed into place; existing files are kept unless ``force``.
+
+With ``raw=True`` ``out`` is a directory laid out like a ``cratrace
+record`` raw capture (``manifest.json``, ``host.json`` with the VM
+inventory, ``trace.dat``, ``trace.dat.truth.json``), so ``cratrace import
+DIR`` names VMs and vCPUs exactly as the truth does.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping
@@ -62,8 +69,12 @@ def synthesize(
     force: bool = False,
     version: int = 7,
     compression: str = "zstd",
+    raw: bool = False,
 ) -> dict[str, Any]:
     """Generate scenario ``name`` into ``out`` and ``out.truth.json``; return the truth."""
+    if raw:
+        return _synthesize_raw(name, Path(out), seed=seed, overrides=overrides, force=force,
+                               version=version, compression=compression)
     out = Path(out)
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory; give a file name")
@@ -112,3 +123,39 @@ def _atomic_write(path: Path, text: str) -> None:
         fh.write(text)
     os.chmod(tmp, _umask_mode())
     os.replace(tmp, path)
+
+
+def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, version: int, compression: str) -> dict[str, Any]:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out}: exists and is not a directory (a raw capture is a directory)")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise OutputExistsError(f"{out} exists and is not empty (use --force to replace it)")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    try:
+        truth = synthesize(name, tmp / "trace.dat", seed=seed, overrides=overrides, force=True,
+                           version=version, compression=compression)
+        host = dict(hostname=f"synth-{name}", kernel="6.18.44 (synthetic)", clocksource="tsc",
+                    cpu=dict(model="synthetic", topology=None), tsc_hz=None, cpu_hz=None, vms=truth["vms"])
+        (tmp / "host.json").write_text(json.dumps(host, indent=1) + "\n")
+        files = []
+        for fname, kind in (("trace.dat", "tracedat"), ("host.json", "host")):
+            data = (tmp / fname).read_bytes()
+            files.append(dict(path=fname, kind=kind, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)))
+        manifest = dict(format="cratrace-raw", version=1, preset=f"synth:{name}",
+                        question=f"synthetic scenario {name} (seed {seed}); truth in trace.dat.truth.json",
+                        files=files, tools=dict(synth=f"cratrace synth {name} v{truth['scenario_version']}"))
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        os.chmod(tmp, 0o777 & ~_umask())
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return truth
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -81,3 +81,30 @@ def test_file_version_6(tmp_path):
     assert out.read_bytes()[10:12] == b"6\0"
     rep = trace_cmd_report(out)
     assert rep.rc == 0 and rep.stderr == ""
+
+
+def test_raw_capture_imports_with_truth_vm_names(tmp_path):
+    """--raw writes a `cratrace record`-style directory; importing and modelling it names
+    VMs and vCPUs as the truth does, and the model's per-thread CPU time equals oncpu_ns."""
+    pytest.importorskip("cratrace._native")
+    import polars as pl
+
+    raw = tmp_path / "raw"
+    r = run("kvm-heavy-spin", "-o", str(raw), "--raw", "--seed", "2", "--set", "duration_ms=20")
+    assert r.returncode == 0, r.stderr
+    assert {p.name for p in raw.iterdir()} == {"manifest.json", "host.json", "trace.dat", "trace.dat.truth.json"}
+    truth = json.loads((raw / "trace.dat.truth.json").read_text())
+    cap = tmp_path / "cap"
+    for cmd in (["import", str(raw), "-o", str(cap), "-q"], ["model", str(cap)]):
+        p = subprocess.run([sys.executable, "-m", "cratrace.cli.main", *cmd], capture_output=True, text=True, timeout=300)
+        if p.returncode and "has no attribute" in p.stderr:
+            pytest.skip(f"native module too old for `cratrace {cmd[0]}`: {p.stderr.strip()}")
+        assert p.returncode == 0, p.stderr
+    threads = pl.read_parquet(cap / "model" / "threads.parquet")
+    vc = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu").sort("tid").rows()
+    assert vc == sorted((t["tid"], t["vm"], t["vcpu"]) for t in truth["threads"] if t["role"] == "vcpu")
+    slices = pl.read_parquet(cap / "model" / "cpu_slices.parquet").filter(pl.col("tid") != 0)
+    on = dict(slices.group_by("tid").agg(pl.col("dur").sum()).rows())
+    assert on == {t["tid"]: t["oncpu_ns"] for t in truth["threads"] if t["oncpu_ns"]}
+    eps = pl.read_parquet(cap / "model" / "spin_episodes.parquet").filter(pl.col("source") == "marker")
+    assert eps.height == truth["totals"]["spin_episodes"]

@@ -137,8 +137,23 @@ class Builder:
         return {tid: t["comm"] for tid, t in self.threads.items()}
 
     def end(self, declared_abs_ns: int) -> int:
-        """The trace's end: the declared end, or the last event if one is later."""
-        return max([declared_abs_ns, *self.last_ts])
+        """The trace's exclusive end: its last event + 1 ns (the captured span
+        as a capture's model sees it), or the declared end if nothing was emitted."""
+        return max(self.last_ts) + 1 if self.events else declared_abs_ns
+
+    def inventory(self) -> list[dict[str, Any]]:
+        """The VMs as a collector's host.json lists them (name, pid, vcpus, vhost_tids)."""
+        vms: dict[str, dict[str, Any]] = {}
+        for t in self.thread_table():
+            if not t["vm"]:
+                continue
+            vm = vms.setdefault(t["vm"], dict(name=t["vm"], uuid=None, pid=t["pid"], source="synth", vcpus=[],
+                                              vhost_tids=[], iothread_tids=[], cgroup=None))
+            if t["role"] == "vcpu":
+                vm["vcpus"].append(dict(index=t["vcpu"], tid=t["tid"]))
+            elif t["role"] == "io-worker":
+                vm["vhost_tids"].append(t["tid"])
+        return list(vms.values())
 
     def nested_irq(self, cpu: int, dur_ns: int) -> None:
         """Record irq/softirq time spent on top of the thread current on ``cpu``."""

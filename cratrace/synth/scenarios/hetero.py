@@ -89,4 +89,5 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         per_vcpu=sorted(vcpus, key=lambda v: (v["vm"], v["vcpu"])),
         notes="cycles = run_ns * core kHz / 1e6; io bursts end in IO_INSTRUCTION or HLT exits",
     )
+    truth["vms"] = b.inventory()
     return Result(b.events, truth, dict(cpus=ncore, comms=b.comms()))

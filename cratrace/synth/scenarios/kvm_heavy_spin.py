@@ -209,6 +209,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
             lhp_episodes=sum(1 for e in episodes if e["holder_preempted"]),
         ),
     )
+    truth["vms"] = b.inventory()
     return Result(b.events, truth, dict(cpus=npcpu, comms=b.comms()))
 
 

@@ -205,6 +205,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         notes="direction is the guest's: Rx = net_dev_xmit on tap (host->guest), Tx = netif_receive_skb on tap; "
               "S_ns = vCPU thread time in guest slices; D_* = vhost time per direction; K_ns = irq+softirq time.",
     )
+    truth["vms"] = b.inventory()
     return Result(b.events, truth, dict(cpus=npcpu, comms=b.comms()))
 
 

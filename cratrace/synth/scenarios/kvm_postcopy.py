@@ -78,6 +78,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         ),
         notes="latency_ns = ready_ts - not_present_ts; gva = process base + page * 4096; gfn = gva >> 12 here",
     )
+    truth["vms"] = b.inventory()
     return Result(b.events, truth, dict(cpus=n, comms=b.comms()))
 
 

@@ -115,4 +115,5 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         frequency_changes=freq_changes,
         notes="energy_j per vCPU = power_w_at_max * (freq/max_khz) * run time; core energy adds idle_w * idle time",
     )
+    truth["vms"] = b.inventory()
     return Result(b.events, truth, dict(cpus=ncore, comms=b.comms()))
