@@ -18,7 +18,7 @@ from tests.synth.conftest import trace_cmd_report
 # small but non-trivial settings so the whole file runs in seconds
 SMALL = {
     "kvm-heavy-spin": {"duration_ms": "15", "hold_us": "20"},
-    "kvm-io-billing": {"duration_ms": "10"},
+    "kvm-io-billing": {"duration_ms": "10", "workload": "cpu-net"},
     "kvm-postcopy": {"duration_ms": "12", "switch_ms": "2"},
     "hetero": {"duration_ms": "20"},
     "thermal": {"duration_ms": "40"},
@@ -110,6 +110,23 @@ def test_io_billing_packets_recounted_from_report(generated):
             assert {ln.comm for ln in rep.lines if ln.name == "net_dev_xmit" and f"dev={vm['tap']} " in ln.rest} == {f"vhost-{vm['vhost_tid'] - 50}"}
     assert truth["common"]["K_ns"] > 0
     assert rep.count("softirq_entry") == truth["common"]["softirqs"]
+    # vhost on-CPU time minus the nested common work is the packet cost, to within
+    # the 1-ns ordering nudges (at most a couple per 1 ms window)
+    th = {t["tid"]: t for t in truth["threads"]}
+    windows = truth["params"]["duration_ms"]
+    for vm in truth["per_vm"]:
+        vh, vc = th[vm["vhost_tid"]], th[vm["vcpu_tid"]]
+        assert abs(vh["oncpu_ns"] - vh["irq_ns"] - vm["D_rx_ns"] - vm["D_tx_ns"]) <= 2 * windows
+        assert vm["S_ns"] == vc["oncpu_ns"] - vc["irq_ns"]
+        assert abs(vm["S_ns"] - vm["S_model_ns"]) <= 2 * windows
+    # common work is the irq->softirq_exit spans trace-cmd shows
+    spans, start = 0, {}
+    for ln in rep.lines:
+        if ln.name == "irq_handler_entry":
+            start[ln.cpu] = ln.ts
+        elif ln.name == "softirq_exit":
+            spans += ln.ts - start.pop(ln.cpu)
+    assert spans == truth["common"]["K_ns"]
 
 
 def test_io_billing_link_is_shared(tmp_path):

@@ -97,6 +97,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     skb = 0xFFFF888100000000
     carry = {v["vm"]: [0.0, 0.0] for v in net}
 
+    hog_tids = {v["vcpu_tid"] for v in vms if v["kind"] == "cpu"}
     for w in range(p["duration_ms"]):
         t0 = w * 1_000_000
         win = dict(window_start=b.t0 + t0, window_end=b.t0 + t0 + 1_000_000, vms={})
@@ -112,98 +113,109 @@ def generate(p: dict[str, Any], seed: int) -> Result:
             c[1] -= tx
             pk[v["vm"]] = (rx, tx)
         for cpu in range(npcpu):
+            # segments are contiguous: each starts with the sched_switch that ends
+            # the previous one, so on-CPU time per thread is exact by construction
             t = t0
-            segs: list[tuple[str, dict[str, Any]]] = []
-            for v in net:
-                if v["vhost_cpu"] == cpu and sum(pk[v["vm"]]) > 0:
-                    segs.append(("vhost", v))
-            for v in net:
-                if v["vcpu_cpu"] == cpu:
-                    segs.append(("netvcpu", v))
             hogs = [v for v in vms if v["kind"] == "cpu" and v["vcpu_cpu"] == cpu]
             k_here = int(k_ns_per_ms / npcpu)
-            for kind, v in segs:
+            vhosts = [v for v in net if v["vhost_cpu"] == cpu and sum(pk[v["vm"]]) > 0]
+            k_chunk = k_here // max(len(vhosts), 1) if vhosts else 0
+            for v in vhosts:
                 rx, tx = pk[v["vm"]]
-                if kind == "vhost":
-                    if b.current[cpu] != 0:
-                        cur = b.current[cpu]
-                        if cur in [x["vcpu_tid"] for x in vms]:
-                            b.kvm_exit(t, cpu, cur, 0, EXIT_EXTERNAL_INTERRUPT, rip=USER_RIP)
-                    b.wakeup(t, cpu, v["vhost_tid"], cpu)
-                    b.switch(t + 200, cpu, v["vhost_tid"], _prev_state(b, cpu, vms))
-                    cost = rx * p["rx_cost_ns"] + tx * p["tx_cost_ns"]
-                    n = rx + tx
-                    step = cost / max(n, 1)
-                    order = ["rx"] * rx + ["tx"] * tx
-                    rng.shuffle(order)
-                    for k, d in enumerate(order):
-                        skb += 0x100
-                        tt = t + 300 + int(k * step)
-                        if d == "rx":
-                            b.emit(tt, cpu, "net_dev_xmit", v["vhost_tid"], skbaddr=skb, len=p["rx_bytes"], rc=0, name=v["tap"])
-                            v["B_rx"] += p["rx_bytes"]
-                        else:
-                            ln = rng.choice((66, 1514))
-                            b.emit(tt, cpu, "netif_receive_skb", v["vhost_tid"], skbaddr=skb, len=ln, name=v["tap"])
-                            v["B_tx"] += ln
-                    v["P_rx"] += rx
-                    v["P_tx"] += tx
-                    v["D_rx_ns"] += rx * p["rx_cost_ns"]
-                    v["D_tx_ns"] += tx * p["tx_cost_ns"]
-                    win["vms"].setdefault(v["vm"], {}).update(D_rx_ns=rx * p["rx_cost_ns"], D_tx_ns=tx * p["tx_cost_ns"], P_rx=rx, P_tx=tx)
-                    t += 300 + cost
-                else:
-                    busy = 20_000 + (rx + tx) * p["guest_ns_per_pkt"]
-                    b.switch(t, cpu, v["vcpu_tid"], _prev_state(b, cpu, vms))
-                    b.kvm_entry(t, cpu, v["vcpu_tid"], 0, rip=USER_RIP)
-                    kicks = max(1, (rx + tx) // 32)
-                    for k in range(kicks):
-                        tt = t + int((k + 1) * busy / (kicks + 1))
-                        b.kvm_exit(tt, cpu, v["vcpu_tid"], 0, EXIT_EPT_MISCONFIG, rip=USER_RIP, info1=0xFEBF1000)
-                        b.kvm_entry(tt + 300, cpu, v["vcpu_tid"], 0, rip=USER_RIP)
-                    v["kicks"] += kicks
-                    t += busy
-                    b.kvm_exit(t, cpu, v["vcpu_tid"], 0, EXIT_HLT, rip=0xFFFFFFFF81F00000)
-                    v["S_ns"] += busy
-                    win["vms"].setdefault(v["vm"], {})["S_ns"] = busy
-                    b.switch(t + 100, cpu, 0, TASK_INTERRUPTIBLE)
-                    t += 100
-                # common work between slices: NIC interrupt + NET_RX softirq
-                if k_here and kind == "vhost":
-                    t = _common(b, cpu, t, k_here // 2, common, rng)
-            left = t0 + 1_000_000 - t
-            if k_here:
-                left -= k_here - (k_here // 2) * sum(1 for s in segs if s[0] == "vhost")
-            for i, v in enumerate(hogs):
-                part = left // len(hogs) - 200
-                if part <= 0:
+                cur = b.current[cpu]
+                if cur in hog_tids:
+                    b.kvm_exit(t, cpu, cur, 0, EXIT_EXTERNAL_INTERRUPT, rip=USER_RIP)
+                b.wakeup(t, cpu, v["vhost_tid"], cpu)
+                b.switch(t, cpu, v["vhost_tid"], _prev_state(b, cpu, vms))
+                cost = rx * p["rx_cost_ns"] + tx * p["tx_cost_ns"]
+                step = cost / max(rx + tx, 1)
+                order = ["rx"] * rx + ["tx"] * tx
+                rng.shuffle(order)
+                for k, d in enumerate(order):
+                    skb += 0x100
+                    tt = t + int(k * step)
+                    if d == "rx":
+                        b.emit(tt, cpu, "net_dev_xmit", v["vhost_tid"], skbaddr=skb, len=p["rx_bytes"], rc=0, name=v["tap"])
+                        v["B_rx"] += p["rx_bytes"]
+                    else:
+                        ln = rng.choice((66, 1514))
+                        b.emit(tt, cpu, "netif_receive_skb", v["vhost_tid"], skbaddr=skb, len=ln, name=v["tap"])
+                        v["B_tx"] += ln
+                v["P_rx"] += rx
+                v["P_tx"] += tx
+                v["D_rx_ns"] += rx * p["rx_cost_ns"]
+                v["D_tx_ns"] += tx * p["tx_cost_ns"]
+                win["vms"].setdefault(v["vm"], {}).update(D_rx_ns=rx * p["rx_cost_ns"], D_tx_ns=tx * p["tx_cost_ns"], P_rx=rx, P_tx=tx)
+                t += cost
+                if k_chunk:  # common work: NIC interrupt + NET_RX softirq on top of vhost
+                    t = _common(b, cpu, t, k_chunk, common, rng)
+            for v in net:
+                if v["vcpu_cpu"] != cpu:
                     continue
-                if b.current[cpu] != v["vcpu_tid"]:
-                    cur = b.current[cpu]
-                    if cur in [x["vcpu_tid"] for x in hogs]:
-                        b.kvm_exit(t, cpu, cur, 0, EXIT_EXTERNAL_INTERRUPT, rip=USER_RIP)
-                    b.switch(t + 100, cpu, v["vcpu_tid"], _prev_state(b, cpu, vms))
-                    b.kvm_entry(t + 150, cpu, v["vcpu_tid"], 0, rip=USER_RIP)
-                t += 200 + part
-                v["S_ns"] += part
-                win["vms"].setdefault(v["vm"], {})["S_ns"] = win["vms"].get(v["vm"], {}).get("S_ns", 0) + part
-            rest = k_here - (k_here // 2) * sum(1 for s in segs if s[0] == "vhost")
+                rx, tx = pk[v["vm"]]
+                busy = 20_000 + (rx + tx) * p["guest_ns_per_pkt"]
+                cur = b.current[cpu]
+                if cur in hog_tids:
+                    b.kvm_exit(t, cpu, cur, 0, EXIT_EXTERNAL_INTERRUPT, rip=USER_RIP)
+                b.switch(t, cpu, v["vcpu_tid"], _prev_state(b, cpu, vms))
+                b.kvm_entry(t, cpu, v["vcpu_tid"], 0, rip=USER_RIP)
+                kicks = max(1, (rx + tx) // 32)
+                for k in range(kicks):
+                    tt = t + int((k + 1) * busy / (kicks + 2))
+                    b.kvm_exit(tt, cpu, v["vcpu_tid"], 0, EXIT_EPT_MISCONFIG, rip=USER_RIP, info1=0xFEBF1000)
+                    b.kvm_entry(tt + 300, cpu, v["vcpu_tid"], 0, rip=USER_RIP)
+                v["kicks"] += kicks
+                b.kvm_exit(t + busy - 100, cpu, v["vcpu_tid"], 0, EXIT_HLT, rip=0xFFFFFFFF81F00000)
+                t += busy
+                v["S_ns"] += busy
+                b.switch(t, cpu, 0, TASK_INTERRUPTIBLE)
+            rest = k_here - k_chunk * len(vhosts)
+            window_end = t0 + 1_000_000
+            if hogs:
+                part = (window_end - t - max(rest, 0)) // len(hogs)
+                for i, v in enumerate(hogs):
+                    if part <= 0:
+                        break
+                    if b.current[cpu] != v["vcpu_tid"]:
+                        cur = b.current[cpu]
+                        if cur in hog_tids:
+                            b.kvm_exit(t, cpu, cur, 0, EXIT_EXTERNAL_INTERRUPT, rip=USER_RIP)
+                        b.switch(t, cpu, v["vcpu_tid"], _prev_state(b, cpu, vms))
+                        b.kvm_entry(t, cpu, v["vcpu_tid"], 0, rip=USER_RIP)
+                    # the last hog keeps the CPU until the next window's first switch
+                    run = part if i < len(hogs) - 1 else window_end - t - max(rest, 0)
+                    if rest > 0 and i == len(hogs) - 1:
+                        t = _common(b, cpu, t + run // 2, rest, common, rng) + (run - run // 2)
+                        rest = 0
+                    else:
+                        t += run
+                    v["S_ns"] += run
             if rest > 0:
                 t = _common(b, cpu, t, rest, common, rng)
+            if b.current[cpu] in hog_tids:  # the host tick at the window's end (HZ=1000)
+                b.kvm_exit(window_end - 2, cpu, b.current[cpu], 0, EXIT_EXTERNAL_INTERRUPT, rip=USER_RIP)
+                b.kvm_entry(window_end - 1, cpu, b.current[cpu], 0, rip=USER_RIP)
         windows.append(win)
 
+    # S is what the schedule shows: the vCPU thread's on-CPU time minus the
+    # common work nested in it (exact, from the emitted sched_switch times)
+    table = {t["tid"]: t for t in b.thread_table(b.end(0))}
     for v in vms:
         v.pop("share")
+        v["S_model_ns"] = v["S_ns"]
+        v["S_ns"] = table[v["vcpu_tid"]]["oncpu_ns"] - table[v["vcpu_tid"]]["irq_ns"]
     truth = dict(
         start_ns=b.t0,
         end_ns=b.end(b.t0 + p["duration_ms"] * 1_000_000),
         threads=b.thread_table(b.end(b.t0 + p["duration_ms"] * 1_000_000)),
         per_vm=[{k: v[k] for k in ("vm", "kind", "vcpu_tid", "vhost_tid", "tap", "S_ns", "D_rx_ns", "D_tx_ns",
-                                   "P_rx", "P_tx", "B_rx", "B_tx", "kicks")} for v in vms],
+                                   "S_model_ns", "P_rx", "P_tx", "B_rx", "B_tx", "kicks")} for v in vms],
         common=common,
         windows=windows,
         notes="direction is the guest's: Rx = net_dev_xmit on tap (host->guest), Tx = netif_receive_skb on tap; "
-              "S_ns = vCPU thread time in guest slices; D_* = vhost time per direction; K_ns = irq+softirq time.",
+              "S_ns = vCPU thread on-CPU time minus nested irq (measured from the schedule); S_model_ns = the "
+              "simulation's intent; D_* = vhost packet cost per direction (vhost oncpu_ns - irq_ns equals "
+              "D_rx_ns + D_tx_ns within a few ns per window); K_ns = irq+softirq time.",
     )
     truth["vms"] = b.inventory()
     return Result(b.events, truth, dict(cpus=npcpu, comms=b.comms()))
@@ -218,16 +230,20 @@ def _prev_state(b: Builder, cpu: int, vms: list[dict[str, Any]]) -> int:
 
 
 def _common(b: Builder, cpu: int, t: int, dur: int, acc: dict[str, int], rng: random.Random) -> int:
+    """NIC interrupt + NET_RX softirq of ``dur`` ns on top of the current thread.
+
+    K is accounted as the span between the emitted ``irq_handler_entry`` and
+    ``softirq_exit`` timestamps, so it is exactly what the file shows."""
     pid = b.current[cpu]
-    b.emit(t, cpu, "irq_handler_entry", pid, irq=NIC_IRQ, name="eth0-TxRx-0")
+    t_in = b.emit(t, cpu, "irq_handler_entry", pid, irq=NIC_IRQ, name="eth0-TxRx-0")
     b.emit(t + 800, cpu, "softirq_raise", pid, vec=NET_RX_SOFTIRQ)
     b.emit(t + 900, cpu, "irq_handler_exit", pid, irq=NIC_IRQ, ret=1)
     b.emit(t + 1000, cpu, "softirq_entry", pid, vec=NET_RX_SOFTIRQ)
     b.emit(t + dur // 2, cpu, "napi_poll", pid, napi=0xFFFF888104A3C000, dev_name="eth0", work=rng.randint(8, 64), budget=64)
-    b.emit(t + dur, cpu, "softirq_exit", pid, vec=NET_RX_SOFTIRQ)
-    acc["K_ns"] += dur
-    b.nested_irq(cpu, dur)
+    t_out = b.emit(t + dur, cpu, "softirq_exit", pid, vec=NET_RX_SOFTIRQ)
+    acc["K_ns"] += t_out - t_in
     acc["irqs"] += 1
     acc["softirqs"] += 1
     acc["napi_polls"] += 1
+    b.nested_irq(cpu, t_out - t_in)
     return t + dur
