@@ -77,6 +77,9 @@ def test_spin_truth_recounted_from_report(generated):
     assert len(_markers(rep, "spin_end")) == tot["spin_episodes"]
     assert len(_markers(rep, "txn_end")) == tot["txns"]
     assert sum(1 for ln in rep.lines if ln.name == "kvm_exit" and "PAUSE_INSTRUCTION" in ln.rest) == tot["pause_exits"]
+    wk = [ln for ln in rep.lines if ln.name == "kvm_vcpu_wakeup"]
+    halts = [ln for ln in rep.lines if ln.name == "kvm_exit" and "reason HLT" in ln.rest]
+    assert 0 < len(wk) <= len(halts) == tot["halts"]
     hc = [ln for ln in rep.lines if ln.name == "kvm_hypercall"]
     assert len(hc) == tot["kicks"] and all("nr 0x5 " in ln.rest for ln in hc)
     # each episode's start/end are the marker timestamps trace-cmd shows

@@ -10,7 +10,8 @@ trace_marker. A vCPU that finds the lock taken writes ``spin_begin vm=..
 vcpu=.. lock=..``, spins (a PAUSE exit, Intel reason 40, every ``ple_us``),
 and after ``pv_spin_us`` parks with HLT (pv_wait); the releasing vCPU kicks
 the first parked waiter with ``kvm_hypercall nr=5`` (KVM_HC_KICK_CPU, a1 =
-the waiter's APIC id = vCPU index) and the host wakes its thread. On taking
+the waiter's APIC id = vCPU index) and the host wakes its thread, which logs
+``kvm_vcpu_wakeup`` (ns = time since its HLT exit) before re-entering. On taking
 the lock the spinner writes ``spin_end``. Host preemption shows as an
 EXTERNAL_INTERRUPT exit then ``sched_switch`` with prev_state R.
 
@@ -40,7 +41,7 @@ from cratrace.synth.scenarios._common import (
 )
 
 NAME = "kvm-heavy-spin"
-VERSION = 1
+VERSION = 2
 SUMMARY = "Oversubscribed KVM VMs with lock-holder preemption: PAUSE exits, PV kicks, spin markers."
 PARAMS = {
     "vms": Param(2, "number of VMs"),
@@ -79,16 +80,24 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     episodes: list[dict[str, Any]] = []
     slice_left = [p["slice_us"]] * npcpu
 
+    def resume(t_ns: int, cpu: int, tid: int) -> None:
+        """Back in the guest; a vCPU that halted first reports how long it was blocked."""
+        v = vcpus[tid]
+        if v.get("halted_at") is not None:
+            b.emit(t_ns, cpu, "kvm_vcpu_wakeup", tid, ns=b.t0 + t_ns - v["halted_at"], waited=1, valid=1)
+            v["halted_at"] = None
+        b.kvm_entry(t_ns, cpu, tid, v["vcpu"])
+
     def switch_in(t_ns: int, cpu: int, tid: int) -> None:
         b.switch(t_ns, cpu, tid)
-        b.kvm_entry(t_ns, cpu, tid, vcpus[tid]["vcpu"])
+        resume(t_ns, cpu, tid)
         slice_left[cpu] = p["slice_us"]
 
     def next_on(t_ns: int, cpu: int, prev_state: int) -> None:
         if runq[cpu]:
             nxt = runq[cpu].popleft()
             b.switch(t_ns, cpu, nxt, prev_state)
-            b.kvm_entry(t_ns, cpu, nxt, vcpus[nxt]["vcpu"])
+            resume(t_ns, cpu, nxt)
             slice_left[cpu] = p["slice_us"]
         else:
             b.switch(t_ns, cpu, 0, prev_state)
@@ -144,7 +153,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                 if holder.get((v["vm"], v["lock"])) is None:
                     try_acquire(t_ns + 900, cpu, v)
                 elif v["spun"] >= p["pv_spin_us"]:
-                    b.kvm_exit(t_ns + 900, cpu, tid, v["vcpu"], EXIT_HLT)
+                    v["halted_at"] = b.kvm_exit(t_ns + 900, cpu, tid, v["vcpu"], EXIT_HLT)
                     v["ep"]["halts"] += 1
                     v["mode"] = "halted"
                     waiters.setdefault((v["vm"], v["lock"]), []).append(tid)
@@ -205,6 +214,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
             spin_episodes=len(episodes),
             pause_exits=sum(e["pause_exits"] for e in episodes + open_eps),
             kicks=sum(e["kicks"] for e in episodes + open_eps),
+            halts=sum(e["halts"] for e in episodes + open_eps),
             txns=sum(v["txns"] for v in vcpus.values()),
             lhp_episodes=sum(1 for e in episodes if e["holder_preempted"]),
         ),
