@@ -220,3 +220,18 @@ def test_thread_oncpu_truth_recounted_from_switches(generated, name):
             on[tid] += truth["end_ns"] - since[cpu]
     assert {t["tid"]: t["oncpu_ns"] for t in truth["threads"] if t["oncpu_ns"]} == {k: v for k, v in on.items() if v}
     assert any(t["oncpu_ns"] > 0 for t in truth["threads"] if t["role"] == "vcpu")
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_every_truth_key_is_documented(generated, name):
+    """docs/synth.md is the contract the model/replay helpers read: every key a
+    scenario writes (top level and one level into lists of records) is named there."""
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "synth.md").read_text()
+    _, truth, _ = generated[name]
+    missing = [k for k in truth if f"`{k}" not in doc]
+    for k, v in truth.items():
+        if isinstance(v, list) and v and isinstance(v[0], dict) and k not in ("vms",):
+            missing += [f"{k}.{f}" for f in v[0] if f"`{f}`" not in doc]
+    assert not missing, f"undocumented truth keys in {name}: {missing}"
