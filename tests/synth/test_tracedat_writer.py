@@ -295,3 +295,34 @@ def test_cpustat_options_and_chained_options_section(tmp_path, version, compress
     assert "CPU: 0\nentries: 25\n" in text and "CPU: 1\nentries: 25\n" in text
     assert "dropped events: 4" in text
     assert len(trace_cmd_report(p).lines) == 50
+
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_event = st.tuples(
+    st.integers(0, 3),  # cpu
+    st.sampled_from([0, 1, 999, 1 << 26, (1 << 27) - 1, 1 << 27, (1 << 27) + 1, 1 << 33]),  # gap to previous
+    st.text(alphabet="abcxyz =", min_size=0, max_size=300),  # print payload: small and > 112 bytes
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(evs=st.lists(_event, min_size=1, max_size=120), version=st.sampled_from([6, 7]),
+       long_size=st.sampled_from([4, 8]), endian=st.sampled_from(["little", "big"]),
+       page_size=st.sampled_from([4096, 8192]))
+def test_random_traces_read_back_exactly(tmp_path_factory, evs, version, long_size, endian, page_size):
+    """Random CPUs, delta sizes around the 27-bit boundary and payload sizes around
+    the 112-byte small-record limit: trace-cmd returns every event with its ts and text."""
+    t = T0
+    events = []
+    for i, (cpu, gap, text) in enumerate(evs):
+        t += gap
+        events.append(Event(ts=t, cpu=cpu, name="print", pid=1000 + i, fields={"ip": 0xFFFFFFFF81000000, "buf": f"#{i} {text}\n"}))
+    p = write_tracedat(tmp_path_factory.mktemp("h") / "r.dat", events, version=version, compression="none" if version == 6 else "zstd",
+                       long_size=long_size, endian=endian, page_size=page_size, cpus=4)
+    rep = trace_cmd_report(p)
+    assert rep.rc == 0 and rep.stderr == ""
+    got = sorted((ln.ts, ln.cpu, ln.pid, ln.rest.split(": ", 1)[1].rstrip()) for ln in rep.lines)
+    want = sorted((e.ts, e.cpu, e.pid, e.fields["buf"].rstrip()) for e in events)
+    assert got == want
