@@ -69,7 +69,16 @@ def synth(
     from cratrace.synth.generate import synthesize
 
     if list_:
-        console.print(_scenario_help(), markup=False, highlight=False)
+        if json_:
+            from cratrace.synth.scenarios import SCENARIOS
+
+            console.print_json(json.dumps({
+                name: dict(summary=mod.SUMMARY, version=mod.VERSION,
+                           params={k: dict(default=p.default, help=p.help) for k, p in mod.PARAMS.items()})
+                for name, mod in SCENARIOS.items()
+            }))
+        else:
+            console.print(_scenario_help(), markup=False, highlight=False)
         return
     if scenario is None:
         raise UsageError("give a SCENARIO (see `cratrace synth --list`)")

@@ -27,6 +27,14 @@ def test_list_names_every_scenario_and_parameter():
             assert f"{k}=" in r.stdout
 
 
+def test_list_json_is_data():
+    r = run("--list", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert set(data) == set(SCENARIOS)
+    assert data["kvm-heavy-spin"]["params"]["vms"]["default"] == SCENARIOS["kvm-heavy-spin"].PARAMS["vms"].default
+
+
 def test_help_explains_scenarios():
     r = run("--help")
     assert r.returncode == 0
