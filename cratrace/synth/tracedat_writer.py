@@ -359,6 +359,7 @@ def write_tracedat(
     long_size: Literal[4, 8] = 8,
     endian: Endian = "little",
     page_size: int = 4096,
+    instance_page_sizes: Mapping[str, int] | None = None,
     cpus: int | None = None,
     instances: Sequence[str] = (),
     comms: Mapping[int, str] | None = None,
@@ -387,7 +388,8 @@ def write_tracedat(
     count}`` flags pages as preceded by lost events. ``abs_ts_every=N`` writes
     an absolute time-stamp record (type 31) before every N-th event of a CPU
     (except a page's first), as kernels do with absolute timestamps enabled.
-    ``cpustat`` writes a CPUSTAT option per CPU of the top buffer (entries,
+    ``instance_page_sizes`` (v7) gives instances their own ring-buffer page
+    size (stored in their BUFFER option). ``cpustat`` writes a CPUSTAT option per CPU of the top buffer (entries,
     bytes, dropped events, as trace-cmd record does). ``split_options``
     (v7) puts the plain options in a second options section chained from the
     first one's DONE option, as trace-cmd does when it appends options. ``chunk_pages`` is the
@@ -407,6 +409,12 @@ def write_tracedat(
         raise WriterError(f"endian must be little or big, not {endian!r}")
     if page_size < 256 or page_size & (page_size - 1):
         raise WriterError(f"page_size must be a power of two >= 256, not {page_size}")
+    instance_page_sizes = dict(instance_page_sizes or {})
+    for iname, ps in instance_page_sizes.items():
+        if version == 6:
+            raise WriterError("per-instance page sizes need file version 7 (v6 has one page size)")
+        if ps < 256 or ps & (ps - 1):
+            raise WriterError(f"instance {iname!r}: page size must be a power of two >= 256, not {ps}")
     if path.exists() and not overwrite:
         raise WriterError(f"{path} exists (pass overwrite=True to replace it)")
     e = "<" if endian == "little" else ">"
@@ -460,7 +468,8 @@ def write_tracedat(
         lst = []
         for cpu in range(ncpus):
             recs = sorted(cpumap.get(cpu, []), key=lambda r: r[0])  # stable: equal ts keep input order
-            lst.append((cpu, _build_pages(ctx, recs, page_size, tail_padding, lost_events.get((name, cpu), {}), abs_ts_every)))
+            ps = instance_page_sizes.get(name, page_size)
+            lst.append((cpu, _build_pages(ctx, recs, ps, tail_padding, lost_events.get((name, cpu), {}), abs_ts_every)))
         buffers_data[name] = lst
 
     header_info = (
@@ -521,7 +530,8 @@ def write_tracedat(
                   buffers_data, ncpus, page_size, trace_clock)
     else:
         _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
-                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options)
+                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options,
+                  instance_page_sizes)
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -600,7 +610,8 @@ def _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, 
 
 
 def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
-              simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options=False) -> None:
+              simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options=False,
+              instance_page_sizes=None) -> None:
     e = out.e
     comp = compression != "none"
     out.raw(_compression_header(compression))
@@ -637,7 +648,9 @@ def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, print
     }
 
     buffer_opts: list[bytes] = []
+    file_page_size = page_size
     for name, cpu_pages in buffers_data.items():
+        page_size = (instance_page_sizes or {}).get(name, file_page_size)
         sec_at = len(out)
         desc_id = string_id(f"buffer {name}" if name else "flyrecord")
         # section header; size patched below

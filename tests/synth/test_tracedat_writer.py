@@ -326,3 +326,19 @@ def test_random_traces_read_back_exactly(tmp_path_factory, evs, version, long_si
     got = sorted((ln.ts, ln.cpu, ln.pid, ln.rest.split(": ", 1)[1].rstrip()) for ln in rep.lines)
     want = sorted((e.ts, e.cpu, e.pid, e.fields["buf"].rstrip()) for e in events)
     assert got == want
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_per_instance_page_size(tmp_path, compression):
+    evs = [Event(ts=T0 + i * 1000, cpu=0, name="cpu_idle", pid=0, fields=dict(state=i, cpu_id=0)) for i in range(500)]
+    evs += [Event(ts=T0 + i * 1000 + 1, cpu=1, name="cpu_idle", pid=0, instance="big", fields=dict(state=i, cpu_id=1))
+            for i in range(500)]
+    p = write_tracedat(tmp_path / "ps.dat", evs, compression=compression, instance_page_sizes={"big": 16384})
+    rep = trace_cmd_report(p)
+    assert rep.rc == 0 and rep.stderr == ""
+    inst = [ln for ln in rep.lines if ln.instance == "big"]
+    top = [ln for ln in rep.lines if ln.instance == ""]
+    assert [ln.rest for ln in inst] == [f"state={i} cpu_id=1" for i in range(500)]
+    assert [ln.ts for ln in top] == [T0 + i * 1000 for i in range(500)]
+    with pytest.raises(WriterError, match="version 7"):
+        write_tracedat(tmp_path / "v6.dat", evs, version=6, instance_page_sizes={"big": 16384})
