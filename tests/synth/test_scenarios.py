@@ -235,3 +235,18 @@ def test_every_truth_key_is_documented(generated, name):
         if isinstance(v, list) and v and isinstance(v[0], dict) and k not in ("vms",):
             missing += [f"{k}.{f}" for f in v[0] if f"`{f}`" not in doc]
     assert not missing, f"undocumented truth keys in {name}: {missing}"
+
+
+def test_postcopy_baseline_blocks_and_is_slower(tmp_path):
+    """async_pf=false: faults block the vCPU thread (prev_state D), no async-PF events,
+    and the guest gets less compute done than with async PFs (the paper's result)."""
+    over = dict(SMALL["kvm-postcopy"])
+    apf = synthesize("kvm-postcopy", tmp_path / "apf.dat", seed=5, overrides=over)
+    base = synthesize("kvm-postcopy", tmp_path / "base.dat", seed=5, overrides={**over, "async_pf": "false"})
+    rep = trace_cmd_report(tmp_path / "base.dat")
+    assert rep.rc == 0 and rep.stderr == "" and rep.counts() == base["event_counts"]
+    assert not any(n.startswith("kvm_async_pf") for n in base["event_counts"])
+    assert base["totals"]["sync"] == base["totals"]["faults"] == rep.count("kvm_page_fault") > 0
+    blocked = [ln for ln in rep.lines if ln.name == "sched_switch" and "] D ==> " in ln.rest]
+    assert len(blocked) == base["totals"]["sync"]
+    assert sum(v["guest_ns"] for v in base["per_vcpu"]) < sum(v["guest_ns"] for v in apf["per_vcpu"])

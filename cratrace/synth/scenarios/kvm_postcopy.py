@@ -13,7 +13,9 @@ preempts the vCPU (EXTERNAL_INTERRUPT exit), logs
 ``kvm_async_pf_completed``, and on re-entry KVM logs ``kvm_async_pf_ready``
 (same token). When every process of a vCPU waits, the vCPU halts (HLT exit,
 sleeps) until the next page arrives. Each vCPU thread is pinned to its own
-host CPU.
+host CPU. With ``async_pf=false`` (the paper's baseline) a fault instead
+blocks the vCPU thread (``sched_switch`` prev_state D) until the page
+arrives; no async-PF events are logged.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cratrace.synth.scenarios._common import (
     EXIT_EXTERNAL_INTERRUPT,
     EXIT_HLT,
     TASK_INTERRUPTIBLE,
+    TASK_UNINTERRUPTIBLE,
     USER_RIP,
     Builder,
     Param,
@@ -34,7 +37,7 @@ from cratrace.synth.scenarios._common import (
 )
 
 NAME = "kvm-postcopy"
-VERSION = 1
+VERSION = 2
 SUMMARY = "A VM of many processes touching absent pages after a postcopy switch, with async page faults."
 PARAMS = {
     "vcpus": Param(2, "vCPUs (one host CPU each)"),
@@ -45,6 +48,7 @@ PARAMS = {
     "compute_us": Param(40, "guest compute between page touches (±50%)"),
     "fetch_us": Param(300, "time to fetch an absent page (±30%)"),
     "notify_us": Param(40, "vCPU time lost per not-present notification"),
+    "async_pf": Param(True, "guest-cooperative async page faults; false = baseline, the vCPU blocks per fault"),
 }
 
 
@@ -62,7 +66,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         kw = b.thread(60 + v, f"kworker/{v}:1", 2, "host")
         procs = [i for i in range(p["procs"]) if i % n == v]
         per_vcpu.append(_run_vcpu(b, rng, p, v, tid, kw, procs, faults, token_seq))
-    faults.sort(key=lambda f: f["not_present_ts"])
+    faults.sort(key=lambda f: f["fault_ts"])
     truth = dict(
         start_ns=b.t0,
         end_ns=b.end(b.t0 + p["duration_ms"] * 1_000_000),
@@ -73,6 +77,8 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         totals=dict(
             faults=len(faults),
             completed=sum(1 for f in faults if f["completed_ts"] is not None),
+            sync=sum(1 for f in faults if f["kind"] == "sync"),
+            blocked_ns=sum(v["blocked_ns"] for v in per_vcpu),
             ready=sum(1 for f in faults if f["ready_ts"] is not None),
             halts=sum(v["halts"] for v in per_vcpu),
         ),
@@ -93,7 +99,7 @@ def _run_vcpu(b, rng, p, v, tid, kw, procs, faults, token_seq) -> dict[str, Any]
     runnable = list(procs)
     arrivals: list[tuple[int, int, dict[str, Any]]] = []  # (time, seq, fault)
     ready_pending: list[dict[str, Any]] = []
-    guest_ns = halt_ns = 0
+    guest_ns = halt_ns = blocked_ns = 0
     halts = 0
     t = 0
     b.switch(t, cpu, tid)
@@ -149,18 +155,34 @@ def _run_vcpu(b, rng, p, v, tid, kw, procs, faults, token_seq) -> dict[str, Any]
         if gva in present:
             runnable.append(pr)
             continue
+        fetch = int(rng.uniform(0.7, 1.3) * p["fetch_us"] * 1000)
+        b.kvm_exit(t, cpu, tid, v, EXIT_EPT_VIOLATION, rip=USER_RIP, info1=0x181)
+        fault_ts = b.emit(t + 300, cpu, "kvm_page_fault", tid, vcpu_id=v, guest_rip=USER_RIP,
+                          fault_address=gva >> 12 << 12, error_code=0x181)
+        if not p["async_pf"]:
+            # baseline: the vCPU thread blocks in the host until the page arrives
+            blocked_at = b.switch(t + 600, cpu, 0, TASK_UNINTERRUPTIBLE)
+            back = max(t + fetch, t + 1000)
+            b.wakeup(back, cpu, tid, cpu)
+            resumed = b.switch(back, cpu, tid)
+            b.kvm_entry(back, cpu, tid, v, rip=USER_RIP)
+            faults.append(dict(vm="pc0", vcpu=v, tid=tid, proc=pr, kind="sync", token=None, gva=gva, gfn=gva >> 12,
+                               fault_ts=fault_ts, not_present_ts=None, completed_ts=None,
+                               ready_ts=None, latency_ns=None, blocked_ns=resumed - blocked_at))
+            blocked_ns += resumed - blocked_at
+            present.add(gva)
+            runnable.append(pr)
+            t = back
+            continue
         token_seq[0] += 1
         token = (token_seq[0] << 12) | v  # KVM: (apf.id++ << 12) | vcpu_id
-        b.kvm_exit(t, cpu, tid, v, EXIT_EPT_VIOLATION, rip=USER_RIP, info1=0x181)
-        b.emit(t + 300, cpu, "kvm_page_fault", tid, vcpu_id=v, guest_rip=USER_RIP, fault_address=gva >> 12 << 12, error_code=0x181)
         b.emit(t + 600, cpu, "kvm_try_async_get_page", tid, gva=gva, gfn=gva >> 12)
         npts = b.emit(t + 900, cpu, "kvm_async_pf_not_present", tid, token=token, gva=gva)
-        f = dict(vm="pc0", vcpu=v, tid=tid, proc=pr, token=token, gva=gva, gfn=gva >> 12, not_present_ts=npts,
-                 completed_ts=None, ready_ts=None, latency_ns=None)
+        f = dict(vm="pc0", vcpu=v, tid=tid, proc=pr, kind="async", token=token, gva=gva, gfn=gva >> 12,
+                 fault_ts=fault_ts, not_present_ts=npts, completed_ts=None, ready_ts=None, latency_ns=None, blocked_ns=None)
         faults.append(f)
-        fetch = int(rng.uniform(0.7, 1.3) * p["fetch_us"] * 1000)
         heapq.heappush(arrivals, (t + fetch, token, f))
         t += p["notify_us"] * 1000
         b.kvm_entry(t, cpu, tid, v, rip=USER_RIP)
     return dict(vm="pc0", vcpu=v, tid=tid, guest_ns=guest_ns, halt_ns=halt_ns, halts=halts,
-                procs=len(procs))
+                blocked_ns=blocked_ns, procs=len(procs))
