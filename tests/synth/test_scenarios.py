@@ -250,3 +250,18 @@ def test_postcopy_baseline_blocks_and_is_slower(tmp_path):
     blocked = [ln for ln in rep.lines if ln.name == "sched_switch" and "] D ==> " in ln.rest]
     assert len(blocked) == base["totals"]["sync"]
     assert sum(v["guest_ns"] for v in base["per_vcpu"]) < sum(v["guest_ns"] for v in apf["per_vcpu"])
+
+
+@pytest.mark.parametrize("name,over", [
+    ("kvm-heavy-spin", {"vms": "6", "vcpus": "8", "pcpus": "1", "duration_ms": "5", "locks": "3"}),
+    ("kvm-heavy-spin", {"duration_ms": "1"}),
+    ("kvm-io-billing", {"workload": "net4", "pcpus": "1", "duration_ms": "3"}),
+    ("kvm-postcopy", {"vcpus": "1", "procs": "1", "switch_ms": "40", "duration_ms": "3"}),
+    ("hetero", {"cores": "1", "fast_cores": "0", "duration_ms": "3"}),
+    ("hetero", {"cpu_vms": "0", "io_vms": "5", "cores": "2", "duration_ms": "5"}),
+    ("thermal", {"hot_vcpus": "0", "duration_ms": "5"}),
+])
+def test_edge_parameters_still_give_readable_files(tmp_path, name, over):
+    t = synthesize(name, tmp_path / "e.dat", seed=1, overrides=over)
+    rep = trace_cmd_report(tmp_path / "e.dat")
+    assert rep.rc == 0 and rep.stderr == "" and rep.counts() == t["event_counts"]

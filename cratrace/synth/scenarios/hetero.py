@@ -37,6 +37,8 @@ PARAMS = {
     "io_wait_us": Param(900, "I/O wait between bursts (±50%)"),
 }
 
+ALLOW_ZERO = ("fast_cores", "cpu_vms", "io_vms")
+
 
 def check(p: dict[str, Any]) -> None:
     from cratrace.errors import UsageError

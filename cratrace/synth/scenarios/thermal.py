@@ -43,6 +43,8 @@ PARAMS = {
     "sample_ms": Param(2, "thermal_temperature sampling period"),
 }
 
+ALLOW_ZERO = ("hot_vcpus",)
+
 
 def generate(p: dict[str, Any], seed: int) -> Result:
     rng = random.Random(seed)
