@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod replay;
 mod tracedat;
 
 #[pymodule]
@@ -11,5 +12,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     Ok(())
 }

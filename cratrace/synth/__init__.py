@@ -17,6 +17,6 @@ Two layers:
 
 from cratrace.synth.generate import synthesize
 from cratrace.synth.scenarios import SCENARIOS
-from cratrace.synth.tracedat_writer import Event, WriterError, write_tracedat
+from cratrace.synth.tracedat_writer import Event, TraceDatWriter, WriterError, write_tracedat
 
-__all__ = ["Event", "SCENARIOS", "WriterError", "synthesize", "write_tracedat"]
+__all__ = ["Event", "SCENARIOS", "TraceDatWriter", "WriterError", "synthesize", "write_tracedat"]

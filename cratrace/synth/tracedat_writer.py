@@ -733,3 +733,41 @@ def _section_len(compression: str, body: bytes) -> int:
     if compression == "none":
         return len(body)
     return 8 + len(_compress(compression, body))
+
+
+@dataclass
+class TraceDatWriter:
+    """Incremental front end to :func:`write_tracedat` (the API the reader's
+    tests were first written against, kept so both styles work)::
+
+        w = TraceDatWriter(version=7, compression="zstd", cpus=2, cmdlines={10: "a"}).add_bundled_formats()
+        w.event(1_000, 0, "sched_switch", pid=10, prev_comm="a", ...)
+        w.write("t.dat")
+
+    Every bundled format is always embedded, so :meth:`add_bundled_formats`
+    only returns the writer; :meth:`add_format` adds a format text.
+    """
+
+    version: int = 7
+    compression: str = "none"
+    long_size: int = 8
+    endian: str = "little"
+    cpus: int | None = None
+    cmdlines: Mapping[int, str] = field(default_factory=dict)
+    page_size: int = 4096
+    events: list[Event] = field(default_factory=list)
+    extra_formats: list[str] = field(default_factory=list)
+
+    def add_bundled_formats(self) -> "TraceDatWriter":
+        return self
+
+    def add_format(self, system: str, text: str) -> None:
+        self.extra_formats.append(f"system: {system}\n{text}")
+
+    def event(self, ts: int, cpu: int, name: str, pid: int = 0, instance: str = "", **values: Any) -> None:
+        self.events.append(Event(ts=ts, cpu=cpu, name=name, pid=pid, fields=values, instance=instance))
+
+    def write(self, path: str | os.PathLike) -> Path:
+        return write_tracedat(path, self.events, version=self.version, compression=self.compression,  # type: ignore[arg-type]
+                              long_size=self.long_size, endian=self.endian, page_size=self.page_size,  # type: ignore[arg-type]
+                              cpus=self.cpus, comms=self.cmdlines, formats=self.extra_formats, overwrite=True)

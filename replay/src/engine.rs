@@ -42,6 +42,11 @@ struct Th {
     gen: u64,
     /// When the current stint on a CPU began (for CPU time).
     run_start: i64,
+    /// When it was dispatched (before the switch cost): the scheduler
+    /// charges from here, so bouncing threads pay for their switches.
+    dispatched_at: i64,
+    /// Left the CPU (parked or requeued) since its last suspend-spin call.
+    redispatched: bool,
     /// Up to when work progress has been accounted.
     progress_at: i64,
     last_cpu: Option<u32>,
@@ -137,6 +142,8 @@ impl<'a> Engine<'a> {
                 st: St::Blocked,
                 gen: 0,
                 run_start: 0,
+                dispatched_at: 0,
+                redispatched: false,
                 progress_at: 0,
                 last_cpu: None,
                 spin: None,
@@ -276,7 +283,7 @@ impl<'a> Engine<'a> {
             self.out.spin(t, now - since.max(th.run_start));
         }
         th.gen += 1;
-        self.sched.charge(ThreadId(t), ran);
+        self.sched.charge(ThreadId(t), (now - th.dispatched_at).max(ran));
         self.out.ran(t, c, th.run_start, now);
         Some(t)
     }
@@ -333,6 +340,7 @@ impl<'a> Engine<'a> {
         self.cpus[c as usize].gen += 1;
         let th = &mut self.th[t as usize];
         th.st = St::Running(c);
+        th.dispatched_at = self.now;
         th.run_start = self.now + cost;
         th.progress_at = self.now + cost;
         th.last_cpu = Some(c);
@@ -528,6 +536,7 @@ impl<'a> Engine<'a> {
         let ti = t as usize;
         self.th[ti].spin = Some((li, self.now));
         self.th[ti].retries = 0;
+        self.th[ti].redispatched = false;
         self.th[ti].excessive_counted = false;
         self.out.spin_episode_start(t, self.now, self.lock_holder[li]);
         self.set_state(t, StateCode::Spinning, Some(c));
@@ -595,6 +604,7 @@ impl<'a> Engine<'a> {
 
     fn leave_cpu_ready(&mut self, t: u32, c: u32, sub: Sub) {
         let ti = t as usize;
+        self.th[ti].redispatched = true;
         self.put_off_cpu(c, self.now);
         self.th[ti].st = St::Ready;
         self.th[ti].sub = sub;
@@ -639,7 +649,10 @@ impl<'a> Engine<'a> {
         let ti = t as usize;
         let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("respin_ns") as i64) };
         let v = vm.0 as usize;
-        if self.th[ti].retries > 0 || self.out.calls_in_episode(t) > 0 {
+        if self.th[ti].redispatched {
+            // dispatched again, and the lock is still held: an uncleared
+            // re-dispatch (Umeno et al.'s retry)
+            self.th[ti].redispatched = false;
             self.note_redispatch(t);
         }
         self.hypercall(t);

@@ -157,10 +157,6 @@ impl Output {
         }
     }
 
-    pub(crate) fn calls_in_episode(&self, t: u32) -> i64 {
-        self.open_ep[t as usize].map_or(0, |i| self.ep_calls[i])
-    }
-
     pub(crate) fn spin_episode_start(&mut self, t: u32, now: i64, holder: Option<u32>) {
         self.open_ep[t as usize] = Some(self.ep_thread.len());
         self.ep_thread.push(t);

@@ -443,7 +443,16 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
         }
     }
     // v6 instances: the BUFFER option points at a table of (offset, size) per CPU.
-    for (name, offset) in instances {
+    for (name, mut offset) in instances {
+        // trace-cmd writes the instance's own "flyrecord" tag (after any
+        // "options" of the instance) before its CPU table
+        let tag = read_at(file, path, offset, 10, fs, "instance tag")?;
+        if tag.starts_with(b"flyrecord") {
+            offset += 10;
+        } else if tag.starts_with(b"options") || tag.starts_with(b"latency") {
+            meta.warnings.push(format!("instance {name:?} at byte {offset}: options/latency data not decoded"));
+            continue;
+        }
         let table = read_at(file, path, offset, 16 * meta.cpus as u64, fs, "instance cpu table")?;
         let mut b = Bytes::new(&table, offset, endian, path);
         let mut cpus = Vec::new();
