@@ -81,6 +81,15 @@ class Builder:
         self.threads[tid] = dict(tid=tid, pid=pid, comm=comm, vm=vm, vcpu=vcpu, role=role)
         return tid
 
+    def forks(self) -> None:
+        """``sched_process_fork`` for every thread of a VM process at the start
+        (as if the trace began while QEMU created its threads), so a model
+        without a host.json inventory can group threads by their creator."""
+        for t in self.thread_table():
+            if t["vm"] and t["tid"] != t["pid"]:
+                self.emit(0, 0, "sched_process_fork", 0, parent_comm=self.comm(t["pid"]), parent_pid=t["pid"],
+                          child_comm=t["comm"], child_pid=t["tid"])
+
     def comm(self, tid: int) -> str:
         if tid == 0:
             return "swapper"

@@ -21,7 +21,7 @@ from cratrace.synth.scenarios._common import Builder, Param, Result
 from cratrace.synth.scenarios._core import CoreSim, VThread
 
 NAME = "hetero"
-VERSION = 1
+VERSION = 2
 SUMMARY = "CPU-bound and I/O-bound VMs on fast and slow cores (asymmetric placement studies)."
 PARAMS = {
     "cpu_vms": Param(2, "CPU-bound VMs"),
@@ -71,6 +71,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                 th = VThread(tid, j, kind, burst_ns=p["burst_us"] * 1000, wait_ns=p["io_wait_us"] * 1000)
                 per_core[g % ncore].append(th)
                 g += 1
+    b.forks()
     end = p["duration_ms"] * 1_000_000
     sims = []
     for c in range(ncore):

@@ -41,7 +41,7 @@ from cratrace.synth.scenarios._common import (
 )
 
 NAME = "kvm-heavy-spin"
-VERSION = 2
+VERSION = 3
 SUMMARY = "Oversubscribed KVM VMs with lock-holder preemption: PAUSE exits, PV kicks, spin markers."
 PARAMS = {
     "vms": Param(2, "number of VMs"),
@@ -75,6 +75,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                               left=_work(rng, p), lock=None, spun=0, ep=None,
                               work_ns=0, spin_ns=0, run_ns=0, txns=0)
             runq[pc].append(tid)
+    b.forks()
     holder: dict[tuple[str, int], int | None] = {}
     waiters: dict[tuple[str, int], list[int]] = {}
     episodes: list[dict[str, Any]] = []

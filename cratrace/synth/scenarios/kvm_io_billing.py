@@ -39,7 +39,7 @@ from cratrace.synth.scenarios._common import (
 )
 
 NAME = "kvm-io-billing"
-VERSION = 1
+VERSION = 2
 SUMMARY = "CPU-bound and networking KVM VMs sharing a saturated link; vhost work and common NIC/softirq work."
 WORKLOADS = ("cpu-cpu", "cpu-net", "net-net", "net1", "net2", "net3", "net4")
 PARAMS = {
@@ -88,6 +88,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                         vcpu_cpu=i % npcpu, vhost_cpu=(i + 1) % npcpu,
                         share=rng.uniform(0.8, 1.2) if kind == "net" else 0.0,
                         S_ns=0, D_rx_ns=0, D_tx_ns=0, P_rx=0, P_tx=0, B_rx=0, B_tx=0, kicks=0))
+    b.forks()
     net = [v for v in vms if v["kind"] == "net"]
     tot_share = sum(v["share"] for v in net) or 1.0
     n_net = len(net)

@@ -37,7 +37,7 @@ from cratrace.synth.scenarios._common import (
 )
 
 NAME = "kvm-postcopy"
-VERSION = 2
+VERSION = 3
 SUMMARY = "A VM of many processes touching absent pages after a postcopy switch, with async page faults."
 PARAMS = {
     "vcpus": Param(2, "vCPUs (one host CPU each)"),
@@ -62,10 +62,12 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     per_vcpu = []
     token_seq = [0]
     for v in range(n):
-        tid = b.thread(qpid + 1 + v, f"CPU {v}/KVM", qpid, "vcpu", vm="pc0", vcpu=v)
-        kw = b.thread(60 + v, f"kworker/{v}:1", 2, "host")
+        b.thread(qpid + 1 + v, f"CPU {v}/KVM", qpid, "vcpu", vm="pc0", vcpu=v)
+        b.thread(60 + v, f"kworker/{v}:1", 2, "host")
+    b.forks()
+    for v in range(n):
         procs = [i for i in range(p["procs"]) if i % n == v]
-        per_vcpu.append(_run_vcpu(b, rng, p, v, tid, kw, procs, faults, token_seq))
+        per_vcpu.append(_run_vcpu(b, rng, p, v, qpid + 1 + v, 60 + v, procs, faults, token_seq))
     faults.sort(key=lambda f: f["fault_ts"])
     truth = dict(
         start_ns=b.t0,

@@ -22,7 +22,7 @@ from cratrace.synth.scenarios._common import Builder, Param, Result
 from cratrace.synth.scenarios._core import CoreSim, VThread
 
 NAME = "thermal"
-VERSION = 1
+VERSION = 2
 SUMMARY = "vCPUs of uneven power on a few cores, with cpu_frequency throttling, cpu_idle and temperatures."
 PARAMS = {
     "cores": Param(2, "host CPUs"),
@@ -69,6 +69,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         sim.freq_khz = p["max_khz"]
         b.emit(0, c, "cpu_frequency", 0, state=p["max_khz"], cpu_id=c)
         sims.append(sim)
+    b.forks()
     temp = [p["start_c"]] * ncore
     samples: list[dict[str, Any]] = []
     freq_changes: list[dict[str, Any]] = []
