@@ -115,4 +115,4 @@ def synth(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("synth")(synth)
+    app.command("synth", rich_help_panel="Explore")(synth)

@@ -69,6 +69,8 @@ def from_pv_kicks(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame) -> pl.DataFr
 
 def with_holder(ep: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
     """holder_vcpu: a sibling preempted at the episode's start."""
+    if "holder_vcpu" in ep.columns:
+        ep = ep.drop("holder_vcpu")
     if ep.height == 0 or states.height == 0:
         return ep.with_columns(pl.lit(None, pl.Int32).alias("holder_vcpu"))
     pre = states.filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").alias("holder_vcpu"), pl.col("start").alias("p_start"), pl.col("end").alias("p_end"))

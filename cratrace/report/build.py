@@ -88,12 +88,14 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     missing = []
     if not replays:
         missing.append("no replays given (--replays OUT): only the recorded run is shown")
-    energies, energy_rows = {}, []
+    energies, energy_rows, core_rows, energy_series = {}, [], [], []
     for r in runs:
         per, tot = energy(r.table("cpu_slices"), r.table("threads") if r.table("threads").height else cap.model["threads"].collect(), PowerModel())
         energies[r.name] = tot["total_j"]
         energy_rows += [{"run": r.name, "owner": o, "joules": round(j, 6)} for o, j in per.iter_rows()]
         energy_rows.append({"run": r.name, "owner": "TOTAL (per core, independent)", "joules": round(tot["total_j"], 6)})
+        core_rows += [{"run": r.name, "cpu": i, "joules": round(j, 6)} for i, j in enumerate(tot["per_core_j"])]
+        energy_series.append(tot["series"].with_columns(pl.lit(r.name).alias("run")))
     summary = summary_table(runs, energies)
     rec = runs[0]
     threads = rec.table("threads")
@@ -113,11 +115,13 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "per_vm": per_vm_throughput(runs),
         "series": throughput_series(runs),
         "energy": pl.DataFrame(energy_rows),
+        "energy_per_core": pl.DataFrame(core_rows),
+        "energy_series": pl.concat(energy_series) if energy_series else pl.DataFrame(),
         "billing": bill,
         "reconciliation": recon,
         "missing": missing,
     }
-    tables = {"summary": summary, "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "billing": bill}
+    tables = {"summary": summary, "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
     if tables_dir:
         tables_dir.mkdir(parents=True, exist_ok=True)
         for name, df in tables.items():

@@ -36,7 +36,10 @@ def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = Powe
         (pl.when(pl.col("tid") == 0).then(pl.lit(model.idle_w)).otherwise(model.busy_w(ghz)) * pl.col("dur") / 1e9).alias("joules"),
     )
     per_owner = s.group_by("owner").agg(pl.col("joules").sum()).sort("owner")
+    # over time: 100 ms bins by slice start (slices are short next to a bin)
+    t0 = s["start"].min() if s.height else 0
+    series = s.with_columns(((pl.col("start") - t0) // 100_000_000 / 10).alias("t_s")).group_by("t_s", "owner").agg(pl.col("joules").sum()).sort("t_s", "owner")
     per_core = s.group_by("cpu").agg(pl.col("joules").sum()).sort("cpu")
     total = float(per_core["joules"].sum())
     parts = float(per_owner["joules"].sum())
-    return per_owner, {"total_j": total, "parts_j": parts, "conserved": abs(total - parts) <= 1e-9 * max(total, 1.0), "per_core_j": per_core["joules"].to_list()}
+    return per_owner, {"total_j": total, "parts_j": parts, "conserved": abs(total - parts) <= 1e-9 * max(total, 1.0), "per_core_j": per_core["joules"].to_list(), "series": series}

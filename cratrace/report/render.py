@@ -67,6 +67,13 @@ def render_html(rep: dict) -> str:
             f.add_bar(name=owner, x=d["run"].to_list(), y=d["joules"].to_list())
         f.update_layout(title="Energy by owner (J): VMs + idle + unattributed = host total", barmode="stack")
         figs.append(f)
+    es = rep.get("energy_series", pl.DataFrame())
+    if es.height:
+        f = go.Figure()
+        for (run, owner), d in es.group_by(["run", "owner"], maintain_order=True):
+            f.add_scatter(name=f"{run}: {owner}", x=d["t_s"].to_list(), y=(d["joules"] * 10).to_list(), mode="lines")
+        f.update_layout(title="Power over time by owner (W, 100 ms bins)", xaxis_title="s", yaxis_title="W")
+        figs.append(f)
     bl = rep["billing"]
     if bl.height:
         f = go.Figure()
@@ -89,12 +96,15 @@ def render_html(rep: dict) -> str:
         charts[1] if len(charts) > 1 else "",
         "<h2>Energy</h2><p>Power model: static + C·f·V² while busy, idle power while idle; per-VM energy + idle + unattributed = host total (computed per core, independently).</p>",
         table_html(rep["energy"]),
+        "<p>Per core:</p>",
+        table_html(rep.get("energy_per_core", pl.DataFrame())),
         charts[2] if len(charts) > 2 else "",
+        charts[3] if len(charts) > 3 else "",
         "<h2>Billing</h2>",
         f"<p>Rule <b>{esc(rec['rule'])}</b>; excess = host work / direct CPU (denominator: each VM's direct ms/s, shown). Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated common {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} "
         f"<span class={'ok' if rec['reconciles'] else 'bad'}>({'reconciled' if rec['reconciles'] else 'does NOT reconcile'})</span>.</p>",
         table_html(rep["billing"], key="vm"),
-        charts[3] if len(charts) > 3 else "",
+        charts[4] if len(charts) > 4 else "",
         "</body></html>",
     ]
     return "\n".join(parts)

@@ -34,7 +34,7 @@ def test_summary_compares_every_run_and_marks_the_best(report):
     assert rep["summary"]["run"].to_list() == ["recorded", "fair", "rslp", "wapd"]
     assert set(rep["best"]) >= {"ETR /s", "spin s"}
     assert len(rep["sentences"]) == 3
-    for name in ("summary", "energy", "billing", "throughput_per_vm"):
+    for name in ("summary", "energy", "energy_per_core", "energy_series", "billing", "throughput_per_vm"):
         assert (d / "tables" / f"{name}.csv").is_file() and (d / "tables" / f"{name}.parquet").is_file()
 
 
@@ -79,7 +79,7 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", page], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-500:]
     # plotly drew its SVG charts
-    assert dom.stdout.count('class="main-svg"') >= 3, "charts did not render"
+    assert dom.stdout.count('class="main-svg"') >= 5, "charts did not render"
     console_errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
     assert console_errors == []
     shot = tmp_path / "report.png"
