@@ -69,6 +69,9 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
     if cmdlines:
         cl = pl.DataFrame({"tid": [int(p) for p, _ in cmdlines], "_cl": [c for _, c in cmdlines]}, schema={"tid": pl.Int64, "_cl": pl.String})
         last = last.join(cl, on="tid", how="full", coalesce=True).with_columns(pl.coalesce("comm", "_cl").alias("comm")).drop("_cl")
+    if 0 not in last["tid"].to_list():
+        # the idle task exists even when a busy capture never switched to it
+        last = pl.concat([last, pl.DataFrame({"tid": [0], "comm": ["swapper"], "first_ts": [None], "last_ts": [None]}, schema=last.schema)])
     df = last.with_columns(pl.lit(None, pl.Int64).alias("pid"), pl.lit(None, pl.String).alias("vm"), pl.lit(None, pl.Int32).alias("vcpu"))
     inv = _inventory_rows(vms)
     if inv.height:

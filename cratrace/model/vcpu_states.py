@@ -62,6 +62,7 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
         pl.when(runnable).then(pl.lit("preempted")).when(pl.col("reason").is_in(HLT_EXITS)).then(pl.lit("halted")).otherwise(pl.lit("blocked")).alias("state"),
         pl.lit(None, pl.Int32).alias("pcpu"),
     ).select("tid", "start", "end", "state", "pcpu")
+    gaps = _split_at_wakeups(gaps, ev, tids)
     pre = pl.concat([firsts.select("tid", "start", "end"), never]).with_columns(pl.lit("blocked").alias("state"), pl.lit(None, pl.Int32).alias("pcpu"))
     # running time split by KVM entry/exit
     run_segs = _split_runs(runs, marks, kvm_tids)
@@ -71,6 +72,36 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
     if spins.height:
         segs = _overlay_spins(segs, spins)
     return conform(segs, "vcpu_states")
+
+
+def _wakeups(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
+    parts = []
+    for name in ("sched_wakeup", "sched_waking", "kvm_vcpu_wakeup"):
+        if name not in ev:
+            continue
+        lf = top_buffer(ev[name])
+        cols = lf.collect_schema().names()
+        # the woken thread: the event's own pid field, or the writer for kvm_vcpu_wakeup
+        who = "field_pid" if "field_pid" in cols else "pid"
+        parts.append(lf.select(pl.col(who).cast(pl.Int64).alias("tid"), pl.col("ts").alias("wake")))
+    if not parts:
+        return pl.DataFrame(schema={"tid": pl.Int64, "wake": pl.Int64})
+    return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("wake")
+
+
+def _split_at_wakeups(gaps: pl.DataFrame, ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
+    """A blocked or halted gap ends at the thread's first wakeup inside it;
+    from there to its next run it was runnable: preempted (waiting for a
+    CPU). Without wakeup events the whole gap stays blocked."""
+    wk = _wakeups(ev, tids)
+    if wk.height == 0:
+        return gaps
+    sleepy = gaps.filter(pl.col("state") != "preempted").sort("start")
+    j = sleepy.join_asof(wk, left_on="start", right_on="wake", by="tid", strategy="forward", check_sortedness=False)
+    inside = (pl.col("wake") > pl.col("start")) & (pl.col("wake") < pl.col("end"))
+    first = j.with_columns(pl.when(inside).then(pl.col("wake")).otherwise(pl.col("end")).alias("end")).select(gaps.columns)
+    second = j.filter(inside).with_columns(pl.col("wake").alias("start"), pl.lit("preempted").alias("state")).select(gaps.columns)
+    return pl.concat([gaps.filter(pl.col("state") == "preempted"), first, second]).sort("tid", "start")
 
 
 def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.DataFrame:
