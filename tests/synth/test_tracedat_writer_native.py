@@ -73,3 +73,21 @@ def test_trace_cmd_reads_every_variant(tmp_path, variant):
     lines = r.stdout.splitlines()
     assert sum("sched_switch:" in line for line in lines) == 1200 + 24
     assert sum(" print:" in line for line in lines) == 24
+
+
+_BPRINT32 = pytest.mark.xfail(reason="native reader renders 8-byte bprint args of 32-bit-kernel files wrongly "
+                               "(n=0 / n=256 where trace-cmd shows n=1099511627776); reported", strict=False)
+
+
+@pytest.mark.parametrize("long_size,endian", [(8, "little"), (8, "big"), pytest.param(4, "little", marks=_BPRINT32),
+                                              pytest.param(4, "big", marks=_BPRINT32)])
+def test_native_bprint_text_matches_trace_cmd(tmp_path, long_size, endian):
+    """bprint args are packed in u32 words, 8-byte ones 4-aligned (vbin_printf);
+    trace-cmd renders these files as written (test_tracedat_writer.py), so must we."""
+    w = TraceDatWriter(long_size=long_size, endian=endian, cpus=1)
+    w.event(1_000_000, 0, "bprint", pid=7, ip=0xFFFFFFFF81000000, fmt="lock %d by %s n=%llu\n", args=[-3, "holder", 1 << 40])
+    f = w.write(tmp_path / "b.dat")
+    cap = tmp_path / "cap"
+    run_cli("import", f, "-o", cap, "-q", check=True)
+    text = pl.read_parquet(cap / "events" / "bprint.parquet")["text"][0]
+    assert text == "lock -3 by holder n=1099511627776\n"
