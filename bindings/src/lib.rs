@@ -1,6 +1,17 @@
+//! `cratrace._native`: the one PyO3 module. Its exports are listed here,
+//! once; `cratrace/_native.pyi` mirrors them for type checkers.
+
 use pyo3::prelude::*;
+
+mod errors;
+mod replay;
+mod tracedat;
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     Ok(())
 }

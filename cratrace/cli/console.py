@@ -19,9 +19,9 @@ err_console = Console(stderr=True)
 
 @contextmanager
 def progress_bar(description: str, total: int, quiet: bool = False) -> Iterator[Callable[[int], None]]:
-    """Yield an ``advance_to(done)`` callback; a no-op when quiet or not a TTY."""
+    """Yield a ``(done, total)`` callback; a no-op when quiet or not a TTY."""
     if quiet or not sys.stderr.isatty():
-        yield lambda done: None
+        yield lambda done, total=total: None
         return
     with Progress(
         TextColumn("[bold]{task.description}"),
@@ -32,4 +32,4 @@ def progress_bar(description: str, total: int, quiet: bool = False) -> Iterator[
         transient=True,
     ) as prog:
         task = prog.add_task(description, total=total)
-        yield lambda done: prog.update(task, completed=done)
+        yield lambda done, total=total: prog.update(task, completed=done, total=total)

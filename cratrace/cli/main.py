@@ -51,7 +51,8 @@ for _name in COMMAND_MODULES:
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI, mapping every cratrace error to one line and exit code 2."""
     try:
-        app(args=argv, standalone_mode=False)
+        # Without standalone mode click returns typer.Exit's code instead of exiting.
+        rc = app(args=argv, standalone_mode=False)
     except CratraceError as e:
         if os.environ.get("CRATRACE_DEBUG"):
             raise
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err_console.print(f"[bold red]internal error:[/] {type(e).__name__}: {e} (CRATRACE_DEBUG=1 for a traceback)")
         sys.exit(2)
-    sys.exit(0)
+    sys.exit(rc if isinstance(rc, int) else 0)
 
 
 if __name__ == "__main__":

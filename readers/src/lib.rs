@@ -16,8 +16,11 @@
 //! the file, the byte offset and a stable tag such as `ERR:corrupt-page`.
 #![deny(missing_docs)]
 
+pub mod bytes;
 pub mod error;
+pub mod ftrace;
 pub mod sink;
+pub mod tracedat;
 
 pub use error::{ReadError, ReadResult};
-pub use sink::{ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
+pub use sink::{field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};

@@ -12,6 +12,20 @@
 
 use std::collections::BTreeMap;
 
+/// The columns every event table starts with.
+pub const COMMON_COLUMNS: [&str; 4] = ["ts", "cpu", "pid", "instance"];
+
+/// Column name for an event's own field: its format name, except that a
+/// field named like a common column (`pid` in sched_wakeup, `cpu` in
+/// sched_load_se) becomes `field_<name>` so it cannot shadow the common one.
+pub fn field_column_name(field: &str) -> String {
+    if COMMON_COLUMNS.contains(&field) {
+        format!("field_{field}")
+    } else {
+        field.to_string()
+    }
+}
+
 /// Type of one event column, as the reader decoded it from the format.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

@@ -1,0 +1,116 @@
+"""Benchmark: `cratrace import` vs `trace-cmd report` on the same trace.
+
+Records (with trace-cmd, under the machine-wide tracing lock) a trace of
+sched, irq and timer events plus trace_marker writes from a busy
+multi-threaded program, at two lengths (1x, at least 2 million events, and
+4x), then measures in one run, medians over --runs:
+
+* events/s of `cratrace import` (native reader → Parquet, end to end);
+* events/s of `trace-cmd report > /dev/null` on the same file;
+* their ratio (target ≥ 10x);
+* peak RSS of the import for 1x and 4x (streaming: must not grow ~4x).
+
+    python benchmarks/import_tracedat.py [--runs 3] [--seconds 1.0] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OUT = HERE / "out"
+
+
+def _run(cmd: list[str], stdout=subprocess.DEVNULL) -> tuple[float, int]:
+    """(wall seconds, peak RSS in MiB) of a child process."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode not in (0, 1):
+        raise SystemExit(f"{cmd[0]} failed ({p.returncode}): {p.stderr.read().decode()[-400:]}")
+    return dt, ru.ru_maxrss // 1024
+
+
+def record(seconds: float, name: str) -> Path:
+    OUT.mkdir(exist_ok=True)
+    exe = OUT / "busy_markers"
+    if not exe.exists():
+        subprocess.run(["cc", "-O2", "-pthread", "-o", str(exe), str(HERE / "busy_markers.c")], check=True)
+    dat = OUT / f"{name}.dat"
+    enable = HERE.parent.parent / "shared" / "sandbox" / "enable-tracing.sh"
+    if enable.exists():
+        subprocess.run([str(enable)], capture_output=True, check=False)
+    with open("/tmp/cratrace-tracing.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        subprocess.run(
+            ["trace-cmd", "record", "-q", "-b", "20000", "-e", "sched", "-e", "irq", "-e", "timer", "-o", str(dat), "--", str(exe), "4", str(seconds)],
+            check=True,
+            capture_output=True,
+            cwd=OUT,
+        )
+    return dat
+
+
+def events_in(capture: Path) -> int:
+    return sum(json.loads((capture / "capture.json").read_text())["events"].values())
+
+
+def bench_file(dat: Path, runs: int) -> dict:
+    cap = OUT / f"{dat.stem}.capture"
+    imp, rss, rep = [], [], []
+    for _ in range(runs):
+        shutil.rmtree(cap, ignore_errors=True)
+        t, m = _run([sys.executable, "-m", "cratrace", "import", str(dat), "-o", str(cap), "-q"])
+        imp.append(t)
+        rss.append(m)
+        t, _ = _run(["trace-cmd", "report", str(dat)])
+        rep.append(t)
+    n = events_in(cap)
+    return {
+        "file": dat.name,
+        "bytes": dat.stat().st_size,
+        "events": n,
+        "cratrace_import_s": statistics.median(imp),
+        "trace_cmd_report_s": statistics.median(rep),
+        "cratrace_events_per_s": n / statistics.median(imp),
+        "trace_cmd_events_per_s": n / statistics.median(rep),
+        "ratio": statistics.median(rep) / statistics.median(imp),
+        "import_peak_rss_mib": statistics.median(rss),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=3.0, help="workload length of the 1x trace (≥2M events here)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    one = record(args.seconds, "bench1x")
+    four = record(4 * args.seconds, "bench4x")
+    r1, r4 = bench_file(one, args.runs), bench_file(four, args.runs)
+    result = {"runs": args.runs, "1x": r1, "4x": r4, "rss_growth_4x": r4["import_peak_rss_mib"] / max(r1["import_peak_rss_mib"], 1)}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    for k, r in (("1x", r1), ("4x", r4)):
+        print(
+            f"{k}: {r['events']:,} events ({r['bytes'] / 2**20:.0f} MiB): cratrace import {r['cratrace_events_per_s'] / 1e6:.2f} M ev/s "
+            f"({r['cratrace_import_s']:.2f} s), trace-cmd report {r['trace_cmd_events_per_s'] / 1e6:.2f} M ev/s ({r['trace_cmd_report_s']:.2f} s), "
+            f"ratio {r['ratio']:.1f}x, import peak RSS {r['import_peak_rss_mib']} MiB"
+        )
+    print(f"peak RSS 4x/1x: {result['rss_growth_4x']:.2f} (medians of {args.runs} runs)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+//! The one place Rust errors become Python exceptions.
+//!
+//! `CratraceError` is the root; `CorruptTraceError` and
+//! `UnsupportedFormatError` say what kind of bad input it was; I/O errors
+//! become the matching `OSError` subclasses; Ctrl-C becomes
+//! `KeyboardInterrupt`. Messages are the readers' one-line texts, which
+//! name the file, the byte offset and a stable `ERR:<tag>`.
+
+use cratrace_format::ReadError;
+use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyPermissionError};
+use pyo3::prelude::*;
+
+pyo3::create_exception!(cratrace._native, CratraceError, pyo3::exceptions::PyException, "Root of every error cratrace raises on purpose.");
+pyo3::create_exception!(cratrace._native, CorruptTraceError, CratraceError, "A trace file is damaged: truncated, bad header, offsets past EOF.");
+pyo3::create_exception!(cratrace._native, UnsupportedFormatError, CratraceError, "Not a format (or version) cratrace reads.");
+
+/// Map a reader error to a Python exception.
+pub fn to_py(e: ReadError) -> PyErr {
+    let msg = e.to_string();
+    match &e {
+        ReadError::Io { source, .. } => match source.kind() {
+            std::io::ErrorKind::NotFound => PyFileNotFoundError::new_err(msg),
+            std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
+            _ => PyOSError::new_err(msg),
+        },
+        ReadError::NotThisFormat { .. } | ReadError::Unsupported { .. } => UnsupportedFormatError::new_err(msg),
+        ReadError::Corrupt { .. } => CorruptTraceError::new_err(msg),
+        ReadError::Interrupted => PyKeyboardInterrupt::new_err(msg),
+        _ => CratraceError::new_err(msg),
+    }
+}
+
+/// Register the exception classes on the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("CratraceError", py.get_type::<CratraceError>())?;
+    m.add("CorruptTraceError", py.get_type::<CorruptTraceError>())?;
+    m.add("UnsupportedFormatError", py.get_type::<UnsupportedFormatError>())?;
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! `replay`: run the engine once on columnar inputs; columnar outputs.
+
+use cratrace_replay::{replay as run, Costs, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec, Workload};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::collections::BTreeMap;
+
+/// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
+/// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
+#[pyfunction]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
+#[allow(clippy::too_many_arguments)]
+pub fn replay(
+    py: Python<'_>,
+    thread_tid: Vec<i64>,
+    thread_vm: Vec<i64>,
+    thread_vcpu: Vec<i64>,
+    thread_start: Vec<i64>,
+    phase_thread: Vec<u32>,
+    phase_kind: Vec<u8>,
+    phase_a: Vec<i64>,
+    phase_b: Vec<i64>,
+    vm_names: Vec<String>,
+    vm_weights: Vec<u32>,
+    freq_khz: Vec<u64>,
+    recorded_khz: u64,
+    elasticity: f64,
+    policy: &str,
+    params: BTreeMap<String, f64>,
+    costs: BTreeMap<String, i64>,
+    limit_ns: i64,
+) -> PyResult<Py<PyDict>> {
+    let n = thread_tid.len();
+    if [thread_vm.len(), thread_vcpu.len(), thread_start.len()].iter().any(|&l| l != n) {
+        return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
+    }
+    let m = phase_thread.len();
+    if [phase_kind.len(), phase_a.len(), phase_b.len()].iter().any(|&l| l != m) {
+        return Err(PyValueError::new_err("replay: phase_* columns differ in length"));
+    }
+    if freq_khz.is_empty() {
+        return Err(PyValueError::new_err("replay: the host needs at least one pCPU (freq_khz is empty)"));
+    }
+    let mut p = Policy::parse(policy).map_err(PyValueError::new_err)?;
+    for (k, v) in &params {
+        p.set(k, *v).map_err(PyValueError::new_err)?;
+    }
+    let mut c = Costs::default();
+    for (k, v) in &costs {
+        match k.as_str() {
+            "context_switch_ns" => c.context_switch_ns = *v,
+            "hypercall_ns" => c.hypercall_ns = *v,
+            "scan_per_partner_ns" => c.scan_per_partner_ns = *v,
+            "migration_ns" => c.migration_ns = *v,
+            other => return Err(PyValueError::new_err(format!("replay: unknown cost {other:?} (allowed: context_switch_ns, hypercall_ns, scan_per_partner_ns, migration_ns)"))),
+        }
+    }
+    let mut threads: Vec<ThreadSpec> = (0..n)
+        .map(|i| ThreadSpec {
+            tid: thread_tid[i],
+            vm: (thread_vm[i] >= 0).then(|| VmId(thread_vm[i] as u32)),
+            vcpu: (thread_vcpu[i] >= 0).then(|| thread_vcpu[i] as u32),
+            phases: Vec::new(),
+            start_ns: thread_start[i],
+        })
+        .collect();
+    for i in 0..m {
+        let t = phase_thread[i] as usize;
+        let ph = match phase_kind[i] {
+            0 => Phase::Work(phase_a[i]),
+            1 => Phase::Block(phase_a[i]),
+            2 => Phase::Acquire(phase_a[i] as u32),
+            3 => Phase::Release(phase_a[i] as u32),
+            4 => Phase::Mark,
+            5 => Phase::WaitFor { thread: ThreadId(phase_a[i] as u32), phase: phase_b[i] as u32 },
+            k => return Err(PyValueError::new_err(format!("replay: phase kind {k} is not 0..5"))),
+        };
+        threads.get_mut(t).ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?.phases.push(ph);
+    }
+    let w = Workload { threads, vms: vm_names.into_iter().zip(vm_weights).map(|(name, weight)| VmSpec { name, weight }).collect() };
+    let h = Host { freq_khz, recorded_khz, elasticity, costs: c };
+    let t0 = std::time::Instant::now();
+    let out = py.detach(|| run(&w, &h, &p, limit_ns));
+    let wall = t0.elapsed().as_secs_f64();
+    let d = PyDict::new(py);
+    d.set_item("state_thread", out.states.thread)?;
+    d.set_item("state_code", out.states.state.iter().map(|&c| c as u32).collect::<Vec<u32>>())?;
+    d.set_item("state_start", out.states.start)?;
+    d.set_item("state_end", out.states.end)?;
+    d.set_item("state_pcpu", out.states.pcpu)?;
+    d.set_item("slice_cpu", out.slice_cpu)?;
+    d.set_item("slice_thread", out.slice_thread)?;
+    d.set_item("slice_start", out.slice_start)?;
+    d.set_item("slice_end", out.slice_end)?;
+    d.set_item("mark_thread", out.mark_thread)?;
+    d.set_item("mark_ts", out.mark_ts)?;
+    d.set_item("ep_thread", out.ep_thread)?;
+    d.set_item("ep_start", out.ep_start)?;
+    d.set_item("ep_end", out.ep_end)?;
+    d.set_item("ep_holder", out.ep_holder)?;
+    d.set_item("ep_calls", out.ep_calls)?;
+    d.set_item("cpu_ns", out.cpu_ns)?;
+    d.set_item("spin_ns", out.spin_ns)?;
+    d.set_item("calls", out.calls)?;
+    d.set_item("excessive", out.excessive)?;
+    d.set_item("overhead_ns", out.overhead_ns)?;
+    d.set_item("end_ns", out.end_ns)?;
+    d.set_item("events", out.events)?;
+    d.set_item("wall_s", wall)?;
+    Ok(d.unbind())
+}

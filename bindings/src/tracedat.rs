@@ -1,0 +1,99 @@
+//! `read_tracedat`: trace.dat → one Parquet file per event table.
+
+use crate::errors::to_py;
+use cratrace_arrow::ParquetSink;
+use cratrace_format::tracedat::{read_tracedat as read, ReadOptions, TraceDatSummary};
+use cratrace_format::ReadError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use std::path::PathBuf;
+
+/// Read a trace.dat into `out_dir/<event>.parquet`; returns the summary.
+#[pyfunction]
+#[pyo3(signature = (path, out_dir, *, batch_rows = 65536, progress = None))]
+pub fn read_tracedat(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+    let result = py.detach(|| {
+        let mut sink = ParquetSink::new(&out_dir, batch_rows);
+        let mut cb = |done: u64, total: u64| -> bool {
+            Python::attach(|py| {
+                if py.check_signals().is_err() {
+                    return false;
+                }
+                if let Some(p) = &progress {
+                    if p.call1(py, (done, total)).is_err() {
+                        return false;
+                    }
+                }
+                true
+            })
+        };
+        let summary = read(&path, &mut sink, &ReadOptions::default(), &mut cb)?;
+        let files = sink.finish().map_err(|what| ReadError::Sink { what })?;
+        Ok::<_, ReadError>((summary, files))
+    });
+    let (s, files) = result.map_err(to_py)?;
+    summary_dict(py, &s, &files)
+}
+
+fn summary_dict(py: Python<'_>, s: &TraceDatSummary, files: &[(String, PathBuf)]) -> PyResult<Py<PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("format", "trace.dat")?;
+    d.set_item("version", s.version)?;
+    d.set_item("endian", s.endian)?;
+    d.set_item("user_long_size", s.user_long_size)?;
+    d.set_item("kernel_long_size", s.kernel_long_size)?;
+    d.set_item("page_size", s.page_size)?;
+    d.set_item("compression", &s.compression)?;
+    d.set_item("cpus", s.cpus)?;
+    d.set_item("clock", &s.clock)?;
+    d.set_item("uname", &s.uname)?;
+    d.set_item("tracecmd_version", &s.tracecmd_version)?;
+    let inst = PyList::empty(py);
+    for (name, clock, page, cpus) in &s.instances {
+        let x = PyDict::new(py);
+        x.set_item("name", name)?;
+        x.set_item("clock", clock)?;
+        x.set_item("page_size", page)?;
+        x.set_item("cpus_with_data", cpus)?;
+        inst.append(x)?;
+    }
+    d.set_item("instances", inst)?;
+    d.set_item("events", s.rows.clone())?;
+    d.set_item("systems", s.systems.clone())?;
+    d.set_item("time_range", s.time_range.map(|(a, b)| vec![a, b]))?;
+    let lost = PyDict::new(py);
+    for (inst, cpus) in &s.lost {
+        let c = PyDict::new(py);
+        for (cpu, l) in cpus {
+            if l.count > 0 || l.unknown_pages > 0 {
+                let x = PyDict::new(py);
+                x.set_item("count", l.count)?;
+                x.set_item("unknown_pages", l.unknown_pages)?;
+                c.set_item(cpu.to_string(), x)?;
+            }
+        }
+        lost.set_item(inst, c)?;
+    }
+    d.set_item("lost_events", lost)?;
+    let dropped = PyList::empty(py);
+    for f in &s.dropped_fields {
+        let x = PyDict::new(py);
+        x.set_item("event", &f.event)?;
+        x.set_item("field", &f.field)?;
+        x.set_item("type", &f.c_type)?;
+        x.set_item("reason", &f.reason)?;
+        dropped.append(x)?;
+    }
+    d.set_item("dropped_fields", dropped)?;
+    d.set_item("stats", s.stats.clone())?;
+    d.set_item("warnings", s.warnings.clone())?;
+    d.set_item("options", s.options.clone())?;
+    d.set_item("cmdlines", s.cmdlines.iter().map(|(p, c)| (*p, c.clone())).collect::<Vec<_>>())?;
+    d.set_item("truncated_bytes", s.truncated_bytes)?;
+    d.set_item("records", s.records)?;
+    d.set_item("ts_offset", s.ts_offset)?;
+    d.set_item("tsc2nsec", s.tsc2nsec.map(|(m, sh, o)| vec![m as u64, sh as u64, o]))?;
+    d.set_item("cpustats", s.cpustats.clone())?;
+    d.set_item("files", files.iter().map(|(n, p)| (n.clone(), p.display().to_string())).collect::<Vec<_>>())?;
+    Ok(d.unbind())
+}

@@ -1,0 +1,5 @@
+"""`python -m cratrace` is the `cratrace` command."""
+
+from cratrace.cli.main import main
+
+main()

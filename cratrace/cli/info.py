@@ -1,0 +1,73 @@
+"""`cratrace info`: what a capture holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from cratrace.cli.console import console
+
+
+def _fmt_ns(ns: int | None) -> str:
+    return "-" if ns is None else f"{ns / 1e9:.6f} s"
+
+
+def info_cmd(
+    capture: Annotated[Path, typer.Argument(help="Capture directory.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Events per type, time range, CPUs, clock, lost events and sources.
+
+    Exits 1 when the capture lost events (the kernel dropped records), so
+    scripts can refuse to plan on an incomplete trace.
+    """
+    import cratrace
+
+    cap = cratrace.open(capture)
+    m = cap.meta
+    tr = m.get("time_range_ns") or [None, None]
+    lost = m.get("lost_events", {}).get("total", 0)
+    summary = {
+        "capture": str(capture),
+        "events": m.get("events", {}),
+        "total_events": sum(m.get("events", {}).values()),
+        "time_range_ns": tr,
+        "duration_s": (tr[1] - tr[0]) / 1e9 if tr and tr[0] is not None else None,
+        "cpus": m.get("cpus"),
+        "clock": m.get("clock"),
+        "lost_events": m.get("lost_events", {}),
+        "dropped_fields": m.get("dropped_fields", []),
+        "sources": [{k: s[k] for k in ("path", "kind", "sha256", "bytes")} for s in m.get("sources", [])],
+        "model_tables": sorted(cap.model_paths),
+        "vms": [v.get("name") for v in m.get("vms", [])],
+        "warnings": m.get("warnings", []),
+    }
+    if as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        console.print(f"[bold]{capture}[/]  {summary['total_events']:,} events, {len(summary['events'])} tables")
+        console.print(f"time   {_fmt_ns(tr[0])} .. {_fmt_ns(tr[1])}  ({summary['duration_s'] or 0:.3f} s)   clock {m.get('clock')}   CPUs {m.get('cpus')}")
+        for s in summary["sources"]:
+            console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes, sha256 {s['sha256'][:12]}…)", highlight=False)
+        t = Table("event", "rows", box=None, pad_edge=False)
+        for name, n in sorted(summary["events"].items(), key=lambda kv: -kv[1]):
+            t.add_row(name, f"{n:,}")
+        console.print(t)
+        color = "red" if lost else "green"
+        console.print(f"lost events: [{color}]{lost:,}[/]")
+        for d in summary["dropped_fields"]:
+            console.print(f"[yellow]dropped field[/] {d['event']}.{d['field']} ({d['type']}): {d['reason']}", highlight=False)
+        if summary["model_tables"]:
+            console.print("model: " + ", ".join(summary["model_tables"]))
+        for w in summary["warnings"]:
+            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if lost:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("info", rich_help_panel="Explore")(info_cmd)

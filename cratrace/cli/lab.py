@@ -1,0 +1,73 @@
+"""`cratrace lab`: a workload that behaves like VMs, to capture here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cratrace.cli.console import console
+
+lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` threads, spin locks and trace_marker annotations.", no_args_is_help=True)
+
+VMS = typer.Option(help="Number of VM processes.")
+VCPUS = typer.Option(help="vCPU threads per VM.")
+
+
+@lab_app.command("run")
+def run_cmd(
+    vms: Annotated[int, VMS] = 2,
+    vcpus: Annotated[int, VCPUS] = 2,
+    burst_us: Annotated[int, typer.Option(help="Compute burst between critical sections (µs).")] = 300,
+    hold_us: Annotated[int, typer.Option(help="Critical section under the VM's spin lock (µs).")] = 100,
+    sleep_us: Annotated[int, typer.Option(help="Sleep standing in for I/O after each transaction (µs).")] = 200,
+    duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
+) -> None:
+    """Run the lab workload in the foreground."""
+    from cratrace.lab import LabParams, run
+
+    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration))
+    if r.returncode != 0:
+        raise typer.Exit(1)
+    console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
+
+
+@lab_app.command("capture")
+def capture_cmd(
+    out: Annotated[Path, typer.Option("-o", "--output", help="Capture directory to create (imported and modelled).")],
+    vms: Annotated[int, VMS] = 2,
+    vcpus: Annotated[int, VCPUS] = 2,
+    burst_us: Annotated[int, typer.Option(help="Compute burst (µs).")] = 300,
+    hold_us: Annotated[int, typer.Option(help="Critical section (µs).")] = 100,
+    sleep_us: Annotated[int, typer.Option(help="Sleep after each transaction (µs).")] = 200,
+    duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
+    preset: Annotated[str, typer.Option(help="Capture preset.")] = "kvm-sched",
+    force: Annotated[bool, typer.Option("--force")] = False,
+) -> None:
+    """Record the lab under `cratrace record`, then import and model it."""
+    import shutil
+    import tempfile
+
+    from collectors.cratrace_collect import CollectError, collect
+    from cratrace.cli.record import RecordError
+    from cratrace.importer import import_capture
+    from cratrace.lab import LabParams, start
+    from cratrace.model import build_model
+
+    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration)
+    raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))
+    try:
+        try:
+            collect(raw, preset, duration=duration + 5, force=True, workload_popen=lambda: start(params))
+        except CollectError as e:
+            raise RecordError(str(e)) from None
+        cap = import_capture([raw], out, force=force)
+        rows = build_model(cap)
+    finally:
+        shutil.rmtree(raw, ignore_errors=True)
+    console.print(f"[green]lab capture[/] {out}: {sum(cap.meta['events'].values()):,} events; model: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(lab_app, name="lab", rich_help_panel="Pipeline")

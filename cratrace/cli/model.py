@@ -1,0 +1,40 @@
+"""`cratrace model`: build the canonical model tables of a capture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cratrace.cli.console import console, err_console
+
+
+def model_cmd(
+    capture: Annotated[Path, typer.Argument(help="Capture directory (from `cratrace import`).")],
+    spin_gap_us: Annotated[float, typer.Option(help="PAUSE exits closer than this belong to one spin episode.")] = 50.0,
+    window_ms: Annotated[float, typer.Option(help="Window of the io_work table.")] = 100.0,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Rows per table as JSON.")] = False,
+) -> None:
+    """Build (or rebuild) threads, cpu_slices, vcpu_states, spin_episodes,
+    io_work, power, faults and markers into CAPTURE/model/.
+
+    The tables are documented in docs/tables.md; `cratrace sql` and
+    `cratrace.open()` see them beside the event tables.
+    """
+    from cratrace.model import build_model
+
+    import sys
+
+    say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {name}[/]"))
+    rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say)
+    if as_json:
+        print(json.dumps(rows, indent=2))
+    elif not quiet:
+        console.print("model tables: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("model", rich_help_panel="Pipeline")(model_cmd)

@@ -1,0 +1,55 @@
+"""`cratrace record`: capture on this host (the same code as the
+stand-alone collector in collectors/cratrace_collect.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cratrace.cli.console import console
+from cratrace.errors import CratraceError
+
+
+class RecordError(CratraceError):
+    """The capture could not start (not root, tool missing, bad option)."""
+
+
+def record_cmd(
+    out: Annotated[Path, typer.Option("-o", "--output", help="Raw capture directory to create.")],
+    preset: Annotated[str, typer.Option(help="Question to capture for: kvm-sched, kvm-spin, postcopy, io-billing, energy, xen.")] = "kvm-sched",
+    events: Annotated[Optional[str], typer.Option(help="Custom comma-separated ftrace events (system:event) instead of the preset's.")] = None,
+    duration: Annotated[float, typer.Option(help="Seconds to capture (upper bound).")] = 10.0,
+    max_size: Annotated[str, typer.Option(help="Stop when the output exceeds this size (e.g. 500M, 2G).")] = "1G",
+    perf_record: Annotated[bool, typer.Option("--perf-record", help="Record tracepoints with `perf record` instead of trace-cmd.")] = False,
+    no_perf_stat: Annotated[bool, typer.Option("--no-perf-stat", help="Skip per-CPU hardware counters.")] = False,
+    xentrace: Annotated[bool, typer.Option("--xentrace", help="Also run xentrace (Xen dom0 only).")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite a non-empty OUT.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    command: Annotated[Optional[list[str]], typer.Argument(help="Optional workload to run during the capture (after --).")] = None,
+) -> None:
+    """Capture ftrace/perf/xentrace with a host snapshot and VM inventory.
+
+    Needs root. Stops after --duration, at --max-size, when COMMAND exits,
+    or on Ctrl-C, always leaving an importable directory and restoring the
+    kernel's tracing state. Then: `cratrace import OUT -o CAPTURE`.
+    """
+    from collectors.cratrace_collect import CollectError, collect
+
+    try:
+        m = collect(out, preset, events.split(",") if events else None, duration, max_size, not no_perf_stat, perf_record, xentrace, force=force, command=command or None)
+    except CollectError as e:
+        raise RecordError(str(e)) from None
+    if as_json:
+        print(json.dumps(m, indent=2))
+        return
+    console.print(f"[green]captured[/] {', '.join(f['path'] for f in m['files'])} into [bold]{out}[/] in {m['duration_s']} s ({m['stop_reason']})")
+    if m["events"]["missing"]:
+        console.print(f"[yellow]not on this host, skipped:[/] {', '.join(m['events']['missing'])}")
+    console.print(f"overruns {m['lost_events']['trace_cmd_overruns']}, collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU, tracing state restored: {m['tracing_state_restored']}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("record", rich_help_panel="Pipeline")(record_cmd)

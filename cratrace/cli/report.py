@@ -1,0 +1,42 @@
+"""`cratrace report`: the comparison a capacity planner takes to a meeting."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from cratrace.cli.console import console
+
+
+def report_cmd(
+    capture: Annotated[Path, typer.Argument(help="Modelled capture.")],
+    replays: Annotated[Optional[Path], typer.Option("--replays", help="Output directory of `cratrace replay`.")] = None,
+    out: Annotated[Path, typer.Option("-o", "--output", help="report.html (or .md with --format md; '-' prints).")] = Path("report.html"),
+    tables: Annotated[Optional[Path], typer.Option("--tables", help="Also write every table as CSV and Parquet here.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="html or md.")] = "html",
+    billing_rule: Annotated[str, typer.Option(help="Split of the common pool: proportional, packets, bytes, equal, unallocated.")] = "proportional",
+    prices: Annotated[Optional[Path], typer.Option(help="JSON prices, e.g. {\"cpu_second\": 0.00001}.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing report.")] = False,
+) -> None:
+    """Throughput, latency, energy and per-VM billing, recorded vs each replay."""
+    from cratrace.errors import UsageError
+    from cratrace.report import build_report
+
+    if fmt not in ("html", "md"):
+        raise UsageError(f"--format {fmt!r}: allowed html, md")
+    price_map = None
+    if prices:
+        try:
+            price_map = json.loads(prices.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UsageError(f"--prices {prices}: {e}") from None
+    build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force)  # type: ignore[arg-type]
+    if fmt == "html":
+        console.print(f"[green]report[/] written to [bold]{out}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report", rich_help_panel="Pipeline")(report_cmd)

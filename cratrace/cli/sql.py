@@ -1,0 +1,48 @@
+"""`cratrace sql`: DuckDB over a capture's tables."""
+
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cratrace.errors import UsageError
+
+
+class OutputFormat(str, enum.Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def sql_cmd(
+    capture: Annotated[Path, typer.Argument(help="Capture directory.")],
+    query: Annotated[str, typer.Argument(help="SQL; every event and model table is a view, e.g. `SELECT count(*) FROM sched_switch`.")],
+    fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+) -> None:
+    """Run SQL (DuckDB) over the capture: one view per event and model table."""
+    import duckdb
+
+    import cratrace
+
+    cap = cratrace.open(capture)
+    try:
+        df = cap.sql(query)
+    except duckdb.Error as e:
+        first = str(e).strip().splitlines()[0]
+        raise UsageError(f"query failed: {first}") from None
+    if fmt is OutputFormat.csv:
+        print(df.write_csv(), end="")
+    elif fmt is OutputFormat.json:
+        print(df.write_json())
+    else:
+        import polars as pl
+
+        with pl.Config(tbl_rows=50, tbl_cols=30, fmt_str_lengths=60, tbl_hide_dataframe_shape=False):
+            print(df)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("sql", rich_help_panel="Explore")(sql_cmd)

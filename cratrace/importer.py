@@ -1,0 +1,224 @@
+"""`cratrace import`: trace files or raw capture directories → a capture.
+
+Each source is read by its importer into a staging directory; tables of the
+same name from several sources (a trace-cmd and a perf ``sched_switch``)
+are merged in timestamp order; ``capture.json`` records what was read.
+Everything is written into a temporary directory beside the output and
+renamed into place at the end, so an interrupted or failed import leaves
+no half-written capture, and an existing capture is only replaced with
+``force=True``, after the new one is complete.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from contextlib import nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import polars as pl
+
+from cratrace import importers
+from cratrace.capture import SCHEMA_VERSION, Capture
+from cratrace.errors import CaptureError, OutputExistsError, UnsupportedFormatError
+from cratrace.importers import hostjson
+
+# (name, total) -> a context manager yielding a progress callback (done, total)
+ProgressFactory = Callable[[str, int], Any]
+
+
+@dataclass
+class Source:
+    path: Path
+    kind: str
+    expected_sha256: str | None = None
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _expand(src: Path) -> tuple[list[Source], Path | None, dict[str, Any] | None]:
+    """A file → itself; a raw capture directory → its manifest's files."""
+    if not src.exists():
+        raise CaptureError(f"{src}: no such file or directory")
+    if src.is_dir():
+        manifest_path = src / "manifest.json"
+        if not manifest_path.is_file():
+            raise CaptureError(f"{src}: a directory but not a raw capture (no manifest.json); pass trace files or a `cratrace record` output")
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CaptureError(f"{manifest_path}: unreadable manifest ({e})") from None
+        if manifest.get("format") != "cratrace-raw":
+            raise CaptureError(f"{manifest_path}: not a cratrace raw-capture manifest")
+        out, host = [], None
+        for f in manifest.get("files", []):
+            rel = Path(str(f.get("path", "")))
+            if rel.is_absolute() or ".." in rel.parts:
+                raise CaptureError(f"{manifest_path}: file path {str(rel)!r} escapes the capture directory")
+            p = src / rel
+            if not p.is_file():
+                raise CaptureError(f"{manifest_path}: lists {rel} but it is missing")
+            if f.get("kind") == "host":
+                host = p
+            else:
+                out.append(Source(p, str(f.get("kind")), f.get("sha256")))
+        return out, host, manifest
+    kind = importers.sniff(src)
+    if kind is None:
+        size = src.stat().st_size
+        what = "an empty file" if size == 0 else "not a trace format cratrace reads (trace.dat, xentrace, perf.data)"
+        raise UnsupportedFormatError(f"{src}: at byte 0: {what} (ERR:not-this-format)")
+    return [Source(src, kind)], None, None
+
+
+def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path) -> dict[str, int]:
+    by_name: dict[str, list[Path]] = {}
+    needs_sort: set[str] = set()
+    for stage, summary in staged:
+        unsorted = summary.get("stats", {}).get("ts_out_of_order", 0) > 0
+        for p in sorted(stage.glob("*.parquet")):
+            by_name.setdefault(p.stem, []).append(p)
+            if unsorted:
+                needs_sort.add(p.stem)
+    rows: dict[str, int] = {}
+    for name, paths in sorted(by_name.items()):
+        dest = events_dir / f"{name}.parquet"
+        if len(paths) == 1 and name not in needs_sort:
+            shutil.move(paths[0], dest)
+        else:
+            frames = [pl.scan_parquet(p) for p in paths]
+            merged = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
+            merged.sort("ts", maintain_order=True).sink_parquet(dest, compression="zstd")
+        rows[name] = pl.scan_parquet(dest).select(pl.len()).collect().item()
+    return rows
+
+
+def import_capture(
+    sources: list[Path],
+    out: Path,
+    *,
+    force: bool = False,
+    cpu_hz: float | None = None,
+    progress: ProgressFactory | None = None,
+    batch_rows: int = 65536,
+) -> Capture:
+    """Import `sources` into the capture directory `out` and open it."""
+    if not sources:
+        raise CaptureError("nothing to import: give at least one trace file or raw capture directory")
+    out = Path(out)
+    if out.exists() and not force:
+        raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
+    expanded: list[Source] = []
+    host_path: Path | None = None
+    manifests: list[dict] = []
+    for s in sources:
+        files, host, manifest = _expand(Path(s))
+        expanded += files
+        host_path = host or host_path
+        if manifest:
+            manifests.append(manifest)
+    if not expanded:
+        raise CaptureError("the raw capture lists no trace files to import")
+    host = hostjson.to_capture(hostjson.load(host_path)) if host_path else {}
+    if cpu_hz is None:
+        cpu_hz = host.get("cpu_hz") or next((m.get("cpu_hz") for m in manifests if m.get("cpu_hz")), None)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
+    try:
+        events_dir = tmp / "events"
+        events_dir.mkdir()
+        available = importers.available()
+        staged: list[tuple[Path, dict]] = []
+        source_meta = []
+        for i, src in enumerate(expanded):
+            if src.kind not in available:
+                raise UnsupportedFormatError(f"{src.path}: no importer for kind {src.kind!r} in this build")
+            digest = sha256_of(src.path)
+            if src.expected_sha256 and src.expected_sha256 != digest:
+                raise CaptureError(f"{src.path}: checksum differs from the manifest (file changed or damaged)")
+            stage = tmp / "staging" / str(i)
+            stage.mkdir(parents=True)
+            bar = progress(src.path.name, src.path.stat().st_size) if progress else nullcontext(None)
+            with bar as cb:
+                summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "batch_rows": batch_rows}, progress=cb)
+            summary.pop("files", None)
+            staged.append((stage, summary))
+            source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, "sha256": digest, "bytes": src.path.stat().st_size, "summary": summary})
+        rows = _merge_tables(staged, events_dir)
+        shutil.rmtree(tmp / "staging")
+        meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
+        (tmp / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=False))
+        _replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Capture(out)
+
+
+DATA_PROBLEM_STATS = ("truncated_bytes", "corrupt_pages", "corrupt_records", "unparseable_formats")
+
+
+def data_problems(meta: dict) -> list[str]:
+    """One-line descriptions of what an import could not read in full
+    (truncation, corrupt pages, untypeable fields); empty when clean."""
+    out = []
+    for s in meta.get("sources", []):
+        summ = s["summary"]
+        stats = summ.get("stats", {})
+        if any(stats.get(k, 0) for k in DATA_PROBLEM_STATS):
+            out += [w for w in summ.get("warnings", []) if "at byte" in w]
+        for d in summ.get("dropped_fields", []):
+            out.append(f"{s['path']}: field {d['event']}.{d['field']} ({d['type']}) cannot be typed ({d['reason']}); column left out")
+    return out
+
+
+def _replace(tmp: Path, out: Path) -> None:
+    if out.exists():
+        old = out.with_name(f".{out.name}.old-{os.getpid()}")
+        os.rename(out, old)
+        os.rename(tmp, out)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, out)
+
+
+def _capture_json(sources: list[dict], rows: dict[str, int], host: dict, manifests: list[dict], cpu_hz: float | None) -> dict:
+    from cratrace import __version__
+
+    ranges = [s["summary"].get("time_range") for s in sources if s["summary"].get("time_range")]
+    first = min((r[0] for r in ranges), default=None)
+    last = max((r[1] for r in ranges), default=None)
+    cpus = max((int(s["summary"].get("cpus") or 0) for s in sources), default=0)
+    lost = {s["path"]: s["summary"].get("lost_events", {}) for s in sources}
+    lost_total = sum(c.get("count", 0) for per in lost.values() for inst in per.values() for c in inst.values())
+    clock = next((s["summary"].get("clock") for s in sources if s["summary"].get("clock")), None)
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "cratrace_version": __version__,
+        "time_range_ns": [first, last] if first is not None else None,
+        "cpus": cpus,
+        "clock": clock,
+        "tsc_hz": host.get("tsc_hz"),
+        "cpu_hz": cpu_hz,
+        "host": host.get("host", {}),
+        "vms": host.get("vms", []),
+        "events": rows,
+        "lost_events": {"total": lost_total, "by_source": lost},
+        "dropped_fields": [d | {"source": s["path"]} for s in sources for d in s["summary"].get("dropped_fields", [])],
+        "warnings": [w for s in sources for w in s["summary"].get("warnings", [])],
+        "sources": sources,
+        "raw_captures": [{k: m.get(k) for k in ("preset", "started", "duration_s", "tools", "events", "collector_overhead")} for m in manifests],
+    }

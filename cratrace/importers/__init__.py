@@ -1,0 +1,38 @@
+"""Importers: one module per source format, discovered by name.
+
+Each module exposes ``KIND`` (the manifest's kind string), ``sniff(path)``
+(is this file mine?) and ``read(path, out_events_dir, *, options,
+progress) -> dict`` (write ``<event>.parquet`` files into the directory and
+return a reader summary for capture.json). Adding a format means adding a
+module to ``IMPORTER_MODULES``; nothing else changes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+IMPORTER_MODULES = ("tracedat", "xentrace", "perfdata", "perfstat")
+
+
+def available() -> dict[str, ModuleType]:
+    """KIND -> module for every importer present in this build."""
+    out: dict[str, ModuleType] = {}
+    for name in IMPORTER_MODULES:
+        try:
+            mod = importlib.import_module(f"cratrace.importers.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"cratrace.importers.{name}":
+                raise
+            continue
+        out[mod.KIND] = mod
+    return out
+
+
+def sniff(path: Path) -> str | None:
+    """The KIND of a trace file, or None if no importer recognises it."""
+    for kind, mod in available().items():
+        if mod.sniff(path):
+            return kind
+    return None

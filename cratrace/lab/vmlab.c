@@ -1,0 +1,143 @@
+/* cratrace workload lab: processes that look and behave like KVM VMs.
+ *
+ * Each "VM" is a process whose argv reads `qemu-system-x86_64 -name
+ * guest=<vm>` and whose vCPU threads are named `CPU <n>/KVM`. A vCPU loops:
+ * compute burst, take the VM's spin lock (test-and-test-and-set spinning
+ * with the pause instruction), hold it for a critical section, release,
+ * mark a transaction end, then sleep (standing in for I/O). Oversubscribed
+ * on a small machine, a lock holder gets preempted while its siblings spin:
+ * real lock-holder preemption. Annotations go to trace_marker:
+ *   txn_end vm=<vm> vcpu=<n>
+ *   spin_begin vm=<vm> vcpu=<n> lock=<id>
+ *   spin_end vm=<vm> vcpu=<n> lock=<id> spins=<count>
+ *
+ * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S
+ *        (re-executes itself once per VM with argv[0]=qemu-system-x86_64)
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int marker_fd = -1;
+static const char *vm_name;
+static long burst_us, hold_us, sleep_us;
+static double end_time;
+static atomic_int lock_word;
+static volatile sig_atomic_t stop;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__ __volatile__("pause");
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+static void busy_us(long us) {
+    double until = now() + us / 1e6;
+    volatile unsigned long x = 0;
+    while (now() < until) x++;
+}
+
+static void mark(const char *fmt, long vcpu, long extra) {
+    if (marker_fd < 0) return;
+    char buf[128];
+    int n = snprintf(buf, sizeof buf, fmt, vm_name, vcpu, extra);
+    if (write(marker_fd, buf, n) < 0) { /* tracing off: keep running */ }
+}
+
+static void *vcpu(void *arg) {
+    long id = (long)arg;
+    char name[16];
+    snprintf(name, sizeof name, "CPU %ld/KVM", id);
+    prctl(PR_SET_NAME, name);
+    struct timespec nap = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
+    while (!stop && now() < end_time) {
+        busy_us(burst_us);
+        long spins = 0;
+        int expected = 0;
+        if (!atomic_compare_exchange_strong(&lock_word, &expected, 1)) {
+            mark("spin_begin vm=%s vcpu=%ld lock=%ld\n", id, 0);
+            for (;;) {
+                while (atomic_load_explicit(&lock_word, memory_order_relaxed)) { relax(); spins++; }
+                expected = 0;
+                if (atomic_compare_exchange_strong(&lock_word, &expected, 1)) break;
+            }
+            char buf[128];
+            if (marker_fd >= 0) {
+                int n = snprintf(buf, sizeof buf, "spin_end vm=%s vcpu=%ld lock=0 spins=%ld\n", vm_name, id, spins);
+                if (write(marker_fd, buf, n) < 0) {}
+            }
+        }
+        busy_us(hold_us);
+        atomic_store(&lock_word, 0);
+        mark("txn_end vm=%s vcpu=%ld\n", id, 0);
+        if (sleep_us > 0) nanosleep(&nap, NULL);
+    }
+    return NULL;
+}
+
+static void on_signal(int sig) { (void)sig; stop = 1; }
+
+static int run_vm(int vcpus, double duration) {
+    prctl(PR_SET_NAME, "qemu-system-x86");
+    marker_fd = open("/sys/kernel/tracing/trace_marker", O_WRONLY);
+    end_time = now() + duration;
+    pthread_t t[256];
+    if (vcpus > 256) vcpus = 256;
+    for (long i = 0; i < vcpus; i++) pthread_create(&t[i], NULL, vcpu, (void *)i);
+    for (int i = 0; i < vcpus; i++) pthread_join(t[i], NULL);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION */
+    if (argc == 9 && strcmp(argv[1], "-name") == 0) {
+        vm_name = argv[2] + strlen("guest=");
+        burst_us = atol(argv[4]); hold_us = atol(argv[5]); sleep_us = atol(argv[6]);
+        return run_vm(atoi(argv[3]), atof(argv[7]));
+    }
+    if (argc != 7) {
+        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S\n");
+        return 2;
+    }
+    int vms = atoi(argv[1]);
+    pid_t pids[64];
+    if (vms > 64) vms = 64;
+    for (int v = 0; v < vms; v++) {
+        char name[32];
+        snprintf(name, sizeof name, "guest=vm%d", v);
+        pids[v] = fork();
+        if (pids[v] == 0) {
+            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", NULL};
+            execv("/proc/self/exe", args);
+            _exit(127);
+        }
+    }
+    int rc = 0;
+    for (int v = 0; v < vms; v++) {
+        int st;
+        while (waitpid(pids[v], &st, 0) < 0) {
+            if (stop) for (int k = 0; k < vms; k++) kill(pids[k], SIGTERM);
+        }
+        if (!WIFEXITED(st) || WEXITSTATUS(st)) rc = 1;
+    }
+    return rc;
+}

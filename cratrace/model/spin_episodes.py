@@ -1,0 +1,94 @@
+"""`spin_episodes`: when a vCPU spun waiting for a sibling.
+
+Three sources: marker pairs (`spin_begin` … `spin_end` with vm/vcpu
+fields), clusters of PAUSE exits (VMX reason 40, SVM 0x77) whose gaps are
+below a threshold, and PV-spinlock halt/kick pairs (a vCPU halts, a sibling
+kicks it with the KVM_HC_KICK_CPU hypercall). The lock-holder candidate is
+a sibling vCPU that was preempted when the episode began.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from cratrace.model.frames import conform, empty, top_buffer
+
+PAUSE_EXITS = (40, 0x77)
+KVM_HC_KICK_CPU = 5
+
+
+def from_markers(markers: pl.DataFrame) -> pl.DataFrame:
+    m = markers.filter(pl.col("name").is_in(["spin_begin", "spin_end"]) & pl.col("vm").is_not_null() & pl.col("vcpu").is_not_null())
+    if m.height == 0:
+        return pl.DataFrame()
+    m = m.sort("vm", "vcpu", "ts").with_columns(
+        pl.col("name").shift(-1).over("vm", "vcpu").alias("_next"), pl.col("ts").shift(-1).over("vm", "vcpu").alias("_end")
+    )
+    pairs = m.filter((pl.col("name") == "spin_begin") & (pl.col("_next") == "spin_end"))
+    return pairs.select("vm", "vcpu", "tid", pl.col("ts").alias("start"), pl.col("_end").alias("end"), pl.lit("marker").alias("source"))
+
+
+def from_pause_exits(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame, gap_ns: int) -> pl.DataFrame:
+    if "kvm_exit" not in ev or vcpus.height == 0:
+        return pl.DataFrame()
+    ex = (
+        top_buffer(ev["kvm_exit"])
+        .filter(pl.col("exit_reason").is_in(PAUSE_EXITS))
+        .select("ts", pl.col("pid").cast(pl.Int64).alias("tid"))
+        .collect()
+        .join(vcpus, on="tid")
+        .sort("tid", "ts")
+    )
+    if ex.height == 0:
+        return pl.DataFrame()
+    ex = ex.with_columns(((pl.col("ts") - pl.col("ts").shift(1).over("tid")).fill_null(gap_ns + 1) > gap_ns).cum_sum().over("tid").alias("_ep"))
+    return ex.group_by("tid", "_ep").agg(
+        pl.col("vm").first(), pl.col("vcpu").first(), pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("exits")
+    ).with_columns(pl.lit("pause-exit").alias("source"), pl.max_horizontal("end", pl.col("start") + 1).alias("end")).drop("_ep")
+
+
+def from_pv_kicks(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame) -> pl.DataFrame:
+    """A halted vCPU kicked by a sibling: [halt, kick]."""
+    if "kvm_hypercall" not in ev or "kvm_exit" not in ev or vcpus.height == 0:
+        return pl.DataFrame()
+    kicks = (
+        top_buffer(ev["kvm_hypercall"])
+        .filter(pl.col("nr") == KVM_HC_KICK_CPU)
+        .select(pl.col("ts").alias("end"), pl.col("pid").cast(pl.Int64).alias("kicker"), pl.col("a1").cast(pl.Int64).alias("apic"))
+        .collect()
+        .join(vcpus.rename({"tid": "kicker", "vcpu": "clearer_vcpu"}), on="kicker")
+    )
+    if kicks.height == 0:
+        return pl.DataFrame()
+    # the kicked vCPU: same VM, vcpu index == APIC id (the usual QEMU numbering)
+    kicked = kicks.join(vcpus.rename({"vcpu": "apic_vcpu"}).with_columns(pl.col("apic_vcpu").cast(pl.Int64)), left_on=["vm", "apic"], right_on=["vm", "apic_vcpu"])
+    halts = top_buffer(ev["kvm_exit"]).filter(pl.col("exit_reason").is_in([12, 0x78])).select(pl.col("ts").alias("start"), pl.col("pid").cast(pl.Int64).alias("tid")).collect()
+    ep = kicked.sort("end").join_asof(halts.sort("start"), left_on="end", right_on="start", by="tid", strategy="backward", check_sortedness=False).drop_nulls("start")
+    return ep.select("vm", pl.col("apic").cast(pl.Int32).alias("vcpu"), "tid", "start", "end", pl.lit("pv-kick").alias("source"), pl.lit(1, pl.Int64).alias("exits"), "clearer_vcpu")
+
+
+def with_holder(ep: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
+    """holder_vcpu: a sibling preempted at the episode's start."""
+    if "holder_vcpu" in ep.columns:
+        ep = ep.drop("holder_vcpu")
+    if ep.height == 0 or states.height == 0:
+        return ep.with_columns(pl.lit(None, pl.Int32).alias("holder_vcpu"))
+    pre = states.filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").alias("holder_vcpu"), pl.col("start").alias("p_start"), pl.col("end").alias("p_end"))
+    cand = (
+        ep.with_row_index("_i")
+        .select("_i", "vm", "vcpu", "start")
+        .join(pre, on="vm")
+        .filter((pl.col("holder_vcpu") != pl.col("vcpu")) & (pl.col("p_start") <= pl.col("start")) & (pl.col("p_end") > pl.col("start")))
+        .group_by("_i")
+        .agg(pl.col("holder_vcpu").min())
+    )
+    return ep.with_row_index("_i").join(cand, on="_i", how="left").drop("_i")
+
+
+def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, markers: pl.DataFrame, gap_ns: int = 50_000) -> pl.DataFrame:
+    vcpus = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
+    parts = [p for p in (from_markers(markers), from_pause_exits(ev, vcpus, gap_ns), from_pv_kicks(ev, vcpus)) if p.height]
+    if not parts:
+        return empty("spin_episodes")
+    ep = pl.concat([conform(p.with_columns((pl.col("end") - pl.col("start")).alias("dur")), "spin_episodes") for p in parts])
+    return ep.sort("vm", "vcpu", "start")

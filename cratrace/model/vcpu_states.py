@@ -1,0 +1,135 @@
+"""`vcpu_states`: a gap-free timeline per vCPU.
+
+Running time comes from cpu_slices; within it, kvm_entry → kvm_exit is
+`guest` and kvm_exit → kvm_entry is `vmm` (a vCPU thread without any KVM
+events, like the workload lab's, counts its running time as guest).
+Off-CPU time is `preempted` when the thread was switched out runnable
+(prev_state 0) and `blocked` otherwise, or `halted` when its last exit
+before blocking was HLT. Spin episodes then overlay `spinning` on guest
+time. Time before a thread's first appearance is `blocked`.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from cratrace.model.frames import conform, empty, overlay, top_buffer
+
+HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
+
+
+def _kvm_marks(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
+    parts = []
+    if "kvm_entry" in ev:
+        parts.append(top_buffer(ev["kvm_entry"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("guest").alias("state"), pl.lit(None, pl.UInt32).alias("reason")))
+    if "kvm_exit" in ev:
+        parts.append(top_buffer(ev["kvm_exit"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("vmm").alias("state"), pl.col("exit_reason").cast(pl.UInt32).alias("reason")))
+    if not parts:
+        return pl.DataFrame(schema={"ts": pl.Int64, "tid": pl.Int64, "state": pl.String, "reason": pl.UInt32})
+    return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("tid", "ts")
+
+
+def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataFrame, spins: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
+    vc = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
+    if vc.height == 0 or slices.height == 0:
+        return empty("vcpu_states")
+    start, end = span
+    tids = vc["tid"].to_list()
+    runs = slices.filter(pl.col("tid").is_in(tids)).select("tid", "start", "end", pl.col("cpu").alias("pcpu")).sort("tid", "start")
+    # off-CPU gaps and how the thread left the CPU
+    out_state = pl.DataFrame(schema={"tid": pl.Int64, "start": pl.Int64, "prev_state": pl.Int64})
+    if "sched_switch" in ev:
+        out_state = (
+            top_buffer(ev["sched_switch"])
+            .select(pl.col("prev_pid").cast(pl.Int64).alias("tid"), pl.col("ts").alias("start"), pl.col("prev_state").cast(pl.Int64))
+            .filter(pl.col("tid").is_in(tids))
+            .collect()
+        )
+    marks = _kvm_marks(ev, tids)
+    kvm_tids = set(marks["tid"].unique().to_list())
+    gaps = runs.select("tid", pl.col("end").alias("start"), pl.col("start").shift(-1).over("tid").fill_null(pl.lit(end, pl.Int64)).alias("end"))
+    firsts = runs.group_by("tid").agg(pl.col("start").min().alias("end")).with_columns(pl.lit(start, pl.Int64).alias("start"))
+    never = vc.filter(~pl.col("tid").is_in(runs["tid"].unique().to_list())).select("tid", pl.lit(start, pl.Int64).alias("start"), pl.lit(end, pl.Int64).alias("end"))
+    gaps = gaps.join(out_state, on=["tid", "start"], how="left")
+    # halted: last exit before the gap was HLT
+    if marks.height:
+        last_exit = marks.filter(pl.col("state") == "vmm").select("tid", pl.col("ts").alias("start"), "reason")
+        gaps = gaps.sort("start").join_asof(last_exit.sort("start"), on="start", by="tid", strategy="backward", check_sortedness=False).sort("tid", "start")
+    else:
+        gaps = gaps.with_columns(pl.lit(None, pl.UInt32).alias("reason"))
+    runnable = (pl.col("prev_state") & 0xFF) == 0
+    gaps = gaps.with_columns(
+        pl.when(runnable).then(pl.lit("preempted")).when(pl.col("reason").is_in(HLT_EXITS)).then(pl.lit("halted")).otherwise(pl.lit("blocked")).alias("state"),
+        pl.lit(None, pl.Int32).alias("pcpu"),
+    ).select("tid", "start", "end", "state", "pcpu")
+    gaps = _split_at_wakeups(gaps, ev, tids)
+    pre = pl.concat([firsts.select("tid", "start", "end"), never]).with_columns(pl.lit("blocked").alias("state"), pl.lit(None, pl.Int32).alias("pcpu"))
+    # running time split by KVM entry/exit
+    run_segs = _split_runs(runs, marks, kvm_tids)
+    segs = pl.concat([run_segs, gaps, pre.select(run_segs.columns)], how="vertical_relaxed").filter(pl.col("end") > pl.col("start"))
+    segs = segs.join(vc, on="tid").with_columns((pl.col("end") - pl.col("start")).alias("dur"))
+    segs = segs.select("vm", "vcpu", "tid", "state", "start", "end", "dur", "pcpu").sort("vm", "vcpu", "start")
+    if spins.height:
+        segs = _overlay_spins(segs, spins)
+    return conform(segs, "vcpu_states")
+
+
+def _wakeups(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
+    parts = []
+    for name in ("sched_wakeup", "sched_waking", "kvm_vcpu_wakeup"):
+        if name not in ev:
+            continue
+        lf = top_buffer(ev[name])
+        cols = lf.collect_schema().names()
+        # the woken thread: the event's own pid field, or the writer for kvm_vcpu_wakeup
+        who = "field_pid" if "field_pid" in cols else "pid"
+        parts.append(lf.select(pl.col(who).cast(pl.Int64).alias("tid"), pl.col("ts").alias("wake")))
+    if not parts:
+        return pl.DataFrame(schema={"tid": pl.Int64, "wake": pl.Int64})
+    return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("wake")
+
+
+def _split_at_wakeups(gaps: pl.DataFrame, ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
+    """A blocked or halted gap ends at the thread's first wakeup inside it;
+    from there to its next run it was runnable: preempted (waiting for a
+    CPU). Without wakeup events the whole gap stays blocked."""
+    wk = _wakeups(ev, tids)
+    if wk.height == 0:
+        return gaps
+    sleepy = gaps.filter(pl.col("state") != "preempted").sort("start")
+    j = sleepy.join_asof(wk, left_on="start", right_on="wake", by="tid", strategy="forward", check_sortedness=False)
+    inside = (pl.col("wake") > pl.col("start")) & (pl.col("wake") < pl.col("end"))
+    first = j.with_columns(pl.when(inside).then(pl.col("wake")).otherwise(pl.col("end")).alias("end")).select(gaps.columns)
+    second = j.filter(inside).with_columns(pl.col("wake").alias("start"), pl.lit("preempted").alias("state")).select(gaps.columns)
+    return pl.concat([gaps.filter(pl.col("state") == "preempted"), first, second]).sort("tid", "start")
+
+
+def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.DataFrame:
+    plain = runs.filter(~pl.col("tid").is_in(list(kvm_tids))).with_columns(pl.lit("guest").alias("state"))
+    k = runs.filter(pl.col("tid").is_in(list(kvm_tids)))
+    if k.height == 0:
+        return plain.select("tid", "start", "end", "state", pl.col("pcpu").cast(pl.Int32))
+    k = k.with_row_index("_run")
+    inner = k.select("_run", "tid", "start", "end").join(marks.select("tid", pl.col("ts").alias("t"), "state"), on="tid")
+    inner = inner.filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end"))).select("_run", "t", "state")
+    # state at a run's start: the last mark before it (vmm if none)
+    at_start = (
+        k.select("_run", "tid", pl.col("start").alias("t"))
+        .sort("t")
+        .join_asof(marks.select("tid", pl.col("ts").alias("t"), "state").sort("t"), on="t", by="tid", strategy="backward", check_sortedness=False)
+        .with_columns(pl.col("state").fill_null("vmm"))
+        .select("_run", "t", "state")
+    )
+    pts = pl.concat([at_start, inner]).sort("_run", "t")
+    pts = pts.join(k.select("_run", "tid", "end", "pcpu"), on="_run")
+    pts = pts.with_columns(pl.col("t").shift(-1).over("_run").fill_null(pl.col("end")).alias("end2"))
+    split = pts.select("tid", pl.col("t").alias("start"), pl.col("end2").alias("end"), "state", "pcpu")
+    return pl.concat([plain.select(split.columns), split]).with_columns(pl.col("pcpu").cast(pl.Int32))
+
+
+def _overlay_spins(segs: pl.DataFrame, spins: pl.DataFrame) -> pl.DataFrame:
+    """Spinning replaces guest time inside spin episodes."""
+    guest = segs.filter(pl.col("state") == "guest")
+    other = segs.filter(pl.col("state") != "guest")
+    sp = spins.select("vm", "vcpu", "start", "end")
+    return pl.concat([other, overlay(guest, sp, ["vm", "vcpu"], "spinning")]).sort("vm", "vcpu", "start")

@@ -1,0 +1,248 @@
+"""Run the engine once per policy and write the canonical tables and
+metrics (layout: ``OUT/<policy>/model/<table>.parquet``,
+``OUT/<policy>/metrics.json``, ``OUT/<policy>/run.json``).
+
+metrics.json holds only what the inputs and seed determine, so two runs
+are byte-identical; wall-clock figures go to run.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from cratrace import _native
+from cratrace.capture import Capture
+from cratrace.errors import OutputExistsError, UsageError
+from cratrace.model.frames import conform
+from cratrace.replay.workload import Workload, extract_workload
+
+ENGINE_PARAMS = {name for name, *_ in [("sched_latency_ns",), ("min_granularity_ns",), ("wakeup_granularity_ns",), ("credit_slice_ns",), ("credit_tick_ns",), ("credit_acct_ns",), ("ple_window_ns",), ("spin_budget_ns",), ("respin_ns",), ("excess_retries",)]}
+COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
+HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
+OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s"}
+STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked"}
+
+
+def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
+    engine, costs, host, other = {}, {}, {}, {}
+    for k, v in settings.items():
+        if k in ENGINE_PARAMS:
+            engine[k] = float(v)
+        elif k in COSTS:
+            costs[k] = int(float(v))
+        elif k in HOST:
+            host[k] = float(v)
+        elif k in OTHER:
+            other[k] = v
+        else:
+            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER))
+            raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
+    return engine, costs, host, other
+
+
+def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int) -> dict:
+    pcpus = int(host.get("pcpus", w.pcpus))
+    freq = int(host.get("freq_khz", w.freq_khz))
+    try:
+        return dict(
+            _native.replay(
+                thread_tid=w.tids,
+                thread_vm=w.vm_of,
+                thread_vcpu=w.vcpu_of,
+                thread_start=w.start,
+                phase_thread=w.phase_thread,
+                phase_kind=w.phase_kind,
+                phase_a=w.phase_a,
+                phase_b=w.phase_b,
+                vm_names=w.vm_names,
+                vm_weights=[256 * max(1, w.vm_of.count(i)) for i in range(len(w.vm_names))],
+                freq_khz=[freq] * pcpus,
+                recorded_khz=int(host.get("recorded_khz", w.freq_khz)),
+                elasticity=float(host.get("elasticity", -1.0)),
+                policy=policy,
+                params=engine,
+                costs=costs,
+                limit_ns=limit_ns,
+            )
+        )
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.DataFrame]:
+    t0 = w.t0
+    tid = pl.Series(w.tids, dtype=pl.Int64)
+    vm_names = w.vm_names
+    th = pl.DataFrame({"_t": range(len(w.tids)), "tid": tid, "vm": [vm_names[v] if v >= 0 else None for v in w.vm_of], "vcpu": [c if c >= 0 else None for c in w.vcpu_of]}, schema={"_t": pl.UInt32, "tid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32})
+    st = pl.DataFrame({"_t": r["state_thread"], "code": r["state_code"], "start": r["state_start"], "end": r["state_end"], "pcpu": r["state_pcpu"]}, schema={"_t": pl.UInt32, "code": pl.UInt8, "start": pl.Int64, "end": pl.Int64, "pcpu": pl.Int32})
+    st = st.join(th, on="_t").filter(pl.col("vm").is_not_null()).with_columns(
+        pl.col("code").replace_strict(STATE_NAMES, return_dtype=pl.String).alias("state"),
+        (pl.col("start") + t0).alias("start"),
+        (pl.col("end") + t0).alias("end"),
+        pl.when(pl.col("pcpu") >= 0).then(pl.col("pcpu")).alias("pcpu"),
+    ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
+    sl = pl.DataFrame({"cpu": r["slice_cpu"], "_t": r["slice_thread"], "start": r["slice_start"], "end": r["slice_end"]}, schema={"cpu": pl.Int32, "_t": pl.UInt32, "start": pl.Int64, "end": pl.Int64})
+    sl = sl.join(th.select("_t", "tid"), on="_t").with_columns((pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"))
+    sl = _with_idle(sl.select("cpu", "tid", "start", "end"), int(r["end_ns"]) + t0, t0, w.pcpus)
+    mk = pl.DataFrame({"_t": r["mark_thread"], "ts": r["mark_ts"]}, schema={"_t": pl.UInt32, "ts": pl.Int64}).join(th, on="_t").with_columns(
+        (pl.col("ts") + t0).alias("ts"), pl.lit(marker).alias("name"), pl.lit(marker).alias("text"), pl.lit("{}").alias("fields")
+    )
+    ep = pl.DataFrame({"_t": r["ep_thread"], "start": r["ep_start"], "end": r["ep_end"], "holder": r["ep_holder"], "exits": r["ep_calls"]}, schema={"_t": pl.UInt32, "start": pl.Int64, "end": pl.Int64, "holder": pl.Int64, "exits": pl.Int64})
+    hv = th.select(pl.col("_t").cast(pl.Int64).alias("holder"), pl.col("vcpu").alias("holder_vcpu"))
+    ep = ep.join(th, on="_t").join(hv, on="holder", how="left").with_columns(
+        (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("replay").alias("source")
+    ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
+    out = {
+        "threads": conform(cap.model["threads"].collect().filter(pl.col("tid").is_in(w.tids + [0])), "threads"),
+        "cpu_slices": conform(sl, "cpu_slices"),
+        "vcpu_states": conform(st.sort("vm", "vcpu", "start"), "vcpu_states"),
+        "spin_episodes": conform(ep.sort("vm", "vcpu", "start"), "spin_episodes"),
+        "markers": conform(mk.sort("ts"), "markers"),
+    }
+    for name in ("thread_names", "io_work", "power", "faults"):
+        out[name] = cap.model[name].collect() if name in cap.model else conform(pl.DataFrame(), name)
+    return out
+
+
+def _with_idle(sl: pl.DataFrame, end: int, t0: int, pcpus: int) -> pl.DataFrame:
+    """Fill each CPU's gaps with idle (tid 0) slices, covering [t0, end)."""
+    parts = [sl]
+    for c in range(pcpus):
+        s = sl.filter(pl.col("cpu") == c).sort("start")
+        starts = [t0] + s["end"].to_list()
+        ends = s["start"].to_list() + [end]
+        gaps = [(c, 0, a, b) for a, b in zip(starts, ends) if b > a]
+        if gaps:
+            parts.append(pl.DataFrame(gaps, schema={"cpu": pl.Int32, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row"))
+    out = pl.concat(parts).sort("cpu", "start")
+    return out.with_columns((pl.col("end") - pl.col("start")).alias("dur"))
+
+
+def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, tolerance: float, gate: bool) -> dict[str, Any]:
+    n = len(w.vm_names)
+    T = max(int(r["end_ns"]), 1) / 1e9
+    pc = w.pcpus
+    cpu = r["cpu_ns"]
+    spin = r["spin_ns"]
+    vm_cpu = [0] * n
+    vm_spin = [0] * n
+    vm_exc = [0] * n
+    for i, v in enumerate(w.vm_of):
+        if v >= 0:
+            vm_cpu[v] += cpu[i]
+            vm_spin[v] += spin[i]
+            vm_exc[v] += r["excessive"][i]
+    marks = [0] * n
+    for t in r["mark_thread"]:
+        if w.vm_of[t] >= 0:
+            marks[w.vm_of[t]] += 1
+    busy = sum(cpu) + r["overhead_ns"]
+    U = busy / (pc * T * 1e9) if T > 0 else 0
+    ends = sum(marks)
+    guest = sum(c - s for c, s, v in zip(cpu, spin, w.vm_of) if v >= 0)
+    rec_T = w.duration_ns / 1e9
+    vms = {}
+    tput_err = 0.0
+    for i, name in enumerate(w.vm_names):
+        rec_marks = w.recorded_marks.get(name, 0)
+        tp = marks[i] / T if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / T
+        rec_tp = rec_marks / rec_T if rec_marks else None
+        err = abs(tp - rec_tp) / rec_tp * 100 if rec_tp else None
+        if err is not None:
+            tput_err = max(tput_err, err)
+        vms[name] = {
+            "cpu_s": round(vm_cpu[i] / 1e9, 6),
+            "spin_s": round(vm_spin[i] / 1e9, 6),
+            "throughput_per_s": round(tp, 6),
+            "throughput_unit": "marks/s" if marks[i] else "useful guest s/s",
+            "marks": marks[i],
+            "recorded_throughput_per_s": round(rec_tp, 6) if rec_tp else None,
+            "excessive_spins": vm_exc[i],
+        }
+    cpu_err = 0.0
+    worst = None
+    for i, v in enumerate(w.vm_of):
+        rec = w.recorded_cpu_ns[i]
+        if v >= 0 and rec > 0:
+            e = abs(cpu[i] - rec) / rec * 100
+            if e >= cpu_err:
+                cpu_err, worst = e, w.tids[i]
+    return {
+        "policy": policy,
+        "seed": seed,
+        "params": settings,
+        "duration_s": round(T, 6),
+        "recorded_duration_s": round(rec_T, 6),
+        "vms": vms,
+        "host": {
+            "pcpus": pc,
+            "etr": round(ends / T, 6),
+            "itr": round(ends / (T * U), 6) if U > 0 else None,
+            "busy_pct": round(100 * U, 4),
+            "guest_util_pct": round(100 * guest / (pc * T * 1e9), 4),
+            "hypercalls": int(sum(r["calls"])),
+            "hypercalls_per_busy_s": round(sum(r["calls"]) / (T * U), 4) if U > 0 else None,
+            "sched_overhead_pct": round(100 * r["overhead_ns"] / (pc * T * 1e9), 4),
+        },
+        "fidelity": {
+            "cpu_time_err_pct": round(cpu_err, 4),
+            "worst_thread": worst,
+            "throughput_err_pct": round(tput_err, 4),
+            "tolerance_pct": tolerance,
+            "gate_applies": gate,
+            "passed": cpu_err <= tolerance and tput_err <= tolerance,
+        },
+        "events": int(r["events"]),
+        "critical_ns": w.critical_ns,
+    }
+
+
+def baseline_policy(cap: Capture) -> str:
+    """The policy that produced the capture: credit on Xen, fair otherwise."""
+    kinds = {s["kind"] for s in cap.meta.get("sources", [])}
+    return "credit" if "xentrace" in kinds else "fair"
+
+
+def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False) -> dict[str, dict]:
+    """Replay `cap` under each policy; returns metrics per policy."""
+    cap = cap if isinstance(cap, Capture) else Capture(cap)
+    settings = dict(settings or {})
+    engine, costs, host, other = split_settings(settings)
+    marker = str(other.get("throughput_marker", "txn_end"))
+    tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
+    limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
+    w = extract_workload(cap, marker)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = baseline_policy(cap)
+    results = {}
+    for policy in policies:
+        dest = out / policy.replace("/", "_")
+        if dest.exists() and not force:
+            raise OutputExistsError(f"{dest}: already exists; pass --force to replace it")
+        r = _run_engine(w, policy, engine, costs, host, limit_ns)
+        gate = policy in (base, f"{base}+spin")
+        metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
+        tables = _tables(w, r, cap, marker)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=out))
+        try:
+            (tmp / "model").mkdir()
+            for name, df in tables.items():
+                df.write_parquet(tmp / "model" / f"{name}.parquet", compression="zstd", statistics=False)
+            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+            (tmp / "run.json").write_text(json.dumps({"wall_s": r["wall_s"], "events_per_s": r["events"] / max(r["wall_s"], 1e-9)}, indent=2))
+            if dest.exists():
+                shutil.rmtree(dest)
+            os.rename(tmp, dest)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        results[policy] = metrics
+    return results

@@ -1,0 +1,176 @@
+"""Recorded demand as replay phases.
+
+Per vCPU, from ``vcpu_states``: guest and hypervisor time is *work*,
+blocked and halted time is an open-loop *block*, preempted time is dropped
+(the replayed scheduler recreates it) and so is spinning (demand a policy
+may remove; locks recreate it). Every throughput marker (default
+``txn_end``) becomes a *mark*; when the capture shows lock contention
+(marker spin episodes), the last ``critical_ns`` of work before each mark
+runs under the VM's lock (*acquire* … *release*), ``critical_ns`` being
+the median time from a spin's end to the transaction's end. Host threads
+that used the CPU replay as work and blocks from their CPU slices.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import polars as pl
+
+from cratrace.capture import Capture
+
+WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
+
+
+@dataclass
+class Workload:
+    """Columnar phases plus what is needed to map results back."""
+
+    t0: int
+    duration_ns: int
+    tids: list[int] = field(default_factory=list)
+    vm_of: list[int] = field(default_factory=list)
+    vcpu_of: list[int] = field(default_factory=list)
+    start: list[int] = field(default_factory=list)
+    vm_names: list[str] = field(default_factory=list)
+    phase_thread: list[int] = field(default_factory=list)
+    phase_kind: list[int] = field(default_factory=list)
+    phase_a: list[int] = field(default_factory=list)
+    phase_b: list[int] = field(default_factory=list)
+    critical_ns: dict[str, int] = field(default_factory=dict)
+    recorded_cpu_ns: list[int] = field(default_factory=list)
+    recorded_marks: dict[str, int] = field(default_factory=dict)
+    pcpus: int = 1
+    freq_khz: int = 1_000_000
+
+    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int) -> int:
+        self.tids.append(tid)
+        self.vm_of.append(vm)
+        self.vcpu_of.append(vcpu)
+        self.start.append(start)
+        self.recorded_cpu_ns.append(recorded_cpu)
+        return len(self.tids) - 1
+
+    def phase(self, t: int, kind: int, a: int = 0, b: int = 0) -> None:
+        self.phase_thread.append(t)
+        self.phase_kind.append(kind)
+        self.phase_a.append(int(a))
+        self.phase_b.append(int(b))
+
+
+def _critical_ns(markers: pl.DataFrame, marker: str) -> dict[str, int]:
+    """Median spin_end → next transaction end, per VM."""
+    m = markers.filter(pl.col("name").is_in(["spin_end", marker]) & pl.col("vm").is_not_null()).sort("vm", "vcpu", "ts")
+    if m.height == 0:
+        return {}
+    m = m.with_columns(pl.col("name").shift(-1).over("vm", "vcpu").alias("_next"), pl.col("ts").shift(-1).over("vm", "vcpu").alias("_next_ts"))
+    d = m.filter((pl.col("name") == "spin_end") & (pl.col("_next") == marker)).with_columns((pl.col("_next_ts") - pl.col("ts")).alias("d"))
+    return {r["vm"]: int(r["d"]) for r in d.group_by("vm").agg(pl.col("d").median()).iter_rows(named=True) if r["d"] is not None}
+
+
+def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str]], marks: list[int], crit: int) -> None:
+    """Turn one vCPU's timeline and mark times into phases."""
+    mi = 0
+    pending: list[int] = []  # work amounts since the last boundary
+
+    def flush_work():
+        for a in pending:
+            if a > 0:
+                w.phase(t, WORK, a)
+        pending.clear()
+
+    def mark():
+        if crit > 0:
+            # the last `crit` ns of work ran under the lock
+            need = crit
+            tail: list[int] = []
+            while pending and need > 0:
+                a = pending.pop()
+                take = min(a, need)
+                tail.insert(0, take)
+                if a > take:
+                    pending.append(a - take)
+                    break
+                need -= take
+            flush_work()
+            w.phase(t, ACQUIRE, 0)
+            for a in tail:
+                if a > 0:
+                    w.phase(t, WORK, a)
+            w.phase(t, RELEASE, 0)
+        else:
+            flush_work()
+        w.phase(t, MARK)
+
+    for start, end, state in segs:
+        if state in ("guest", "vmm"):
+            pos = start
+            while mi < len(marks) and marks[mi] <= end:
+                # a mark stamped while the thread was off CPU (preempted
+                # between its work and the write) lands at the next run
+                at = max(marks[mi], pos)
+                pending.append(at - pos)
+                pos = at
+                mark()
+                mi += 1
+            pending.append(end - pos)
+        elif state in ("blocked", "halted", "lost"):
+            while mi < len(marks) and marks[mi] <= start:
+                mark()
+                mi += 1
+            flush_work()
+            w.phase(t, BLOCK, end - start)
+        # preempted and spinning time are not demand
+    while mi < len(marks):
+        mark()
+        mi += 1
+    flush_work()
+
+
+def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001) -> Workload:
+    """The replay workload of a modelled capture."""
+    m = cap.model
+    missing = [t for t in ("threads", "cpu_slices", "vcpu_states", "markers") if t not in m]
+    if missing:
+        from cratrace.errors import CaptureError
+
+        raise CaptureError(f"{cap.path}: model tables missing ({', '.join(missing)}); run `cratrace model {cap.path}` first")
+    lo, hi = cap.meta.get("time_range_ns") or [0, 0]
+    threads = m["threads"].collect()
+    slices = m["cpu_slices"].collect()
+    states = m["vcpu_states"].collect().sort("vm", "vcpu", "start")
+    markers = m["markers"].collect()
+    w = Workload(t0=int(lo), duration_ns=int(hi - lo + 1))
+    w.pcpus = int(slices["cpu"].max() + 1) if slices.height else int(cap.meta.get("cpus") or 1)
+    freqs = slices["freq_khz"].drop_nulls()
+    w.freq_khz = int(freqs.median()) if freqs.len() else 1_000_000
+    w.critical_ns = _critical_ns(markers, throughput_marker)
+    cpu_by_tid = dict(slices.group_by("tid").agg(pl.col("dur").sum()).iter_rows())
+    vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
+    w.vm_names = sorted(set(vcpus["vm"].to_list()))
+    vm_index = {n: i for i, n in enumerate(w.vm_names)}
+    tx = markers.filter(pl.col("name") == throughput_marker)
+    w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
+    marks_by = {(vm, vc): sorted(g["ts"].to_list()) for (vm, vc), g in tx.group_by(["vm", "vcpu"])}
+    for vm, vcpu, tid in vcpus.select("vm", "vcpu", "tid").iter_rows():
+        segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state").rows()
+        start = lo
+        while segs and segs[0][2] in ("blocked", "halted"):
+            start = segs[0][1]
+            segs = segs[1:]
+        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)))
+        _vcpu_phases(w, t, segs, marks_by.get((vm, vcpu), []), w.critical_ns.get(vm, 0))
+    # host threads that used a noticeable share of the CPU
+    total = max(sum(cpu_by_tid.values()), 1)
+    vcpu_tids = set(vcpus["tid"].to_list())
+    host = [tid for tid, ns in cpu_by_tid.items() if tid != 0 and tid not in vcpu_tids and ns >= min_host_cpu_frac * total]
+    for tid in sorted(host):
+        s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end").rows()
+        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]))
+        prev_end = None
+        for a, b in s:
+            if prev_end is not None and a > prev_end:
+                w.phase(t, BLOCK, a - prev_end)
+            w.phase(t, WORK, b - a)
+            prev_end = b
+    return w

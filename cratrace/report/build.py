@@ -1,0 +1,155 @@
+"""Assemble a report: summary, throughput and latency, energy, billing."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from cratrace.capture import Capture
+from cratrace.report.billing import BillingRule, billing
+from cratrace.report.energy import PowerModel, energy
+from cratrace.report.render import render_html, render_markdown
+from cratrace.report.runs import Run, recorded_run, replay_runs, wakeup_latency_us
+
+HIGHER_BETTER = {"ETR /s": True, "ITR /s": True, "guest util %": True, "spin s": False, "wakeup p95 µs": False, "energy J": False, "fidelity err %": False}
+
+
+def summary_table(runs: list[Run], energies: dict[str, float]) -> pl.DataFrame:
+    rows = []
+    for r in runs:
+        h = r.metrics["host"]
+        lat = wakeup_latency_us(r.table("vcpu_states"))
+        fid = r.metrics.get("fidelity")
+        rows.append({
+            "run": r.name,
+            "ETR /s": round(h["etr"], 2),
+            "ITR /s": round(h["itr"], 2) if h.get("itr") else None,
+            "guest util %": round(h["guest_util_pct"], 2),
+            "spin s": round(sum(v["spin_s"] for v in r.metrics["vms"].values()), 4),
+            "wakeup p95 µs": lat["p95"],
+            "energy J": round(energies.get(r.name, 0.0), 3),
+            "fidelity err %": round(max(fid["cpu_time_err_pct"], fid["throughput_err_pct"]), 2) if fid else None,
+        })
+    return pl.DataFrame(rows)
+
+
+def best_marks(summary: pl.DataFrame) -> dict[str, str]:
+    best = {}
+    for col, higher in HIGHER_BETTER.items():
+        s = summary.filter(pl.col("run") != "recorded").drop_nulls(col)
+        if s.height:
+            best[col] = s.sort(col, descending=higher)["run"][0]
+    return best
+
+
+def sentences(summary: pl.DataFrame) -> list[str]:
+    rec = summary.filter(pl.col("run") == "recorded")
+    if rec.height == 0:
+        return []
+    base = rec.row(0, named=True)
+    out = []
+    for r in summary.filter(pl.col("run") != "recorded").iter_rows(named=True):
+        d_etr = 100 * (r["ETR /s"] / base["ETR /s"] - 1) if base["ETR /s"] else 0
+        d_spin = r["spin s"] - base["spin s"]
+        fid = f"; fidelity error {r['fidelity err %']}%" if r["fidelity err %"] is not None else ""
+        out.append(f"{r['run']}: throughput {d_etr:+.1f}% vs recorded, spin waste {d_spin:+.3f} s, guest utilisation {r['guest util %']}%{fid}.")
+    return out
+
+
+def per_vm_throughput(runs: list[Run]) -> pl.DataFrame:
+    rows = [{"run": r.name, "vm": vm, "throughput_per_s": round(v["throughput_per_s"], 3), "cpu_s": round(v["cpu_s"], 4), "spin_s": round(v["spin_s"], 4), "excessive_spins": v.get("excessive_spins", 0)} for r in runs for vm, v in r.metrics["vms"].items()]
+    return pl.DataFrame(rows) if rows else pl.DataFrame(schema={"run": pl.String, "vm": pl.String})
+
+
+def throughput_series(runs: list[Run], bin_ms: float = 100.0) -> pl.DataFrame:
+    parts = []
+    for r in runs:
+        m = r.table("markers")
+        if m.height == 0:
+            continue
+        t0 = r.table("cpu_slices")["start"].min() if r.table("cpu_slices").height else m["ts"].min()
+        s = m.filter(pl.col("name") == "txn_end").with_columns(((pl.col("ts") - t0) // int(bin_ms * 1e6) * bin_ms / 1000).alias("t_s"))
+        parts.append(s.group_by("t_s").len().with_columns(pl.lit(r.name).alias("run"), (pl.col("len") / (bin_ms / 1000)).alias("per_s")).select("run", "t_s", "per_s"))
+    return pl.concat(parts).sort("run", "t_s") if parts else pl.DataFrame()
+
+
+def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
+    cap = capture if isinstance(capture, Capture) else Capture(capture)
+    from cratrace.errors import CaptureError, OutputExistsError
+
+    if "cpu_slices" not in cap.model_paths:
+        raise CaptureError(f"{cap.path}: no model tables; run `cratrace model {cap.path}` first")
+    runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
+    missing = []
+    if not replays:
+        missing.append("no replays given (--replays OUT): only the recorded run is shown")
+    energies, energy_rows, core_rows, energy_series = {}, [], [], []
+    for r in runs:
+        per, tot = energy(r.table("cpu_slices"), r.table("threads") if r.table("threads").height else cap.model["threads"].collect(), PowerModel())
+        energies[r.name] = tot["total_j"]
+        energy_rows += [{"run": r.name, "owner": o, "joules": round(j, 6)} for o, j in per.iter_rows()]
+        energy_rows.append({"run": r.name, "owner": "TOTAL (per core, independent)", "joules": round(tot["total_j"], 6)})
+        core_rows += [{"run": r.name, "cpu": i, "joules": round(j, 6)} for i, j in enumerate(tot["per_core_j"])]
+        energy_series.append(tot["series"].with_columns(pl.lit(r.name).alias("run")))
+    summary = summary_table(runs, energies)
+    rec = runs[0]
+    threads = rec.table("threads")
+    sl = rec.table("cpu_slices").join(threads.select("tid", "vm", "role"), on="tid", how="left")
+    direct = {vm: int(n) for vm, n in sl.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("dur").sum()).iter_rows()}
+    io = rec.table("io_work")
+    if io.height == 0:
+        missing.append("no io_work in the capture (no vhost/netback/softirq events): bills are direct CPU only")
+    host_total = int(sl.filter((pl.col("tid") != 0) & (pl.col("role") != "vcpu"))["dur"].sum()) if sl.height else 0
+    bill, recon = billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=max(host_total, int(io["cpu_ns"].sum()) if io.height else 0))
+    report = {
+        "title": f"cratrace report: {cap.path.name}",
+        "capture": str(cap.path),
+        "summary": summary,
+        "best": best_marks(summary),
+        "sentences": sentences(summary),
+        "per_vm": per_vm_throughput(runs),
+        "series": throughput_series(runs),
+        "energy": pl.DataFrame(energy_rows),
+        "energy_per_core": pl.DataFrame(core_rows),
+        "energy_series": pl.concat(energy_series) if energy_series else pl.DataFrame(),
+        "billing": bill,
+        "reconciliation": recon,
+        "missing": missing,
+    }
+    tables = {"summary": summary, "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
+    if tables_dir:
+        tables_dir.mkdir(parents=True, exist_ok=True)
+        for name, df in tables.items():
+            df.write_csv(tables_dir / f"{name}.csv")
+            df.write_parquet(tables_dir / f"{name}.parquet")
+    if fmt == "md":
+        text = render_markdown(report)
+        if out and str(out) != "-":
+            _atomic_write(out, text, force)
+        else:
+            print(text)
+    else:
+        if out.exists() and not force:
+            raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
+        _atomic_write(out, render_html(report), True)
+    return report
+
+
+def _atomic_write(path: Path, text: str, force: bool) -> None:
+    from cratrace.errors import OutputExistsError
+
+    path = Path(path)
+    if path.exists() and not force:
+        raise OutputExistsError(f"{path}: already exists; pass --force to replace it")
+    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, path)
+
+
+_ = (html, json)

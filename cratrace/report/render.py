@@ -1,0 +1,127 @@
+"""Renderers: self-contained HTML (plotly.js inlined once, works offline)
+and a terminal Markdown summary. Every string from a trace is escaped."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+import polars as pl
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:1200px;padding:0 1rem;color:#1d2330}
+h1{font-size:1.5rem} h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #dde} table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:right} th{background:#f2f4f8} td:first-child,th:first-child{text-align:left}
+.best{background:#e3f6e3;font-weight:600} .note{color:#8a5a00} .ok{color:#176d17} .bad{color:#a11}
+"""
+
+
+def esc(v) -> str:
+    return html.escape("" if v is None else str(v), quote=True)
+
+
+def table_html(df: pl.DataFrame, best: dict[str, str] | None = None, key: str = "run") -> str:
+    if df.height == 0:
+        return "<p class=note>(no rows)</p>"
+    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
+    rows = []
+    for r in df.iter_rows(named=True):
+        cells = []
+        for c in df.columns:
+            cls = ' class="best"' if best and best.get(c) == r.get(key) else ""
+            v = r[c]
+            txt = f"{v:,.4g}" if isinstance(v, float) else v
+            cells.append(f"<td{cls}>{esc(txt)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _fig_html(fig: go.Figure, first: bool) -> str:
+    fig.update_layout(height=360, margin={"l": 50, "r": 20, "t": 40, "b": 40}, template="plotly_white")
+    return fig.to_html(full_html=False, include_plotlyjs=True if first else False, config={"displaylogo": False, "responsive": True})
+
+
+def render_html(rep: dict) -> str:
+    figs = []
+    pv = rep["per_vm"]
+    if pv.height:
+        f = go.Figure()
+        for run in pv["run"].unique(maintain_order=True):
+            d = pv.filter(pl.col("run") == run)
+            f.add_bar(name=run, x=d["vm"].to_list(), y=d["throughput_per_s"].to_list())
+        f.update_layout(title="Throughput per VM (transactions/s, or useful guest s/s)", barmode="group")
+        figs.append(f)
+    ser = rep["series"]
+    if ser.height:
+        f = go.Figure()
+        for run in ser["run"].unique(maintain_order=True):
+            d = ser.filter(pl.col("run") == run)
+            f.add_scatter(name=run, x=d["t_s"].to_list(), y=d["per_s"].to_list(), mode="lines")
+        f.update_layout(title="Host throughput over time (txn/s, 100 ms bins)", xaxis_title="s", yaxis_title="txn/s")
+        figs.append(f)
+    en = rep["energy"].filter(~pl.col("owner").str.starts_with("TOTAL"))
+    if en.height:
+        f = go.Figure()
+        for owner in en["owner"].unique(maintain_order=True):
+            d = en.filter(pl.col("owner") == owner)
+            f.add_bar(name=owner, x=d["run"].to_list(), y=d["joules"].to_list())
+        f.update_layout(title="Energy by owner (J): VMs + idle + unattributed = host total", barmode="stack")
+        figs.append(f)
+    es = rep.get("energy_series", pl.DataFrame())
+    if es.height:
+        f = go.Figure()
+        for (run, owner), d in es.group_by(["run", "owner"], maintain_order=True):
+            f.add_scatter(name=f"{run}: {owner}", x=d["t_s"].to_list(), y=(d["joules"] * 10).to_list(), mode="lines")
+        f.update_layout(title="Power over time by owner (W, 100 ms bins)", xaxis_title="s", yaxis_title="W")
+        figs.append(f)
+    bl = rep["billing"]
+    if bl.height:
+        f = go.Figure()
+        for col in ("direct_ms_per_s", "attributed_ms_per_s", "common_share_ms_per_s"):
+            f.add_bar(name=col.replace("_ms_per_s", ""), x=bl["vm"].to_list(), y=bl[col].to_list())
+        f.update_layout(title="Host CPU per VM (ms per second): direct + attributed + common share", barmode="stack")
+        figs.append(f)
+    charts = [_fig_html(f, i == 0) for i, f in enumerate(figs)]
+    rec = rep["reconciliation"]
+    parts = [
+        f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'><title>{esc(rep['title'])}</title><style>{CSS}</style></head><body>",
+        f"<h1>{esc(rep['title'])}</h1><p>Capture <code>{esc(rep['capture'])}</code>.</p>",
+        "".join(f"<p class=note>{esc(m)}</p>" for m in rep["missing"]),
+        "<h2>Policy comparison</h2>",
+        table_html(rep["summary"], rep["best"]),
+        "<p>Best replayed value per column is highlighted.</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in rep["sentences"]) + "</ul>",
+        "<h2>Throughput and latency</h2>",
+        table_html(rep["per_vm"]),
+        charts[0] if charts else "",
+        charts[1] if len(charts) > 1 else "",
+        "<h2>Energy</h2><p>Power model: static + C·f·V² while busy, idle power while idle; per-VM energy + idle + unattributed = host total (computed per core, independently).</p>",
+        table_html(rep["energy"]),
+        "<p>Per core:</p>",
+        table_html(rep.get("energy_per_core", pl.DataFrame())),
+        charts[2] if len(charts) > 2 else "",
+        charts[3] if len(charts) > 3 else "",
+        "<h2>Billing</h2>",
+        f"<p>Rule <b>{esc(rec['rule'])}</b>; excess = host work / direct CPU (denominator: each VM's direct ms/s, shown). Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated common {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} "
+        f"<span class={'ok' if rec['reconciles'] else 'bad'}>({'reconciled' if rec['reconciles'] else 'does NOT reconcile'})</span>.</p>",
+        table_html(rep["billing"], key="vm"),
+        charts[4] if len(charts) > 4 else "",
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def render_markdown(rep: dict) -> str:
+    def md(df: pl.DataFrame) -> str:
+        if df.height == 0:
+            return "(no rows)\n"
+        lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+        for r in df.iter_rows():
+            lines.append("| " + " | ".join("" if v is None else (f"{v:,.4g}" if isinstance(v, float) else str(v)) for v in r) + " |")
+        return "\n".join(lines) + "\n"
+
+    rec = rep["reconciliation"]
+    out = [f"# {rep['title']}", ""] + [f"> {m}" for m in rep["missing"]] + ["", "## Policy comparison", md(rep["summary"])]
+    out += [f"- {s}" for s in rep["sentences"]]
+    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy", md(rep["energy"]), "## Billing", md(rep["billing"])]
+    out.append(f"Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} ({'reconciled' if rec['reconciles'] else 'NOT reconciled'})")
+    return "\n".join(out)

@@ -1,0 +1,20 @@
+//! trace.dat (trace-cmd) reader: file versions 6 and 7.
+//!
+//! * [`header`] reads the file header, metadata sections (header_page,
+//!   event formats, printk formats, saved cmdlines) and options, for both
+//!   the sequential v6 layout and v7's sections (optionally compressed);
+//! * [`pages`] yields each CPU's ring-buffer pages, from the file or from
+//!   compressed chunks, salvaging what a truncated file still holds;
+//! * [`records`] decodes one ring-buffer page into timestamped records
+//!   (the tokenizer: framing only);
+//! * [`reader`] merges all CPUs of all buffer instances by timestamp (the
+//!   sorter) and decodes payloads into rows for an [`EventSink`](crate::EventSink)
+//!   (the parser).
+
+pub mod header;
+pub mod pages;
+pub mod reader;
+pub mod records;
+
+pub use header::{read_metadata, BufferInfo, CpuData, TraceDatMeta};
+pub use reader::{read_tracedat, ReadOptions, TraceDatSummary};

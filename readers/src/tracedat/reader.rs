@@ -1,0 +1,429 @@
+//! The trace.dat read loop: per-CPU streams, the sorter, and the parser.
+//!
+//! **Sorter.** Within one CPU of one buffer the ring buffer is already in
+//! timestamp order, so the global order is a k-way merge: a binary heap
+//! holds the head record of every (instance, cpu) stream, keyed by
+//! (timestamp, stream index); ties go to the lower stream index (top-level
+//! buffer first, then CPU order), which makes output deterministic. Memory
+//! is one page batch (or one compressed chunk) per stream. Should a stream
+//! ever step back in time (a corrupted or clock-warped buffer), the rows are
+//! still written, the `ts_out_of_order` counter says so, and the importer
+//! re-sorts the affected tables.
+//!
+//! **Parser.** Each record's `common_type` selects its event format; the
+//! event's own fields are decoded with a per-event [`FieldDecoder`] and sent
+//! to the sink. `bprint` additionally gets its text rendered from the
+//! printk formats stored in the file.
+
+use super::header::{read_metadata, TraceDatMeta};
+use super::pages::PageSource;
+use super::records::{Missed, PageCursor, Record};
+use crate::bytes::Endian;
+use crate::error::{ReadError, ReadResult};
+use crate::ftrace::field::{FieldDecoder, FieldKind};
+use crate::ftrace::format::EventFormat;
+use crate::ftrace::printk;
+use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::path::Path;
+
+/// Options of a read.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Call progress at most every this many pages (default 256).
+    pub progress_every_pages: u64,
+}
+
+/// Lost-event accounting of one CPU.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LostEvents {
+    /// Events the kernel counted as lost.
+    pub count: u64,
+    /// Pages flagged as preceded by lost events of unknown number.
+    pub unknown_pages: u64,
+}
+
+/// A field that could not be typed and was left out of its table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DroppedField {
+    /// Event (table) name.
+    pub event: String,
+    /// Field name.
+    pub field: String,
+    /// Its C type.
+    pub c_type: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a read found, for capture.json.
+#[derive(Clone, Debug, Default)]
+pub struct TraceDatSummary {
+    /// The file read.
+    pub path: String,
+    /// File version.
+    pub version: u32,
+    /// "little" or "big".
+    pub endian: &'static str,
+    /// User-space long size from the file header.
+    pub user_long_size: u8,
+    /// Kernel long size (from header_page).
+    pub kernel_long_size: usize,
+    /// Default page size.
+    pub page_size: u32,
+    /// Compression algorithm.
+    pub compression: String,
+    /// CPU count.
+    pub cpus: u32,
+    /// Trace clock.
+    pub clock: String,
+    /// uname.
+    pub uname: Option<String>,
+    /// trace-cmd version that wrote the file.
+    pub tracecmd_version: Option<String>,
+    /// Instances: (name, clock, page size, cpus with data).
+    pub instances: Vec<(String, String, u32, u32)>,
+    /// Rows per table.
+    pub rows: BTreeMap<String, u64>,
+    /// Event system of each table.
+    pub systems: BTreeMap<String, String>,
+    /// First and last timestamp (ns).
+    pub time_range: Option<(i64, i64)>,
+    /// Lost events by instance name and CPU.
+    pub lost: BTreeMap<String, BTreeMap<u32, LostEvents>>,
+    /// Fields left out of their tables.
+    pub dropped_fields: Vec<DroppedField>,
+    /// Named counters.
+    pub stats: Stats,
+    /// Human-readable warnings.
+    pub warnings: Vec<String>,
+    /// Options present.
+    pub options: Vec<String>,
+    /// Saved cmdlines (pid, comm).
+    pub cmdlines: Vec<(i32, String)>,
+    /// Bytes of ring-buffer data missing from a truncated file.
+    pub truncated_bytes: u64,
+    /// Records decoded.
+    pub records: u64,
+    /// OFFSET applied to timestamps (ns).
+    pub ts_offset: i64,
+    /// TSC2NSEC applied (mult, shift, offset).
+    pub tsc2nsec: Option<(u32, u32, u64)>,
+    /// CPUSTAT texts (per-CPU overrun statistics at record time).
+    pub cpustats: Vec<String>,
+}
+
+enum Special {
+    None,
+    /// bprint: render `text` from fmt address and packed buf.
+    Bprint { fmt: usize, buf: usize },
+}
+
+struct EventPlan {
+    spec: TableSpec,
+    rows: u64,
+    table: Option<TableId>,
+    decoder: FieldDecoder,
+    pid_offset: usize,
+    special: Special,
+}
+
+struct Stream {
+    source: PageSource,
+    page: Vec<u8>,
+    cursor: Option<PageCursor>,
+    cur: Option<Record>,
+    instance: u16,
+    cpu: u32,
+}
+
+fn table_names(formats: &[EventFormat]) -> Vec<String> {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for f in formats {
+        *count.entry(f.name.as_str()).or_default() += 1;
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    formats
+        .iter()
+        .map(|f| {
+            let n = seen.entry(f.name.as_str()).or_default();
+            *n += 1;
+            if count[f.name.as_str()] > 1 && *n > 1 {
+                format!("{}__{}", f.system, f.name)
+            } else {
+                f.name.clone()
+            }
+        })
+        .collect()
+}
+
+/// Event plans indexed by event id (ids are small: `common_type` is u16).
+fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option<EventPlan>> {
+    let names = table_names(&meta.formats);
+    let long = meta.kernel_long_size;
+    let max_id = meta.formats.iter().map(|f| f.id as usize).filter(|&i| i < 1 << 16).max().unwrap_or(0);
+    let mut plans: Vec<Option<EventPlan>> = (0..=max_id).map(|_| None).collect();
+    for (f, name) in meta.formats.iter().zip(names) {
+        if f.id as usize > max_id {
+            summary.warnings.push(format!("event {} has id {} beyond the u16 range; skipped", f.name, f.id));
+            continue;
+        }
+        let mut typed = Vec::new();
+        let mut columns = Vec::new();
+        for field in &f.fields {
+            let kind = FieldKind::classify(field, long);
+            match kind.column_type() {
+                Some(ty) => {
+                    columns.push(ColumnSpec { name: crate::sink::field_column_name(&field.name), ty });
+                    typed.push((field, kind));
+                }
+                None => {
+                    let reason = match &kind {
+                        FieldKind::Unsupported(r) => r.clone(),
+                        _ => String::new(),
+                    };
+                    summary.dropped_fields.push(DroppedField { event: name.clone(), field: field.name.clone(), c_type: field.c_type.clone(), reason });
+                }
+            }
+        }
+        let mut special = Special::None;
+        if f.system == "ftrace" && f.name == "bprint" {
+            let fmt = columns.iter().position(|c| c.name == "fmt");
+            let buf = columns.iter().position(|c| c.name == "buf");
+            if let (Some(fmt), Some(buf)) = (fmt, buf) {
+                columns.push(ColumnSpec { name: "text".into(), ty: ColumnType::Str });
+                special = Special::Bprint { fmt, buf };
+            }
+        }
+        let pid_offset = f.common.iter().find(|c| c.name == "common_pid").map_or(4, |c| c.offset);
+        let decoder = FieldDecoder::new(&typed, meta.endian, long);
+        plans[f.id as usize] = Some(EventPlan { spec: TableSpec { name, system: f.system.clone(), columns }, rows: 0, table: None, decoder, pid_offset, special });
+    }
+    plans
+}
+
+fn summary_path(s: &TraceDatSummary) -> &str {
+    &s.path
+}
+
+impl Stream {
+    /// Move to the next record; false at the end of the stream.
+    fn advance(&mut self, long: usize, data_start: usize, endian: Endian, summary: &mut TraceDatSummary, inst: &str) -> ReadResult<bool> {
+        loop {
+            if let Some(c) = &mut self.cursor {
+                match c.next_record(&self.page) {
+                    Ok(Some(r)) => {
+                        self.cur = Some(r);
+                        return Ok(true);
+                    }
+                    Ok(None) => self.cursor = None,
+                    Err(e) => {
+                        *summary.stats.entry("corrupt_records".into()).or_default() += 1;
+                        summary.warnings.push(format!(
+                            "{}: at byte {}: instance {inst:?} cpu {}: bad record ({e:?}); rest of page skipped",
+                            summary_path(summary),
+                            self.source.last_offset,
+                            self.cpu
+                        ));
+                        self.cursor = None;
+                    }
+                }
+            }
+            let Some(p) = self.source.next_page()? else {
+                self.cur = None;
+                return Ok(false);
+            };
+            self.page.clear();
+            self.page.extend_from_slice(p);
+            *summary.stats.entry("pages".into()).or_default() += 1;
+            match PageCursor::new(&self.page, endian, long, data_start) {
+                Ok(c) => {
+                    let lost = summary.lost.entry(inst.to_string()).or_default().entry(self.cpu).or_default();
+                    match c.missed {
+                        Missed::None => {}
+                        Missed::Unknown => lost.unknown_pages += 1,
+                        Missed::Count(n) => lost.count += n,
+                    }
+                    self.cursor = Some(c);
+                }
+                Err(e) => {
+                    // An all-zero page is what trace-cmd leaves for empty
+                    // space; anything else is corruption worth reporting.
+                    if self.page.iter().any(|&b| b != 0) {
+                        *summary.stats.entry("corrupt_pages".into()).or_default() += 1;
+                        summary.warnings.push(format!(
+                            "{}: at byte {}: instance {inst:?} cpu {}: corrupt page header ({e:?}); page skipped",
+                            summary_path(summary),
+                            self.source.last_offset,
+                            self.cpu
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Read `path` into `sink`. `progress(done_bytes, total_bytes)` is called
+/// periodically; returning false stops the read with `Interrupted`.
+pub fn read_tracedat(
+    path: &Path,
+    sink: &mut dyn EventSink,
+    opts: &ReadOptions,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> ReadResult<TraceDatSummary> {
+    let meta = read_metadata(path)?;
+    let mut s = TraceDatSummary {
+        path: path.display().to_string(),
+        version: meta.version,
+        endian: if meta.endian == Endian::Little { "little" } else { "big" },
+        user_long_size: meta.user_long_size,
+        kernel_long_size: meta.kernel_long_size,
+        page_size: meta.page_size,
+        compression: meta.compression.clone(),
+        cpus: meta.cpus,
+        clock: meta.clock.clone(),
+        uname: meta.uname.clone(),
+        tracecmd_version: meta.tracecmd_version.clone(),
+        options: meta.options_seen.clone(),
+        cmdlines: meta.cmdlines.clone(),
+        warnings: meta.warnings.clone(),
+        ts_offset: meta.ts_offset,
+        tsc2nsec: meta.tsc2nsec.map(|t| (t.mult, t.shift, t.offset)),
+        cpustats: meta.cpustats.clone(),
+        ..Default::default()
+    };
+    if meta.bad_formats > 0 {
+        s.stats.insert("unparseable_formats".into(), meta.bad_formats);
+    }
+    let names: Vec<String> = meta.buffers.iter().map(|b| b.name.clone()).collect();
+    sink.set_instances(&names);
+    let mut plans = plan_events(&meta, &mut s);
+    let mut streams = Vec::new();
+    let mut total = 0u64;
+    for (i, b) in meta.buffers.iter().enumerate() {
+        s.instances.push((b.name.clone(), b.clock.clone(), b.page_size, b.cpus.iter().filter(|c| c.size > 0).count() as u32));
+        if b.latency {
+            s.warnings.push(format!("instance {:?} holds latency (text) data, not decoded", b.name));
+            continue;
+        }
+        for c in &b.cpus {
+            if c.size == 0 {
+                continue;
+            }
+            total += c.size;
+            let source = PageSource::new(&meta, c, b.page_size, b.compressed)?;
+            streams.push(Stream { source, page: Vec::with_capacity(b.page_size as usize), cursor: None, cur: None, instance: i as u16, cpu: c.cpu });
+        }
+    }
+    let long = meta.kernel_long_size;
+    let data_start = meta.header_page.data_offset;
+    let endian = meta.endian;
+    let mut heap = BinaryHeap::with_capacity(streams.len());
+    for (i, st) in streams.iter_mut().enumerate() {
+        if st.advance(long, data_start, endian, &mut s, &names[st.instance as usize])? {
+            heap.push(Reverse((st.cur.map_or(0, |r| r.ts), i)));
+        }
+    }
+    let tsc = meta.tsc2nsec;
+    let to_ns = |raw: u64| -> i64 {
+        let t = match tsc {
+            Some(c) => (((raw as u128 * c.mult as u128) >> c.shift) as u64).wrapping_add(c.offset),
+            None => raw,
+        };
+        (t as i64).wrapping_add(meta.ts_offset)
+    };
+    let every = if opts.progress_every_pages == 0 { 256 } else { opts.progress_every_pages };
+    let mut last_pages = 0u64;
+    let mut last_ts = i64::MIN;
+    let mut unknown_ids: BTreeMap<u32, u64> = BTreeMap::new();
+    let bprint_buf_offset: HashMap<u32, usize> = meta
+        .formats
+        .iter()
+        .filter(|f| f.system == "ftrace" && f.name == "bprint")
+        .filter_map(|f| Some((f.id, f.fields.iter().find(|x| x.name == "buf")?.offset)))
+        .collect();
+    while let Some(Reverse((_, i))) = heap.pop() {
+        {
+            let st = &streams[i];
+            let rec = st.cur.expect("streams in the heap have a record");
+            let payload = &st.page[rec.start..rec.end];
+            let id = endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32;
+            match plans.get_mut(id as usize).and_then(Option::as_mut) {
+                Some(plan) => {
+                    let ts = to_ns(rec.ts);
+                    if ts < last_ts {
+                        *s.stats.entry("ts_out_of_order".into()).or_default() += 1;
+                    }
+                    last_ts = last_ts.max(ts);
+                    let table = match plan.table {
+                        Some(t) => t,
+                        None => {
+                            let t = sink.declare_table(&plan.spec).map_err(|what| ReadError::Sink { what })?;
+                            plan.table = Some(t);
+                            s.systems.insert(plan.spec.name.clone(), plan.spec.system.clone());
+                            t
+                        }
+                    };
+                    let pid = endian.uint(payload, plan.pid_offset, 4).map(|v| v as u32 as i32);
+                    plan.decoder.prepare(payload);
+                    let mut values: Vec<Value<'_>> = Vec::with_capacity(plan.spec.columns.len());
+                    plan.decoder.values(payload, &mut values);
+                    let mut text = String::new();
+                    if let Special::Bprint { fmt, buf } = plan.special {
+                        if let (Value::U64(addr), Some(off)) = (values[fmt], bprint_buf_offset.get(&id)) {
+                            let _ = buf;
+                            match meta.printk.get(&addr) {
+                                Some(f) => text = printk::render(f, payload.get(*off..).unwrap_or(&[]), endian, long),
+                                None => *s.stats.entry("bprint_unknown_format".into()).or_default() += 1,
+                            }
+                        }
+                        values.push(Value::Str(&text));
+                    }
+                    let head = RowHeader { ts, cpu: st.cpu, pid, instance: st.instance };
+                    sink.write_row(table, &head, &values).map_err(|what| ReadError::Sink { what })?;
+                    plan.rows += 1;
+                    s.records += 1;
+                    s.time_range = Some(match s.time_range {
+                        None => (ts, ts),
+                        Some((a, b)) => (a.min(ts), b.max(ts)),
+                    });
+                }
+                None => *unknown_ids.entry(id).or_default() += 1,
+            }
+        }
+        let st = &mut streams[i];
+        let inst = &names[st.instance as usize];
+        if st.advance(long, data_start, endian, &mut s, inst)? {
+            heap.push(Reverse((st.cur.map_or(0, |r| r.ts), i)));
+        }
+        let pages = s.stats.get("pages").copied().unwrap_or(0);
+        if pages >= last_pages + every {
+            last_pages = pages;
+            let done: u64 = streams.iter().map(|x| x.source.consumed).sum();
+            if !progress(done.min(total), total) {
+                return Err(ReadError::Interrupted);
+            }
+        }
+    }
+    for p in plans.iter().flatten().filter(|p| p.rows > 0) {
+        s.rows.insert(p.spec.name.clone(), p.rows);
+    }
+    for (id, n) in unknown_ids {
+        *s.stats.entry("unknown_event_id".into()).or_default() += n;
+        s.warnings.push(format!("{n} records of unknown event id {id} skipped"));
+    }
+    for st in &streams {
+        s.truncated_bytes += st.source.missing_bytes;
+    }
+    if s.truncated_bytes > 0 {
+        s.warnings.push(format!(
+            "{}: at byte {}: file is truncated: {} bytes of ring-buffer data missing; every complete page was read",
+            s.path, meta.file_size, s.truncated_bytes
+        ));
+        s.stats.insert("truncated_bytes".into(), s.truncated_bytes);
+    }
+    progress(total, total);
+    Ok(s)
+}

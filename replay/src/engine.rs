@@ -1,0 +1,701 @@
+//! The discrete-event loop.
+//!
+//! Events are ordered by (time, seq) with a monotonic seq, so simultaneous
+//! events run in scheduling order and a replay is a pure function of its
+//! inputs. Stale events (a thread preempted before its work completion
+//! fired) are recognised by a per-thread/per-CPU generation counter rather
+//! than removed from the heap. No hash-order iteration anywhere.
+
+use crate::model::{CpuId, Host, Phase, ThreadId, VmId, Workload};
+use crate::output::{Output, StateCode};
+use crate::policy::{Policy, SchedulerKind, SpinResponse};
+use crate::sched::{credit::Credit, fair::Fair, Scheduler, Sub};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// An idle pCPU looks for work.
+    Dispatch(u32),
+    /// The running thread's current step ended (work done, spin window over).
+    Step(u32, u64),
+    /// The pCPU's slice ended.
+    SliceEnd(u32, u64),
+    /// A blocked thread's block ends.
+    Unblock(u32, u64),
+    /// Scheduler tick.
+    Tick,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum St {
+    Ready,
+    Running(u32),
+    Blocked,
+    Done,
+}
+
+struct Th {
+    phase: usize,
+    remaining: i64,
+    st: St,
+    gen: u64,
+    /// When the current stint on a CPU began (for CPU time).
+    run_start: i64,
+    /// When it was dispatched (before the switch cost): the scheduler
+    /// charges from here, so bouncing threads pay for their switches.
+    dispatched_at: i64,
+    /// Left the CPU (parked or requeued) since its last suspend-spin call.
+    redispatched: bool,
+    /// Up to when work progress has been accounted.
+    progress_at: i64,
+    last_cpu: Option<u32>,
+    /// Spinning on this lock since this time.
+    spin: Option<(usize, i64)>,
+    /// Parked by WAPD/WOPD: ready but not dispatchable.
+    aspw: bool,
+    /// WAPD: partners this thread waits to see dispatched.
+    dmask: Vec<u32>,
+    sub: Sub,
+    retries: u32,
+    excessive_counted: bool,
+    /// Completed phases (for causal waits).
+    done_phases: usize,
+    waiters: Vec<(u32, usize)>,
+}
+
+struct Cpu {
+    cur: Option<u32>,
+    gen: u64,
+    idle_since: i64,
+    /// A Dispatch event is queued for this CPU (so wakeups spread out
+    /// over idle CPUs instead of all targeting the first one).
+    pending: bool,
+}
+
+/// Runs one replay.
+pub struct Engine<'a> {
+    w: &'a Workload,
+    h: &'a Host,
+    p: &'a Policy,
+    now: i64,
+    seq: u64,
+    heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
+    th: Vec<Th>,
+    cpus: Vec<Cpu>,
+    sched: Box<dyn Scheduler>,
+    /// (vm, lock) → flat lock index.
+    lock_index: std::collections::BTreeMap<(u32, u32), usize>,
+    lock_holder: Vec<Option<u32>>,
+    siblings: Vec<Vec<u32>>,
+    gspw: Vec<u32>,
+    last_boosted: Vec<usize>,
+    /// The output being built.
+    pub out: Output,
+    events: u64,
+    remaining_threads: usize,
+}
+
+fn vm_of(w: &Workload, t: u32) -> Option<VmId> {
+    w.threads[t as usize].vm
+}
+
+impl<'a> Engine<'a> {
+    /// Prepare a replay.
+    pub fn new(w: &'a Workload, h: &'a Host, p: &'a Policy) -> Self {
+        let n = w.threads.len();
+        let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| w.vms[v.0 as usize].weight as i64)).collect();
+        let sched: Box<dyn Scheduler> = match p.scheduler {
+            SchedulerKind::Fair => Box::new(Fair::new(
+                weights.iter().map(|_| 1024).collect(),
+                p.param("sched_latency_ns") as i64,
+                p.param("min_granularity_ns") as i64,
+                p.param("wakeup_granularity_ns") as i64,
+            )),
+            SchedulerKind::Credit => Box::new(Credit::new(
+                weights,
+                h.freq_khz.len(),
+                p.param("credit_slice_ns") as i64,
+                p.param("credit_tick_ns") as i64,
+                p.param("credit_acct_ns") as i64,
+            )),
+        };
+        let mut lock_index = std::collections::BTreeMap::new();
+        for t in &w.threads {
+            for ph in &t.phases {
+                if let (Phase::Acquire(l) | Phase::Release(l), Some(vm)) = (ph, t.vm) {
+                    let k = lock_index.len();
+                    lock_index.entry((vm.0, *l)).or_insert(k);
+                }
+            }
+        }
+        let mut siblings = vec![Vec::new(); w.vms.len()];
+        for (i, t) in w.threads.iter().enumerate() {
+            if let Some(vm) = t.vm {
+                siblings[vm.0 as usize].push(i as u32);
+            }
+        }
+        let th = (0..n)
+            .map(|_| Th {
+                phase: 0,
+                remaining: 0,
+                st: St::Blocked,
+                gen: 0,
+                run_start: 0,
+                dispatched_at: 0,
+                redispatched: false,
+                progress_at: 0,
+                last_cpu: None,
+                spin: None,
+                aspw: false,
+                dmask: Vec::new(),
+                sub: Sub::ProperReady,
+                retries: 0,
+                excessive_counted: false,
+                done_phases: 0,
+                waiters: Vec::new(),
+            })
+            .collect();
+        let cpus = (0..h.freq_khz.len()).map(|_| Cpu { cur: None, gen: 0, idle_since: 0, pending: false }).collect();
+        let nl = lock_index.len();
+        Engine {
+            w,
+            h,
+            p,
+            now: 0,
+            seq: 0,
+            heap: BinaryHeap::new(),
+            th,
+            cpus,
+            sched,
+            lock_index,
+            lock_holder: vec![None; nl],
+            gspw: vec![0; w.vms.len()],
+            last_boosted: vec![0; w.vms.len()],
+            siblings,
+            out: Output::new(w, h),
+            events: 0,
+            remaining_threads: n,
+        }
+    }
+
+    fn at(&mut self, t: i64, ev: Ev) {
+        if let Ev::Dispatch(c) = ev {
+            self.cpus[c as usize].pending = true;
+        }
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    /// Run to completion (or until `limit_ns` of simulated time).
+    pub fn run(mut self, limit_ns: i64) -> Output {
+        for i in 0..self.w.threads.len() {
+            self.load_phase(i as u32);
+            let s = self.w.threads[i].start_ns;
+            self.th[i].gen += 1;
+            let g = self.th[i].gen;
+            self.at(s, Ev::Unblock(i as u32, g));
+        }
+        if let Some(t) = self.sched.tick_ns() {
+            self.at(t, Ev::Tick);
+        }
+        while let Some(Reverse((t, _, ev))) = self.heap.pop() {
+            if t > limit_ns || self.remaining_threads == 0 {
+                break;
+            }
+            self.now = t;
+            self.events += 1;
+            match ev {
+                Ev::Dispatch(c) => self.dispatch(c),
+                Ev::Step(th, g) => {
+                    if self.th[th as usize].gen == g {
+                        self.step(th)
+                    }
+                }
+                Ev::SliceEnd(c, g) => {
+                    if self.cpus[c as usize].gen == g {
+                        self.slice_end(c)
+                    }
+                }
+                Ev::Unblock(th, g) => {
+                    if self.th[th as usize].gen == g && self.th[th as usize].st == St::Blocked {
+                        self.wake(th)
+                    }
+                }
+                Ev::Tick => {
+                    self.sched.tick(self.now);
+                    if let Some(p) = self.sched.tick_ns() {
+                        self.at(self.now + p, Ev::Tick);
+                    }
+                }
+            }
+        }
+        let end = self.now;
+        for c in 0..self.cpus.len() {
+            self.put_off_cpu(c as u32, end);
+        }
+        self.out.events = self.events;
+        self.out.finish(end);
+        self.out
+    }
+
+    fn set_state(&mut self, t: u32, code: StateCode, pcpu: Option<u32>) {
+        self.out.thread_state(t, code, self.now, pcpu);
+    }
+
+    fn wake(&mut self, t: u32) {
+        self.th[t as usize].st = St::Ready;
+        self.th[t as usize].sub = Sub::ProperReady;
+        self.sched.enqueue(ThreadId(t), Sub::ProperReady, true);
+        self.set_state(t, StateCode::Preempted, None);
+        self.kick_idle_or_preempt(t);
+    }
+
+    fn idle_cpu(&self) -> Option<usize> {
+        (0..self.cpus.len()).find(|&c| self.cpus[c].cur.is_none() && !self.cpus[c].pending)
+    }
+
+    fn kick_idle_or_preempt(&mut self, t: u32) {
+        if (0..self.cpus.len()).any(|c| self.cpus[c].cur.is_none() && self.cpus[c].pending) && self.sched.ready() <= self.cpus.iter().filter(|c| c.pending).count() {
+            return;
+        }
+        if let Some(c) = self.idle_cpu() {
+            self.at(self.now, Ev::Dispatch(c as u32));
+            return;
+        }
+        // wakeup preemption of the least deserving running thread
+        let victim = (0..self.cpus.len()).filter_map(|c| self.cpus[c].cur.map(|r| (c, r))).find(|&(_, r)| self.sched.preempts(ThreadId(t), ThreadId(r)));
+        if let Some((c, _)) = victim {
+            self.preempt(c as u32, Sub::ProperReady);
+            self.at(self.now, Ev::Dispatch(c as u32));
+        }
+    }
+
+    /// Account the running thread's time and take it off `c`.
+    fn put_off_cpu(&mut self, c: u32, now: i64) -> Option<u32> {
+        let t = self.cpus[c as usize].cur.take()?;
+        self.cpus[c as usize].gen += 1;
+        self.cpus[c as usize].idle_since = now;
+        self.account_progress(t, c, now);
+        let th = &mut self.th[t as usize];
+        let ran = (now - th.run_start).max(0);
+        if let Some((_, since)) = th.spin {
+            self.out.spin(t, now - since.max(th.run_start));
+        }
+        th.gen += 1;
+        self.sched.charge(ThreadId(t), (now - th.dispatched_at).max(ran));
+        self.out.ran(t, c, th.run_start, now);
+        Some(t)
+    }
+
+    /// Work done since `progress_at` at this CPU's speed.
+    fn account_progress(&mut self, t: u32, c: u32, now: i64) {
+        let rate = self.h.rate(CpuId(c));
+        let th = &mut self.th[t as usize];
+        // nothing progresses before the dispatch cost has been paid
+        let from = th.progress_at.max(th.run_start);
+        if th.spin.is_none() && th.remaining > 0 && now > from {
+            let done = ((now - from) as f64 * rate).round() as i64;
+            th.remaining = (th.remaining - done).max(0);
+        }
+        th.progress_at = now;
+    }
+
+    fn preempt(&mut self, c: u32, sub: Sub) {
+        if let Some(t) = self.put_off_cpu(c, self.now) {
+            let th = &mut self.th[t as usize];
+            th.st = St::Ready;
+            th.sub = sub;
+            self.sched.enqueue(ThreadId(t), sub, false);
+            self.set_state(t, StateCode::Preempted, None);
+        }
+    }
+
+    fn slice_end(&mut self, c: u32) {
+        if self.sched.ready() == 0 {
+            // nobody waits: keep running, new slice
+            if let Some(t) = self.cpus[c as usize].cur {
+                let s = self.sched.slice_ns(ThreadId(t), 0);
+                let g = self.cpus[c as usize].gen;
+                self.at(self.now + s, Ev::SliceEnd(c, g));
+            }
+            return;
+        }
+        self.preempt(c, Sub::SliceEnd);
+        self.at(self.now, Ev::Dispatch(c));
+    }
+
+    fn dispatch(&mut self, c: u32) {
+        self.cpus[c as usize].pending = false;
+        if self.cpus[c as usize].cur.is_some() {
+            return;
+        }
+        let th = &self.th;
+        let Some(ThreadId(t)) = self.sched.pick(&mut |x: ThreadId| !th[x.0 as usize].aspw) else {
+            return;
+        };
+        let cost = self.h.costs.context_switch_ns + if self.th[t as usize].last_cpu.is_some_and(|l| l != c) { self.h.costs.migration_ns } else { 0 };
+        self.out.overhead(cost);
+        self.cpus[c as usize].cur = Some(t);
+        self.cpus[c as usize].gen += 1;
+        let th = &mut self.th[t as usize];
+        th.st = St::Running(c);
+        th.dispatched_at = self.now;
+        th.run_start = self.now + cost;
+        th.progress_at = self.now + cost;
+        th.last_cpu = Some(c);
+        th.gen += 1;
+        let ready = self.sched.ready();
+        let slice = self.sched.slice_ns(ThreadId(t), ready);
+        let g = self.cpus[c as usize].gen;
+        self.at(self.now + cost + slice, Ev::SliceEnd(c, g));
+        self.on_dispatch_policy(t);
+        let g = self.th[t as usize].gen;
+        self.at(self.now + cost, Ev::Step(t, g));
+    }
+
+    /// WAPD/WOPD bookkeeping when `j` is dispatched.
+    fn on_dispatch_policy(&mut self, j: u32) {
+        let Some(vm) = vm_of(self.w, j) else { return };
+        let v = vm.0 as usize;
+        if self.gspw[v] == 0 {
+            return;
+        }
+        let n = self.siblings[v].len() as i64;
+        match self.p.spin {
+            SpinResponse::Wapd => {
+                self.out.overhead(self.h.costs.scan_per_partner_ns * n);
+                for k in self.siblings[v].clone() {
+                    let kt = &mut self.th[k as usize];
+                    if kt.aspw && kt.dmask.contains(&j) {
+                        kt.dmask.retain(|&x| x != j);
+                        if kt.dmask.is_empty() {
+                            kt.aspw = false;
+                            self.gspw[v] -= 1;
+                            self.kick_idle();
+                        }
+                    }
+                }
+            }
+            SpinResponse::Wopd => {
+                for k in self.siblings[v].clone() {
+                    self.th[k as usize].aspw = false;
+                }
+                self.gspw[v] = 0;
+                self.kick_idle();
+            }
+            _ => {}
+        }
+    }
+
+    fn kick_idle(&mut self) {
+        if let Some(c) = self.idle_cpu() {
+            self.at(self.now, Ev::Dispatch(c as u32));
+        }
+    }
+
+    fn cpu_of(&self, t: u32) -> u32 {
+        match self.th[t as usize].st {
+            St::Running(c) => c,
+            _ => unreachable!("step of a thread that is not running"),
+        }
+    }
+
+    /// Advance the running thread `t` through its phases from now.
+    fn step(&mut self, t: u32) {
+        let c = self.cpu_of(t);
+        let ti = t as usize;
+        loop {
+            let phases = &self.w.threads[ti].phases;
+            if self.th[ti].spin.is_some() {
+                // a spin window ended or the lock was released: re-check
+                if self.retry_spin(t, c) {
+                    return;
+                }
+                continue;
+            }
+            let Some(&ph) = phases.get(self.th[ti].phase) else {
+                self.finish(t, c);
+                return;
+            };
+            match ph {
+                Phase::Work(_) => {
+                    self.account_progress(t, c, self.now);
+                    if self.th[ti].remaining > 0 {
+                        self.set_state(t, StateCode::Guest, Some(c));
+                        let rate = self.h.rate(CpuId(c));
+                        let dt = (self.th[ti].remaining as f64 / rate).ceil() as i64;
+                        let g = self.th[ti].gen;
+                        self.at(self.now + dt.max(1), Ev::Step(t, g));
+                        return;
+                    }
+                    self.complete_phase(t);
+                }
+                Phase::Block(ns) => {
+                    self.complete_phase(t);
+                    self.block(t, c, Some(ns));
+                    return;
+                }
+                Phase::Mark => {
+                    self.out.mark(t, self.now);
+                    self.complete_phase(t);
+                }
+                Phase::Acquire(l) => {
+                    let li = self.lock(t, l);
+                    match self.lock_holder[li] {
+                        None => {
+                            self.lock_holder[li] = Some(t);
+                            self.complete_phase(t);
+                        }
+                        Some(h) if h == t => self.complete_phase(t),
+                        Some(_) => {
+                            self.start_spin(t, c, li);
+                            return;
+                        }
+                    }
+                }
+                Phase::Release(l) => {
+                    let li = self.lock(t, l);
+                    if self.lock_holder[li] == Some(t) {
+                        self.lock_holder[li] = None;
+                        self.wake_spinners(li);
+                    }
+                    self.complete_phase(t);
+                }
+                Phase::WaitFor { thread, phase } => {
+                    if self.th[thread.0 as usize].done_phases > phase as usize {
+                        self.complete_phase(t);
+                    } else {
+                        self.th[thread.0 as usize].waiters.push((t, phase as usize));
+                        self.block(t, c, None);
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Entering a phase: a Work phase starts with its full amount.
+    fn load_phase(&mut self, t: u32) {
+        let ti = t as usize;
+        self.th[ti].remaining = match self.w.threads[ti].phases.get(self.th[ti].phase) {
+            Some(Phase::Work(ns)) => (*ns).max(0),
+            _ => 0,
+        };
+        self.th[ti].progress_at = self.now;
+    }
+
+    fn lock(&self, t: u32, l: u32) -> usize {
+        let vm = vm_of(self.w, t).map_or(u32::MAX, |v| v.0);
+        self.lock_index.get(&(vm, l)).copied().unwrap_or(0)
+    }
+
+    fn complete_phase(&mut self, t: u32) {
+        let ti = t as usize;
+        self.th[ti].phase += 1;
+        self.load_phase(t);
+        self.th[ti].done_phases = self.th[ti].phase;
+        if !self.th[ti].waiters.is_empty() {
+            let done = self.th[ti].done_phases;
+            let (ready, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.th[ti].waiters).into_iter().partition(|&(_, p)| done > p);
+            self.th[ti].waiters = keep;
+            for (w, _) in ready {
+                if self.th[w as usize].st == St::Blocked {
+                    self.th[w as usize].gen += 1;
+                    let g = self.th[w as usize].gen;
+                    self.at(self.now, Ev::Unblock(w, g));
+                }
+            }
+        }
+    }
+
+    fn block(&mut self, t: u32, c: u32, dur: Option<i64>) {
+        self.put_off_cpu(c, self.now);
+        let th = &mut self.th[t as usize];
+        th.st = St::Blocked;
+        th.gen += 1;
+        let g = th.gen;
+        self.set_state(t, StateCode::Blocked, None);
+        if let Some(d) = dur {
+            self.at(self.now + d.max(0), Ev::Unblock(t, g));
+        }
+        self.at(self.now, Ev::Dispatch(c));
+    }
+
+    fn finish(&mut self, t: u32, c: u32) {
+        self.put_off_cpu(c, self.now);
+        self.th[t as usize].st = St::Done;
+        self.set_state(t, StateCode::Done, None);
+        self.remaining_threads -= 1;
+        self.at(self.now, Ev::Dispatch(c));
+    }
+
+    // ------------------------------------------------------------ spinning
+
+    fn start_spin(&mut self, t: u32, c: u32, li: usize) {
+        let ti = t as usize;
+        self.th[ti].spin = Some((li, self.now));
+        self.th[ti].retries = 0;
+        self.th[ti].redispatched = false;
+        self.th[ti].excessive_counted = false;
+        self.out.spin_episode_start(t, self.now, self.lock_holder[li]);
+        self.set_state(t, StateCode::Spinning, Some(c));
+        let window = match self.p.spin {
+            SpinResponse::Spin => None,
+            SpinResponse::Yield => Some(self.p.param("ple_window_ns") as i64),
+            _ => Some(self.p.param("spin_budget_ns") as i64),
+        };
+        if let Some(wd) = window {
+            let g = self.th[ti].gen;
+            self.at(self.now + wd.max(0), Ev::Step(t, g));
+        }
+    }
+
+    fn wake_spinners(&mut self, li: usize) {
+        // running spinners on this lock re-check now, in CPU order
+        for c in 0..self.cpus.len() {
+            if let Some(s) = self.cpus[c].cur {
+                if self.th[s as usize].spin.is_some_and(|(l, _)| l == li) {
+                    let g = self.th[s as usize].gen;
+                    let when = self.now.max(self.th[s as usize].run_start);
+                    self.at(when, Ev::Step(s, g));
+                }
+            }
+        }
+    }
+
+    /// The spinner `t` (running on `c`) re-checks its lock. Returns true
+    /// when it must stop stepping (still spinning, or left the CPU).
+    fn retry_spin(&mut self, t: u32, c: u32) -> bool {
+        let ti = t as usize;
+        let (li, since) = self.th[ti].spin.expect("spinning");
+        if self.lock_holder[li].is_none() {
+            self.lock_holder[li] = Some(t);
+            self.out.spin(t, self.now - since.max(self.th[ti].run_start));
+            self.out.spin_episode_end(t, self.now);
+            self.th[ti].spin = None;
+            self.complete_phase(t);
+            self.set_state(t, StateCode::Guest, Some(c));
+            return false;
+        }
+        // still held: the spin response decides
+        match self.p.spin {
+            SpinResponse::Spin => true,
+            SpinResponse::Yield => {
+                self.hypercall(t);
+                self.directed_yield(t, c);
+                true
+            }
+            SpinResponse::Wapd | SpinResponse::Wopd | SpinResponse::Rslp => {
+                self.suspend_spin_call(t, c);
+                true
+            }
+        }
+    }
+
+    fn hypercall(&mut self, t: u32) {
+        self.out.hypercall(t, self.h.costs.hypercall_ns);
+    }
+
+    fn respin(&mut self, t: u32, ns: i64) {
+        let g = self.th[t as usize].gen;
+        self.at(self.now + ns.max(1), Ev::Step(t, g));
+    }
+
+    fn leave_cpu_ready(&mut self, t: u32, c: u32, sub: Sub) {
+        let ti = t as usize;
+        self.th[ti].redispatched = true;
+        self.put_off_cpu(c, self.now);
+        self.th[ti].st = St::Ready;
+        self.th[ti].sub = sub;
+        self.sched.enqueue(ThreadId(t), sub, false);
+        self.set_state(t, StateCode::Preempted, None);
+        self.at(self.now, Ev::Dispatch(c));
+    }
+
+    /// KVM: yield to one eligible sibling (preempted, not itself spinning).
+    fn directed_yield(&mut self, t: u32, c: u32) {
+        let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("ple_window_ns") as i64) };
+        let v = vm.0 as usize;
+        let sib = &self.siblings[v];
+        let n = sib.len();
+        let start = self.last_boosted[v];
+        let target = (1..=n).map(|k| (start + k) % n).find(|&k| {
+            let s = sib[k];
+            s != t && self.th[s as usize].st == St::Ready && self.th[s as usize].spin.is_none()
+        });
+        match target {
+            Some(k) => {
+                self.last_boosted[v] = k;
+                let s = sib[k];
+                self.sched.boost(ThreadId(s));
+                self.leave_cpu_ready(t, c, Sub::ProperReady);
+            }
+            None => self.respin(t, self.p.param("ple_window_ns") as i64),
+        }
+    }
+
+    fn note_redispatch(&mut self, t: u32) {
+        let ti = t as usize;
+        self.th[ti].retries += 1;
+        if self.th[ti].retries as f64 > self.p.param("excess_retries") && !self.th[ti].excessive_counted {
+            self.th[ti].excessive_counted = true;
+            self.out.excessive_spin(t);
+        }
+    }
+
+    /// Umeno et al.'s suspend-spin call and the three responses.
+    fn suspend_spin_call(&mut self, t: u32, c: u32) {
+        let ti = t as usize;
+        let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("respin_ns") as i64) };
+        let v = vm.0 as usize;
+        if self.th[ti].redispatched {
+            // dispatched again, and the lock is still held: an uncleared
+            // re-dispatch (Umeno et al.'s retry)
+            self.th[ti].redispatched = false;
+            self.note_redispatch(t);
+        }
+        self.hypercall(t);
+        let partners: Vec<u32> = self.siblings[v].iter().copied().filter(|&s| s != t).collect();
+        self.out.overhead(self.h.costs.scan_per_partner_ns * partners.len() as i64);
+        let ready = |e: &Self, s: u32| e.th[s as usize].st == St::Ready && !e.th[s as usize].aspw;
+        match self.p.spin {
+            SpinResponse::Wapd => {
+                let dmask: Vec<u32> = partners.iter().copied().filter(|&s| ready(self, s)).collect();
+                if dmask.is_empty() {
+                    return self.respin(t, self.p.param("respin_ns") as i64);
+                }
+                self.th[ti].dmask = dmask;
+                self.th[ti].aspw = true;
+                self.gspw[v] += 1;
+                self.leave_cpu_ready(t, c, Sub::ProperReady);
+            }
+            SpinResponse::Wopd => {
+                if partners.iter().any(|&s| matches!(self.th[s as usize].st, St::Running(_))) {
+                    return self.respin(t, self.p.param("respin_ns") as i64);
+                }
+                if partners.iter().any(|&s| ready(self, s)) {
+                    self.th[ti].aspw = true;
+                    self.gspw[v] += 1;
+                    self.leave_cpu_ready(t, c, Sub::ProperReady);
+                } else {
+                    self.respin(t, self.p.param("respin_ns") as i64);
+                }
+            }
+            _ => {
+                // RSLP: requeue at the tail of the subqueue the ready
+                // partners are in (out-service before slice-end before
+                // proper-ready), so the spinner runs after them.
+                let subs: Vec<Sub> = partners.iter().filter(|&&s| self.th[s as usize].st == St::Ready).map(|&s| self.th[s as usize].sub).collect();
+                let sub = if subs.contains(&Sub::OutService) {
+                    Sub::OutService
+                } else if subs.contains(&Sub::SliceEnd) {
+                    Sub::SliceEnd
+                } else {
+                    Sub::ProperReady
+                };
+                self.leave_cpu_ready(t, c, sub);
+            }
+        }
+    }
+}

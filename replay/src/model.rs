@@ -1,0 +1,118 @@
+//! The replay's inputs: a workload (demand per thread, as phases), a host
+//! and a policy. Ids are newtypes so a vCPU index cannot be mistaken for a
+//! pCPU.
+
+/// Index of a replayed thread (vCPU or plain host thread).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ThreadId(pub u32);
+
+/// Index of a host CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CpuId(pub u32);
+
+/// Index of a VM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct VmId(pub u32);
+
+/// One step of a thread's recorded demand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// CPU work: this many ns at the recorded frequency.
+    Work(i64),
+    /// Off CPU for this long (I/O, timer): open loop.
+    Block(i64),
+    /// Take a spin lock of the thread's VM; spins (per the spin response)
+    /// while a sibling holds it.
+    Acquire(u32),
+    /// Release it.
+    Release(u32),
+    /// A throughput point (transaction end).
+    Mark,
+    /// Wait until `thread` has completed `phase` (a causal wakeup).
+    WaitFor {
+        /// The waker.
+        thread: ThreadId,
+        /// The waker's phase index that wakes us.
+        phase: u32,
+    },
+}
+
+/// A thread to replay.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ThreadSpec {
+    /// Thread id in the capture.
+    pub tid: i64,
+    /// The VM it is a vCPU of (None: plain host thread).
+    pub vm: Option<VmId>,
+    /// vCPU index within the VM.
+    pub vcpu: Option<u32>,
+    /// Demand in order.
+    pub phases: Vec<Phase>,
+    /// When the thread first becomes runnable (ns since replay start).
+    pub start_ns: i64,
+}
+
+/// A VM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmSpec {
+    /// Name.
+    pub name: String,
+    /// Scheduler weight (Xen credit: 256 per vCPU by default).
+    pub weight: u32,
+}
+
+/// Demand to replay.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Workload {
+    /// Threads.
+    pub threads: Vec<ThreadSpec>,
+    /// VMs.
+    pub vms: Vec<VmSpec>,
+}
+
+/// Per-event costs charged to the hypervisor, with defaults typical of a
+/// current x86 KVM host (documented in docs/replay.md).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Costs {
+    /// Switching a pCPU from one thread to another, ns.
+    pub context_switch_ns: i64,
+    /// A hypervisor call (PAUSE exit / suspend-spin call), ns.
+    pub hypercall_ns: i64,
+    /// Scanning one partner in a spin response, ns.
+    pub scan_per_partner_ns: i64,
+    /// Running on another pCPU than last time (cache refill), ns.
+    pub migration_ns: i64,
+}
+
+impl Default for Costs {
+    fn default() -> Self {
+        Costs { context_switch_ns: 2_000, hypercall_ns: 1_500, scan_per_partner_ns: 100, migration_ns: 5_000 }
+    }
+}
+
+/// The host the demand is replayed on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Host {
+    /// Frequency of each pCPU, kHz.
+    pub freq_khz: Vec<u64>,
+    /// Frequency at which the workload was recorded, kHz.
+    pub recorded_khz: u64,
+    /// Elasticity of work time to frequency (−1: CPU bound).
+    pub elasticity: f64,
+    /// Costs.
+    pub costs: Costs,
+}
+
+impl Host {
+    /// `n` identical pCPUs at `khz`, work recorded at `khz`.
+    pub fn uniform(n: usize, khz: u64) -> Self {
+        Host { freq_khz: vec![khz; n], recorded_khz: khz, elasticity: -1.0, costs: Costs::default() }
+    }
+
+    /// Work progress per ns on `cpu` (1.0 at the recorded frequency).
+    pub fn rate(&self, cpu: CpuId) -> f64 {
+        let f = self.freq_khz[cpu.0 as usize] as f64;
+        let r = self.recorded_khz.max(1) as f64;
+        (f / r).powf(-self.elasticity)
+    }
+}

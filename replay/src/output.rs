@@ -1,0 +1,201 @@
+//! What a replay produces: state segments per thread, CPU slices, marks,
+//! spin episodes and the counters behind the metrics. Columns are plain
+//! vectors; the binding turns them into canonical tables.
+
+use crate::model::{Host, Workload};
+
+/// A thread's state in the output timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum StateCode {
+    /// Running guest (or thread) work.
+    Guest = 0,
+    /// Running, spinning on a lock.
+    Spinning = 1,
+    /// Ready, waiting for a CPU.
+    Preempted = 2,
+    /// Blocked (I/O, timer, causal wait).
+    Blocked = 3,
+    /// Finished its demand.
+    Done = 4,
+}
+
+impl StateCode {
+    /// Canonical vcpu_states name.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateCode::Guest => "guest",
+            StateCode::Spinning => "spinning",
+            StateCode::Preempted => "preempted",
+            StateCode::Blocked => "blocked",
+            StateCode::Done => "done",
+        }
+    }
+}
+
+/// Columns of (thread, state, start, end, pcpu).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StateColumns {
+    /// Thread index.
+    pub thread: Vec<u32>,
+    /// State code.
+    pub state: Vec<u8>,
+    /// Start ns.
+    pub start: Vec<i64>,
+    /// End ns.
+    pub end: Vec<i64>,
+    /// pCPU or -1.
+    pub pcpu: Vec<i32>,
+}
+
+/// Replay results.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Output {
+    cur: Vec<(StateCode, i64, i32)>,
+    /// State segments.
+    pub states: StateColumns,
+    /// CPU slices: cpu, thread, start, end.
+    pub slice_cpu: Vec<u32>,
+    /// Thread of each slice.
+    pub slice_thread: Vec<u32>,
+    /// Slice start.
+    pub slice_start: Vec<i64>,
+    /// Slice end.
+    pub slice_end: Vec<i64>,
+    /// Throughput marks: thread, time.
+    pub mark_thread: Vec<u32>,
+    /// Mark time.
+    pub mark_ts: Vec<i64>,
+    /// Spin episodes: thread, start, end, holder thread (-1 unknown), calls, excessive.
+    pub ep_thread: Vec<u32>,
+    /// Episode start.
+    pub ep_start: Vec<i64>,
+    /// Episode end.
+    pub ep_end: Vec<i64>,
+    /// Holder thread or -1.
+    pub ep_holder: Vec<i64>,
+    /// Hypervisor calls in the episode.
+    pub ep_calls: Vec<i64>,
+    open_ep: Vec<Option<usize>>,
+    /// Per thread: CPU ns (including spinning).
+    pub cpu_ns: Vec<i64>,
+    /// Per thread: spinning ns.
+    pub spin_ns: Vec<i64>,
+    /// Per thread: hypervisor calls.
+    pub calls: Vec<i64>,
+    /// Per thread: excessive spins.
+    pub excessive: Vec<i64>,
+    /// Hypervisor/scheduler overhead ns (context switches, calls, scans).
+    pub overhead_ns: i64,
+    /// Simulated end time.
+    pub end_ns: i64,
+    /// Events processed.
+    pub events: u64,
+    /// pCPU count.
+    pub pcpus: usize,
+}
+
+impl Output {
+    pub(crate) fn new(w: &Workload, h: &Host) -> Self {
+        let n = w.threads.len();
+        Output {
+            cur: w.threads.iter().map(|t| (StateCode::Blocked, t.start_ns.min(0), -1)).collect(),
+            open_ep: vec![None; n],
+            cpu_ns: vec![0; n],
+            spin_ns: vec![0; n],
+            calls: vec![0; n],
+            excessive: vec![0; n],
+            pcpus: h.freq_khz.len(),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn thread_state(&mut self, t: u32, code: StateCode, now: i64, pcpu: Option<u32>) {
+        let p = pcpu.map_or(-1, |c| c as i32);
+        let (c0, s0, p0) = self.cur[t as usize];
+        if c0 == code && p0 == p {
+            return;
+        }
+        if now > s0 {
+            self.states.thread.push(t);
+            self.states.state.push(c0 as u8);
+            self.states.start.push(s0);
+            self.states.end.push(now);
+            self.states.pcpu.push(p0);
+        }
+        self.cur[t as usize] = (code, now.max(s0), p);
+    }
+
+    pub(crate) fn ran(&mut self, t: u32, c: u32, start: i64, end: i64) {
+        if end > start {
+            self.slice_cpu.push(c);
+            self.slice_thread.push(t);
+            self.slice_start.push(start);
+            self.slice_end.push(end);
+            self.cpu_ns[t as usize] += end - start;
+        }
+    }
+
+    pub(crate) fn spin(&mut self, t: u32, ns: i64) {
+        self.spin_ns[t as usize] += ns.max(0);
+    }
+
+    pub(crate) fn mark(&mut self, t: u32, ts: i64) {
+        self.mark_thread.push(t);
+        self.mark_ts.push(ts);
+    }
+
+    pub(crate) fn overhead(&mut self, ns: i64) {
+        self.overhead_ns += ns;
+    }
+
+    pub(crate) fn hypercall(&mut self, t: u32, ns: i64) {
+        self.calls[t as usize] += 1;
+        self.overhead_ns += ns;
+        if let Some(i) = self.open_ep[t as usize] {
+            self.ep_calls[i] += 1;
+        }
+    }
+
+    pub(crate) fn spin_episode_start(&mut self, t: u32, now: i64, holder: Option<u32>) {
+        self.open_ep[t as usize] = Some(self.ep_thread.len());
+        self.ep_thread.push(t);
+        self.ep_start.push(now);
+        self.ep_end.push(now);
+        self.ep_holder.push(holder.map_or(-1, |h| h as i64));
+        self.ep_calls.push(0);
+    }
+
+    pub(crate) fn spin_episode_end(&mut self, t: u32, now: i64) {
+        if let Some(i) = self.open_ep[t as usize].take() {
+            self.ep_end[i] = now;
+        }
+    }
+
+    pub(crate) fn excessive_spin(&mut self, t: u32) {
+        self.excessive[t as usize] += 1;
+    }
+
+    pub(crate) fn finish(&mut self, end: i64) {
+        self.end_ns = end;
+        for t in 0..self.cur.len() {
+            let (c, _, _) = self.cur[t];
+            self.thread_state(t as u32, if c == StateCode::Done { StateCode::Done } else { StateCode::Blocked }, end, None);
+            // close the last segment explicitly
+            let (c0, s0, p0) = self.cur[t];
+            if end > s0 {
+                self.states.thread.push(t as u32);
+                self.states.state.push(c0 as u8);
+                self.states.start.push(s0);
+                self.states.end.push(end);
+                self.states.pcpu.push(p0);
+            }
+            self.cur[t].1 = end;
+        }
+        for i in 0..self.open_ep.len() {
+            if let Some(e) = self.open_ep[i].take() {
+                self.ep_end[e] = end;
+            }
+        }
+    }
+}

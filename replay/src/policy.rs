@@ -1,0 +1,116 @@
+//! Policy names and parameters, validated once (names in errors list the
+//! allowed values and the bad one).
+
+use std::collections::BTreeMap;
+
+/// Which scheduler dispatches threads on pCPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedulerKind {
+    /// CFS-like proportional share (the default; KVM hosts run CFS).
+    Fair,
+    /// Xen's credit scheduler.
+    Credit,
+}
+
+/// What a vCPU does when it finds its lock held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpinResponse {
+    /// Spin natively until the lock is free or the slice ends.
+    Spin,
+    /// KVM directed yield after a PAUSE-loop window.
+    Yield,
+    /// Wait until all ready partners have been dispatched (Umeno et al.).
+    Wapd,
+    /// Wait until one ready partner has been dispatched.
+    Wopd,
+    /// Requeue the spinner behind its partners' subqueue.
+    Rslp,
+}
+
+/// A full policy: scheduler + spin response + numeric parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    /// Scheduler.
+    pub scheduler: SchedulerKind,
+    /// Spin response.
+    pub spin: SpinResponse,
+    /// Numeric parameters (see [`Policy::param`] for names and defaults).
+    pub params: BTreeMap<String, f64>,
+}
+
+/// Parameter names with their defaults and meaning.
+pub const PARAMS: &[(&str, f64, &str)] = &[
+    ("sched_latency_ns", 6e6, "fair: target latency; slice = latency / runnable threads"),
+    ("min_granularity_ns", 0.75e6, "fair: minimum slice"),
+    ("wakeup_granularity_ns", 1e6, "fair: a woken thread preempts when its vruntime is this much smaller"),
+    ("credit_slice_ns", 30e6, "credit: time slice"),
+    ("credit_tick_ns", 10e6, "credit: tick (BOOST ends, credits burn)"),
+    ("credit_acct_ns", 30e6, "credit: accounting period (credits refill)"),
+    ("ple_window_ns", 20e3, "yield: PAUSE-loop window before a PLE exit"),
+    ("spin_budget_ns", 0.0, "wapd/wopd/rslp: native spin before the first suspend-spin call (0 as in the paper)"),
+    ("respin_ns", 10e3, "wapd/wopd/rslp: spin after a call that resumed the spinner, before calling again"),
+    ("excess_retries", 3.0, "uncleared re-dispatches of one episode that count as an excessive spin"),
+];
+
+impl Policy {
+    /// Parse `scheduler[+spin]` or `spin` (default scheduler `fair`).
+    pub fn parse(name: &str) -> Result<Policy, String> {
+        let mut scheduler = SchedulerKind::Fair;
+        let mut spin = SpinResponse::Spin;
+        for part in name.split('+') {
+            match part {
+                "fair" => scheduler = SchedulerKind::Fair,
+                "credit" => scheduler = SchedulerKind::Credit,
+                "spin" => spin = SpinResponse::Spin,
+                "yield" => spin = SpinResponse::Yield,
+                "wapd" => spin = SpinResponse::Wapd,
+                "wopd" => spin = SpinResponse::Wopd,
+                "rslp" => spin = SpinResponse::Rslp,
+                other => {
+                    return Err(format!(
+                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, credit and spin responses spin, yield, wapd, wopd, rslp (e.g. credit+wapd)"
+                    ))
+                }
+            }
+        }
+        Ok(Policy { scheduler, spin, params: BTreeMap::new() })
+    }
+
+    /// Set a parameter, refusing unknown names and bad values.
+    pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
+        if !PARAMS.iter().any(|(k, _, _)| *k == key) {
+            let names: Vec<&str> = PARAMS.iter().map(|(k, _, _)| *k).collect();
+            return Err(format!("parameter {key:?} is not a replay engine parameter (allowed: {})", names.join(", ")));
+        }
+        if !value.is_finite() || value < 0.0 {
+            return Err(format!("parameter {key}: {value} must be a finite number >= 0"));
+        }
+        self.params.insert(key.to_string(), value);
+        Ok(())
+    }
+
+    /// A parameter's value (set, else its default).
+    pub fn param(&self, key: &str) -> f64 {
+        self.params.get(key).copied().unwrap_or_else(|| PARAMS.iter().find(|(k, _, _)| *k == key).map_or(0.0, |p| p.1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_compositions_and_rejects_unknown_names() {
+        assert_eq!(Policy::parse("wapd").unwrap().scheduler, SchedulerKind::Fair);
+        let p = Policy::parse("credit+rslp").unwrap();
+        assert_eq!((p.scheduler, p.spin), (SchedulerKind::Credit, SpinResponse::Rslp));
+        let e = Policy::parse("fair+magic").unwrap_err();
+        assert!(e.contains("\"magic\"") && e.contains("wapd"));
+        let mut p = Policy::parse("fair").unwrap();
+        assert!(p.set("nope", 1.0).unwrap_err().contains("allowed"));
+        assert!(p.set("ple_window_ns", -1.0).is_err());
+        p.set("ple_window_ns", 5e3).unwrap();
+        assert_eq!(p.param("ple_window_ns"), 5e3);
+        assert_eq!(p.param("credit_slice_ns"), 30e6);
+    }
+}

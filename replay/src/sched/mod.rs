@@ -1,0 +1,43 @@
+//! Schedulers: a narrow hook trait; the engine owns threads, clock and
+//! bookkeeping, a scheduler only orders the ready threads.
+
+pub mod credit;
+pub mod fair;
+
+use crate::model::ThreadId;
+
+/// Where a ready thread is queued, in the vocabulary of Umeno et al.'s
+/// three subqueues; each scheduler maps it onto its own structure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sub {
+    /// Proper-ready: woken or yielding threads.
+    ProperReady,
+    /// Time-slice end: preempted after a full slice.
+    SliceEnd,
+    /// Out-service: run after everything else that is ready.
+    OutService,
+}
+
+/// The scheduler hooks.
+pub trait Scheduler {
+    /// `t` became ready (`woken`: after blocking).
+    fn enqueue(&mut self, t: ThreadId, sub: Sub, woken: bool);
+    /// The first ready thread for which `eligible` holds; it is removed.
+    fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId>;
+    /// The slice `t` gets now, with `ready` threads waiting.
+    fn slice_ns(&self, t: ThreadId, ready: usize) -> i64;
+    /// `t` ran for `ns`.
+    fn charge(&mut self, t: ThreadId, ns: i64);
+    /// Directed yield: make `t` the next pick.
+    fn boost(&mut self, t: ThreadId);
+    /// Should a newly woken `woken` preempt `running`?
+    fn preempts(&self, woken: ThreadId, running: ThreadId) -> bool;
+    /// Periodic bookkeeping every [`tick_ns`](Self::tick_ns), if any.
+    fn tick(&mut self, _now: i64) {}
+    /// Tick period.
+    fn tick_ns(&self) -> Option<i64> {
+        None
+    }
+    /// Number of ready threads.
+    fn ready(&self) -> usize;
+}

@@ -1,0 +1,62 @@
+"""The import, info and sql commands as a user runs them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import cratrace, report_counts
+
+
+@pytest.fixture(scope="module")
+def cap(fixtures_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("cli") / "cap"
+    cratrace("import", fixtures_dir / "trappy_idle.dat", "-o", out, "-q", check=True)
+    return out
+
+
+def test_info_json_lists_events_time_range_and_sources(cap, fixtures_dir):
+    p = cratrace("info", cap, "--json")
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["events"] == report_counts(fixtures_dir / "trappy_idle.dat")
+    assert info["cpus"] == 6 and info["clock"] == "local"
+    assert info["duration_s"] > 0
+    assert info["sources"][0]["kind"] == "tracedat"
+    assert info["lost_events"]["total"] == 0
+
+
+def test_info_human_output_names_tables(cap):
+    p = cratrace("info", cap)
+    assert p.returncode == 0
+    assert "sched_switch" in p.stdout and "lost events" in p.stdout
+
+
+def test_sql_formats(cap):
+    q = "SELECT next_comm, count(*) AS n FROM sched_switch GROUP BY 1 ORDER BY n DESC, next_comm LIMIT 3"
+    rows = json.loads(cratrace("sql", cap, q, "--format", "json", check=True).stdout)
+    assert len(rows) == 3 and rows[0]["n"] >= rows[1]["n"]
+    csv = cratrace("sql", cap, q, "--format", "csv", check=True).stdout.splitlines()
+    assert csv[0] == "next_comm,n" and len(csv) == 4
+    table = cratrace("sql", cap, q, check=True).stdout
+    assert rows[0]["next_comm"] in table
+
+
+def test_bad_query_is_one_line_exit_2(cap):
+    p = cratrace("sql", cap, "SELECT nope FROM sched_switch")
+    assert p.returncode == 2
+    assert "query failed" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) <= 2
+
+
+def test_not_a_capture(tmp_path):
+    p = cratrace("info", tmp_path)
+    assert p.returncode == 2 and "not a capture" in p.stderr
+
+
+def test_help_teaches_the_pipeline():
+    p = cratrace("--help")
+    assert p.returncode == 0
+    for word in ("import", "info", "sql"):
+        assert word in p.stdout

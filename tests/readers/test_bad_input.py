@@ -1,0 +1,135 @@
+"""Damaged and foreign inputs: one-line errors with byte offsets, exit
+codes, salvage of what can be read, and never a traceback or a partial
+capture. Damage is made here from a real fixture, byte by byte."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import cratrace
+
+
+@pytest.fixture
+def v6(fixtures_dir) -> bytes:
+    return (fixtures_dir / "lisa_sched_load.dat").read_bytes()
+
+
+def _cpu_table(data: bytes) -> tuple[int, list[tuple[int, int]]]:
+    """(position of the table, [(offset, size)] per CPU) of a v6 file."""
+    at = data.index(b"flyrecord\0") + 10
+    return at, [struct.unpack_from("<QQ", data, at + 16 * i) for i in range(6)]
+
+
+def _one_line_error(p, exit_code=2):
+    assert p.returncode == exit_code, p.stderr
+    assert "Traceback" not in p.stderr and "panicked" not in p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    return lines
+
+
+def _events(cap: Path) -> int:
+    return sum(json.loads((cap / "capture.json").read_text())["events"].values())
+
+
+def test_zero_length_file(tmp_path):
+    f = tmp_path / "empty.dat"
+    f.write_bytes(b"")
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    (line,) = _one_line_error(p)
+    assert "empty.dat" in line and "at byte 0" in line and "empty" in line
+    assert not (tmp_path / "cap").exists()
+
+
+def test_not_a_trace(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("just some text\n")
+    (line,) = _one_line_error(cratrace("import", f, "-o", tmp_path / "cap"))
+    assert "notes.txt" in line and "not a trace format" in line
+
+
+def test_garbage_after_the_header(v6, tmp_path):
+    f = tmp_path / "garbage.dat"
+    f.write_bytes(v6[:16] + bytes(range(256)) * 8)
+    (line,) = _one_line_error(cratrace("import", f, "-o", tmp_path / "cap"))
+    assert "garbage.dat" in line and "at byte" in line and "ERR:" in line
+    assert not list(tmp_path.glob(".cap*")), "temporary output must be cleaned up"
+
+
+def test_truncated_file_salvages_complete_pages(v6, fixtures_dir, tmp_path):
+    full = tmp_path / "full"
+    cratrace("import", fixtures_dir / "lisa_sched_load.dat", "-o", full, check=True)
+    f = tmp_path / "trunc.dat"
+    f.write_bytes(v6[:-10_000])
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    (line,) = _one_line_error(p, exit_code=1)
+    assert "truncated" in line and "at byte" in line
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    lost = meta["sources"][0]["summary"]["truncated_bytes"]
+    assert lost >= 10_000 and lost % 4096 == 0  # whole pages are lost, partial ones dropped
+    assert 0 < _events(tmp_path / "cap") < _events(full)
+
+
+def test_corrupted_page_header_skips_only_that_page(v6, fixtures_dir, tmp_path):
+    full = tmp_path / "full"
+    cratrace("import", fixtures_dir / "lisa_sched_load.dat", "-o", full, check=True)
+    _, cpus = _cpu_table(v6)
+    off, size = next((o, s) for o, s in cpus if s > 0)
+    data = bytearray(v6)
+    data[off + 8 : off + 16] = struct.pack("<Q", 0x0FFFFFF)  # commit far beyond the page
+    f = tmp_path / "badpage.dat"
+    f.write_bytes(bytes(data))
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    lines = _one_line_error(p, exit_code=1)
+    assert any(f"at byte {off}" in line and "corrupt page header" in line for line in lines), lines
+    assert 0 < _events(tmp_path / "cap") < _events(full)
+
+
+def test_cpu_section_pointing_past_eof(v6, tmp_path):
+    at, cpus = _cpu_table(v6)
+    data = bytearray(v6)
+    i = next(i for i, (_, s) in enumerate(cpus) if s > 0)
+    struct.pack_into("<Q", data, at + 16 * i, len(v6) + 123_456)
+    f = tmp_path / "pasteof.dat"
+    f.write_bytes(bytes(data))
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    (line,) = _one_line_error(p, exit_code=1)
+    assert "pasteof.dat" in line and "missing" in line
+    assert _events(tmp_path / "cap") > 0  # the other CPUs are still read
+
+
+def test_untypeable_field_loses_only_that_field(fixtures_dir, tmp_path):
+    data = (fixtures_dir / "trappy_idle.dat").read_bytes()
+    fmt_at = data.index(b"name: cpu_idle")
+    field_at = data.index(b"field:u32 state;", fmt_at)
+    size_at = data.index(b"size:4;", field_at)
+    f = tmp_path / "oddfield.dat"
+    f.write_bytes(data[:size_at] + b"size:3;" + data[size_at + 7 :])
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    lines = _one_line_error(p, exit_code=1)
+    assert any("cpu_idle.state" in line for line in lines)
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert [(d["event"], d["field"]) for d in meta["dropped_fields"]] == [("cpu_idle", "state")]
+    import polars as pl
+
+    df = pl.read_parquet(tmp_path / "cap" / "events" / "cpu_idle.parquet")
+    assert "state" not in df.columns and "cpu_id" in df.columns and df.height > 0
+
+
+def test_existing_capture_is_kept_without_force_and_replaced_with_it(fixtures_dir, tmp_path):
+    out = tmp_path / "cap"
+    cratrace("import", fixtures_dir / "trappy_idle.dat", "-o", out, check=True)
+    before = (out / "capture.json").read_text()
+    (line,) = _one_line_error(cratrace("import", fixtures_dir / "trappy_raw.dat", "-o", out))
+    assert "already exists" in line and "--force" in line
+    assert (out / "capture.json").read_text() == before
+    cratrace("import", fixtures_dir / "trappy_raw.dat", "-o", out, "--force", check=True)
+    assert "bprint" in json.loads((out / "capture.json").read_text())["events"]
+    # a failed forced import leaves the old capture in place
+    bad = tmp_path / "bad.dat"
+    bad.write_bytes(b"\x17\x08\x44tracing6\0\0\x08")
+    _one_line_error(cratrace("import", bad, "-o", out, "--force"))
+    assert "bprint" in json.loads((out / "capture.json").read_text())["events"]

@@ -1,0 +1,96 @@
+"""Replays of a lab capture recorded here: outputs, determinism, fidelity
+reporting, and the behaviour the spin-reduction methods are known for."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from cratrace.replay import extract_workload, replay_capture
+from cratrace.replay.workload import ACQUIRE, MARK, RELEASE, WORK
+from cratrace.tables import MODEL_TABLES
+from tests.helpers import cratrace as run_cli
+from tests.model.conftest import lab_capture  # noqa: F401  (session fixture)
+
+POLICIES = ["fair", "fair+spin", "yield", "wapd", "wopd", "rslp", "credit"]
+
+
+@pytest.fixture(scope="module")
+def replays(lab_capture, tmp_path_factory):  # noqa: F811
+    out = tmp_path_factory.mktemp("replays")
+    return out, replay_capture(lab_capture, POLICIES, out)
+
+
+def test_workload_has_every_transaction_under_the_lock(lab_capture):  # noqa: F811
+    w = extract_workload(lab_capture)
+    marks = sum(1 for k in w.phase_kind if k == MARK)
+    assert marks == sum(w.recorded_marks.values()) > 100
+    assert w.phase_kind.count(ACQUIRE) == w.phase_kind.count(RELEASE) == marks
+    assert all(k != WORK or a > 0 for k, a in zip(w.phase_kind, w.phase_a))
+    assert 50_000 < w.critical_ns["vm0"] < 1_000_000, "lab critical sections are 100 µs plus marker writes"
+
+
+def test_outputs_are_canonical_tables_and_metrics(replays):
+    out, res = replays
+    for p in POLICIES:
+        d = out / p
+        for name, t in MODEL_TABLES.items():
+            assert pl.read_parquet(d / "model" / f"{name}.parquet").columns == t.column_names, (p, name)
+        m = json.loads((d / "metrics.json").read_text())
+        for k in ("cpu_s", "spin_s", "throughput_per_s", "excessive_spins"):
+            assert all(k in v for v in m["vms"].values())
+        for k in ("etr", "itr", "guest_util_pct", "hypercalls_per_busy_s", "sched_overhead_pct"):
+            assert k in m["host"]
+        assert {"cpu_time_err_pct", "throughput_err_pct", "passed"} <= set(m["fidelity"])
+        assert m["events"] > 0 and "seed" in m and "wall_s" in json.loads((d / "run.json").read_text())
+
+
+def test_every_transaction_is_replayed_and_vcpu_timelines_are_gap_free(replays, lab_capture):  # noqa: F811
+    out, res = replays
+    recorded = sum(lab_capture.model["markers"].collect().filter(pl.col("name") == "txn_end").group_by("vm").len()["len"])
+    for p in POLICIES:
+        assert sum(v["marks"] for v in res[p]["vms"].values()) == recorded, p
+        vs = pl.read_parquet(out / p / "model" / "vcpu_states.parquet").sort("vm", "vcpu", "start")
+        gaps = vs.group_by("vm", "vcpu").agg(((pl.col("start") - pl.col("end").shift(1)).drop_nulls() == 0).all().alias("ok"))
+        assert gaps["ok"].all(), p
+        sl = pl.read_parquet(out / p / "model" / "cpu_slices.parquet").sort("cpu", "start")
+        assert sl.group_by("cpu").agg(((pl.col("start") - pl.col("end").shift(1)).drop_nulls() == 0).all().alias("ok"))["ok"].all(), p
+
+
+def test_same_inputs_and_seed_give_byte_identical_outputs(lab_capture, tmp_path):  # noqa: F811
+    a, b = tmp_path / "a", tmp_path / "b"
+    replay_capture(lab_capture, ["wapd", "credit"], a, seed=7)
+    replay_capture(lab_capture, ["wapd", "credit"], b, seed=7)
+    for p in ("wapd", "credit"):
+        for f in sorted((a / p).rglob("*")):
+            if f.is_file() and f.name != "run.json":
+                assert f.read_bytes() == (b / p / f.relative_to(a / p)).read_bytes(), f
+
+
+def test_fidelity_is_measured_and_reported_not_hidden(replays):
+    _, res = replays
+    f = res["fair"]["fidelity"]
+    assert f["gate_applies"] is True
+    assert f["cpu_time_err_pct"] >= 0 and f["throughput_err_pct"] >= 0
+    assert f["passed"] == (f["cpu_time_err_pct"] <= 5 and f["throughput_err_pct"] <= 5)
+    assert res["wapd"]["fidelity"]["gate_applies"] is False
+
+
+def test_spin_responses_change_spin_waste_and_calls(replays):
+    _, res = replays
+    spin = {p: sum(v["spin_s"] for v in res[p]["vms"].values()) for p in POLICIES}
+    assert spin["wapd"] < spin["fair"], spin
+    assert res["fair"]["host"]["hypercalls"] == 0
+    assert res["wapd"]["host"]["hypercalls"] > 0 and res["yield"]["host"]["hypercalls"] > 0
+
+
+def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: F811
+    p = run_cli("replay", lab_capture.path, "-o", tmp_path / "r", "-p", "fair", "--json")
+    m = json.loads(p.stdout)["fair"]
+    assert p.returncode == (0 if m["fidelity"]["passed"] else 1)
+    bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r2", "-p", "fair+magic")
+    assert bad.returncode == 2 and "magic" in bad.stderr and "allowed" in bad.stderr
+    bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r3", "--set", "nonsense=1")
+    assert bad.returncode == 2 and "unknown setting" in bad.stderr

@@ -1,0 +1,88 @@
+"""The report on a real lab capture and its replays, in a real headless
+Chromium: loads without console errors, charts render, screenshot taken."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import polars as pl
+import pytest
+
+from cratrace.replay import replay_capture
+from cratrace.report import build_report
+from cratrace.report.energy import energy
+from tests.helpers import cratrace as run_cli
+from tests.model.conftest import lab_capture  # noqa: F401
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def report(lab_capture, tmp_path_factory):  # noqa: F811
+    d = tmp_path_factory.mktemp("report")
+    replay_capture(lab_capture, ["fair", "wapd", "rslp"], d / "replays")
+    html = d / "report.html"
+    rep = build_report(lab_capture, d / "replays", html, tables_dir=d / "tables")
+    return d, rep
+
+
+def test_summary_compares_every_run_and_marks_the_best(report):
+    d, rep = report
+    assert rep["summary"]["run"].to_list() == ["recorded", "fair", "rslp", "wapd"]
+    assert set(rep["best"]) >= {"ETR /s", "spin s"}
+    assert len(rep["sentences"]) == 3
+    for name in ("summary", "energy", "energy_per_core", "energy_series", "billing", "throughput_per_vm"):
+        assert (d / "tables" / f"{name}.csv").is_file() and (d / "tables" / f"{name}.parquet").is_file()
+
+
+def test_energy_is_conserved_with_idle_as_its_own_row(lab_capture):  # noqa: F811
+    per, tot = energy(lab_capture.model["cpu_slices"].collect(), lab_capture.model["threads"].collect())
+    assert tot["conserved"] and tot["total_j"] > 0
+    owners = set(per["owner"])
+    assert {"idle", "vm0", "vm1"} <= owners
+    assert per["joules"].sum() == pytest.approx(sum(tot["per_core_j"]), rel=1e-12)
+
+
+def test_trace_strings_are_escaped(lab_capture, tmp_path):  # noqa: F811
+    import shutil as sh
+
+    cap = tmp_path / "cap"
+    sh.copytree(lab_capture.path, cap)
+    th = pl.read_parquet(cap / "model" / "threads.parquet").with_columns(pl.when(pl.col("vm") == "vm0").then(pl.lit("<script>alert(1)</script>")).otherwise(pl.col("vm")).alias("vm"))
+    th.write_parquet(cap / "model" / "threads.parquet")
+    vs = pl.read_parquet(cap / "model" / "vcpu_states.parquet").with_columns(pl.when(pl.col("vm") == "vm0").then(pl.lit("<script>alert(1)</script>")).otherwise(pl.col("vm")).alias("vm"))
+    vs.write_parquet(cap / "model" / "vcpu_states.parquet")
+    out = tmp_path / "r.html"
+    build_report(cap, None, out)
+    text = out.read_text()
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text
+    assert "<script>alert(1)</script>" not in text
+
+
+def test_markdown_and_cli(lab_capture, tmp_path):  # noqa: F811
+    p = run_cli("report", lab_capture.path, "--format", "md", "-o", "-")
+    assert p.returncode == 0 and "## Billing" in p.stdout and "reconciled" in p.stdout
+    out = tmp_path / "r.html"
+    assert run_cli("report", lab_capture.path, "-o", out).returncode == 0
+    again = run_cli("report", lab_capture.path, "-o", out)
+    assert again.returncode == 2 and "--force" in again.stderr
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
+def test_report_renders_in_headless_chromium(report, tmp_path):
+    d, _ = report
+    page = (d / "report.html").as_uri()
+    prof = tmp_path / "profile"
+    dom = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", page], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-500:]
+    # plotly drew its SVG charts
+    assert dom.stdout.count('class="main-svg"') >= 5, "charts did not render"
+    console_errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("Error" in line or "Uncaught" in line)]
+    assert console_errors == []
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--window-size=1280,2400", "--virtual-time-budget=5000", f"--screenshot={shot}", page], capture_output=True, timeout=120)
+    assert shot.is_file() and shot.stat().st_size > 20_000
+    shutil.copy(shot, d / "report.png")
