@@ -192,9 +192,20 @@ def _int(s):
 
 
 def _tsc_hz() -> int | None:
+    """The TSC rate the kernel uses: sysfs when exported, else its boot-time
+    calibration from the kernel log (refined value preferred); None when
+    neither is readable (e.g. dmesg restricted)."""
     khz = _int(_read(Path("/sys/devices/system/cpu/cpu0/tsc_freq_khz")))
     if khz:
         return khz * 1000
+    return tsc_hz_from_kernel_log(_run(["dmesg"]) or "")
+
+
+def tsc_hz_from_kernel_log(log: str) -> int | None:
+    for pattern in (r"tsc: Refined TSC clocksource calibration: ([0-9.]+) MHz", r"tsc: Detected ([0-9.]+) MHz"):
+        found = re.findall(pattern, log)
+        if found:
+            return int(round(float(found[-1]) * 1e6))
     return None
 
 
@@ -404,7 +415,34 @@ class Capture:
 
 
 def overruns(trace_cmd_stderr: str) -> int:
-    return sum(int(m) for m in re.findall(r"overrun:\s*(\d+)", trace_cmd_stderr))
+    return sum(int(m) for m in re.findall(r"^overrun:\s*(\d+)", trace_cmd_stderr, re.M))
+
+
+def buffer_stats(report_stat: str) -> dict[str, dict[str, int]]:
+    """Per-CPU ring-buffer statistics from `trace-cmd report --stat`:
+    {cpu: {"overrun", "commit_overrun", "dropped_events"}}. trace-cmd 3.x
+    stores them in trace.dat instead of printing them when recording; when
+    several snapshots are stored the last (end of capture) wins."""
+    per_cpu: dict[str, dict[str, int]] = {}
+    cpu = None
+    for line in report_stat.splitlines():
+        line = line.strip()
+        if m := re.fullmatch(r"CPU:\s*(\d+)", line):
+            cpu = m.group(1)
+            per_cpu[cpu] = {}
+        elif cpu is not None and (m := re.fullmatch(r"(overrun|commit overrun|dropped events):\s*(\d+)", line)):
+            per_cpu[cpu][m.group(1).replace(" ", "_")] = int(m.group(2))
+    return per_cpu
+
+
+def tracedat_lost_events(path: Path) -> dict:
+    """Lost events recorded in trace.dat's buffer statistics (None if unreadable)."""
+    out = _run(["trace-cmd", "report", "--stat", "-i", str(path)], timeout=60)
+    if out is None:
+        return {"trace_cmd_overruns": None, "dropped": None, "per_cpu": None}
+    per_cpu = buffer_stats(out)
+    return {"trace_cmd_overruns": sum(c.get("overrun", 0) + c.get("commit_overrun", 0) for c in per_cpu.values()),
+            "dropped": sum(c.get("dropped_events", 0) for c in per_cpu.values()), "per_cpu": per_cpu}
 
 
 def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None = None, duration: float = 10.0, max_size: str = "1G", perf_stat: bool = True, perf_record: bool = False, use_xentrace: bool = False, buffer_kb: int = 8192, interval_ms: int = 100, force: bool = False, command: list[str] | None = None, preset_dir: Path = PRESET_DIR, workload_popen=None) -> dict:
@@ -417,6 +455,8 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     wanted = validate_events(list(events) if events else list(preset.get("ftrace_events", [])))
     limit = parse_size(max_size)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"{out}: exists and is not a directory")
     if out.exists() and any(out.iterdir()):
         if not force:
             raise CollectError(f"{out}: exists and is not empty; pass --force to overwrite")
@@ -452,6 +492,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
 
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.time()
+    self_ru0 = resource.getrusage(resource.RUSAGE_SELF)
     workload = None
     restore_problems: list[str] = []
     try:
@@ -487,13 +528,23 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         for s, h in old.items():
             signal.signal(s, h)
     elapsed = time.time() - t0
+    self_ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    self_cpu_s = (self_ru1.ru_utime - self_ru0.ru_utime) + (self_ru1.ru_stime - self_ru0.ru_stime)
+    # The data file the chosen backend must have written; without it the
+    # capture failed, whatever the tools' exit codes said.
+    primary = {"trace-cmd": "trace.dat", "perf-record": "perf.data", "xentrace": "xentrace.bin"}
+    for name, p in cap.children:
+        if name in primary and not ((out / primary[name]).is_file() and (out / primary[name]).stat().st_size > 0):
+            tail = " | ".join(errors.get(name, "").strip().splitlines()[-2:]) or f"exit status {p.returncode}"
+            raise CollectError(f"{name} wrote no {primary[name]} ({tail}); partial output left in {out}")
     files = []
     kinds = {"trace.dat": "tracedat", "perf.data": "perfdata", "perf-stat.csv": "perfstat", "xentrace.bin": "xentrace", "host.json": "host"}
     for name, kind in kinds.items():
         p = out / name
         if p.is_file() and p.stat().st_size > 0:
             files.append({"path": name, "kind": kind, "sha256": _sha256(p), "bytes": p.stat().st_size})
-    cpu_s = sum(cap.rusage.values())
+    cpu_s = sum(cap.rusage.values()) + self_cpu_s
+    lost = tracedat_lost_events(out / "trace.dat") if (out / "trace.dat").is_file() else {"trace_cmd_overruns": 0}
     manifest = {
         "format": "cratrace-raw",
         "version": 1,
@@ -507,8 +558,11 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         "tools": {"trace-cmd": _version(["trace-cmd", "--version"]) if not perf_record else None, "perf": _version(["perf", "--version"]), "xentrace": "present" if use_xentrace else None, "python": platform.python_version()},
         "cpu_hz": (host.get("xen") or {}).get("cpu_hz"),
         "perf_stat_start_monotonic_ns": cap.perf_stat_start_ns,
-        "lost_events": {"trace_cmd_overruns": overruns(errors.get("trace-cmd", ""))},
-        "collector_overhead": {"cpu_s": round(cpu_s, 3), "pct_of_one_cpu": round(100 * cpu_s / max(elapsed, 1e-9), 2)},
+        "lost_events": lost,
+        # Tools plus this process; pct is of the whole machine (all CPUs).
+        "collector_overhead": {"cpu_s": round(cpu_s, 3), "tools_cpu_s": {k: round(v, 3) for k, v in cap.rusage.items()},
+                               "pct_of_one_cpu": round(100 * cpu_s / max(elapsed, 1e-9), 2),
+                               "pct": round(100 * cpu_s / max(elapsed, 1e-9) / (os.cpu_count() or 1), 2)},
         "tracing_state_restored": not restore_problems,
         "restore_problems": restore_problems,
         "tool_errors": {k: v.strip().splitlines()[-3:] for k, v in errors.items() if v.strip() and not files},
@@ -553,6 +607,9 @@ def main(argv: list[str] | None = None) -> int:
     except CollectError as e:
         print(f"cratrace-collect: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # ^C before the capture's own handler was installed
+        print("cratrace-collect: interrupted before capturing; nothing recorded", file=sys.stderr)
+        return 130
     print(f"captured {len(m['files'])} files in {m['duration_s']} s ({m['stop_reason']}); missing events: {', '.join(m['events']['missing']) or 'none'}; "
           f"overruns: {m['lost_events']['trace_cmd_overruns']}; collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU")
     return 0

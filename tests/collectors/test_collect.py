@@ -128,6 +128,49 @@ def test_bad_options_are_one_line_errors(tmp_path, monkeypatch):
 def test_missing_events_are_reported_and_skipped(tracing_lock, tmp_path):
     m = cc.collect(tmp_path / "raw", "kvm-sched", events=["sched:sched_switch", "nosuchsys:nosuchevent"], duration=0.5, perf_stat=False)
     assert m["events"]["missing"] == ["nosuchsys:nosuchevent"] and m["events"]["recorded"] == ["sched:sched_switch"]
+    # Lost events come from the buffer statistics trace-cmd stored in trace.dat:
+    # one entry per CPU of this machine, and the totals are their sums.
+    lost = m["lost_events"]
+    assert sorted(lost["per_cpu"], key=int) == [str(c) for c in range(os.cpu_count())]
+    assert lost["trace_cmd_overruns"] == sum(c["overrun"] + c["commit_overrun"] for c in lost["per_cpu"].values())
+    # The collector's own CPU time counts, not only its tools'.
+    ov = m["collector_overhead"]
+    assert ov["cpu_s"] > sum(ov["tools_cpu_s"].values()) and 0 < ov["pct"] <= ov["pct_of_one_cpu"]
+
+
+def test_buffer_stats_parse_trace_cmd_report_stat():
+    text = "cpus=2\n\nCPU: 0\nentries: 5\noverrun: 3\ncommit overrun: 1\ndropped events: 0\n\nCPU: 1\noverrun: 0\ndropped events: 7\n"
+    assert cc.buffer_stats(text) == {"0": {"overrun": 3, "commit_overrun": 1, "dropped_events": 0},
+                                     "1": {"overrun": 0, "dropped_events": 7}}
+
+
+def test_tsc_rate_from_the_kernel_log_prefers_the_refined_calibration():
+    log = "[0.000063] tsc: Detected 2596.138 MHz processor\n[1.2] tsc: Refined TSC clocksource calibration: 2596.001 MHz\n"
+    assert cc.tsc_hz_from_kernel_log(log) == 2_596_001_000
+    assert cc.tsc_hz_from_kernel_log("[0.1] tsc: Detected 2596.138 MHz processor") == 2_596_138_000
+    assert cc.tsc_hz_from_kernel_log("nothing here") is None
+
+
+def test_a_tracer_that_writes_nothing_is_an_error_and_state_is_restored(tracing_lock, tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "trace-cmd").write_text("#!/bin/sh\necho 'trace-cmd: cannot open tracefs' >&2\nexit 1\n")
+    (fake / "trace-cmd").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    before = cc.snapshot_state(cc.tracefs())
+    with pytest.raises(cc.CollectError, match=r"trace-cmd wrote no trace.dat \(trace-cmd: cannot open tracefs\)"):
+        cc.collect(tmp_path / "raw", "kvm-sched", events=["sched:sched_switch"], duration=2, perf_stat=False)
+    assert cc.snapshot_state(cc.tracefs()) == before
+
+
+def test_output_that_is_a_file_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    f = tmp_path / "notadir"
+    f.write_text("user data")
+    with pytest.raises(cc.CollectError, match="not a directory"):
+        cc.collect(f, "kvm-sched", duration=1)
+    assert f.read_text() == "user data"
 
 
 def test_zipapp_runs_stand_alone(tmp_path):
