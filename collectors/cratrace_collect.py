@@ -454,6 +454,8 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     preset = load_preset(preset_name, preset_dir)
     wanted = validate_events(list(events) if events else list(preset.get("ftrace_events", [])))
     limit = parse_size(max_size)
+    if buffer_kb < 1 or interval_ms < 10:
+        raise CollectError(f"--buffer-kb must be >= 1 (got {buffer_kb}) and the perf interval >= 10 ms (got {interval_ms})")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CollectError(f"{out}: exists and is not a directory")
@@ -571,6 +573,12 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     return manifest
 
 
+def lost_total(manifest: dict) -> int:
+    """Events the kernel lost during the capture (overruns + dropped)."""
+    lost = manifest.get("lost_events") or {}
+    return (lost.get("trace_cmd_overruns") or 0) + (lost.get("dropped") or 0)
+
+
 def build_zipapp(target: Path) -> None:
     import tempfile
     import zipapp
@@ -612,6 +620,9 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(f"captured {len(m['files'])} files in {m['duration_s']} s ({m['stop_reason']}); missing events: {', '.join(m['events']['missing']) or 'none'}; "
           f"overruns: {m['lost_events']['trace_cmd_overruns']}; collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU")
+    if lost_total(m):
+        print(f"cratrace-collect: warning: {lost_total(m)} events lost; raise --buffer-kb", file=sys.stderr)
+        return 1
     return 0
 
 
