@@ -193,3 +193,24 @@ def test_lost_events_with_a_tiny_buffer_exit_1_and_are_counted(tracing_lock, tmp
     overrun = sum(int(x) for x in re.findall(r"^(?:commit )?overrun:\s*(\d+)", stat, re.M))
     assert m["lost_events"]["trace_cmd_overruns"] == overrun > 0
     assert p.returncode == 1, p.stderr
+
+
+def test_xentrace_standin_stops_itself_at_its_T_bound(tmp_path, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    # -T is duration+1 s; the collector's own clock (duration) comes first,
+    # so the stand-in is stopped by SIGINT and still leaves its file.
+    monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
+    t0 = time.time()
+    m = cc.collect(tmp_path / "raw", "xen", duration=0.5, use_xentrace=True, perf_stat=False)
+    assert time.time() - t0 < 5 and m["stop_reason"] == "duration"
+    assert (tmp_path / "raw" / "xentrace.bin").read_bytes() == b"XENTRACE"
+
+
+def test_max_size_stops_the_capture_early_and_output_stays_readable(tracing_lock, tmp_path):
+    raw = tmp_path / "raw"
+    m = cc.collect(raw, "kvm-sched", events=["raw_syscalls:sys_enter", "raw_syscalls:sys_exit", "sched:sched_switch"], duration=20,
+                   max_size="300K", perf_stat=False, command=["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=3000000"])
+    assert m["stop_reason"] == "max-size reached" and m["duration_s"] < 15
+    r = subprocess.run(["trace-cmd", "report", "-i", str(raw / "trace.dat")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "sys_enter" in r.stdout
