@@ -57,7 +57,11 @@ def capture_cmd(
     from cratrace.lab import LabParams, start
     from cratrace.model import build_model
 
+    from cratrace.errors import OutputExistsError
+
     params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration)
+    if out.exists() and not force:  # refuse before spending the capture, not after
+        raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))
     try:
         try:

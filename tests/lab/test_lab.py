@@ -74,3 +74,14 @@ def test_bad_lab_parameters_are_refused(kwargs, msg):
 def test_lab_cli_bad_parameter_is_a_one_line_error():
     r = run_cli("lab", "run", "--vms", "0")
     assert r.returncode == 2 and "--vms must be 1..64" in r.stderr and r.stderr.strip().count("\n") == 0
+
+
+def test_lab_capture_refuses_an_existing_output_before_recording(tmp_path):
+    out = tmp_path / "cap"
+    out.mkdir()
+    (out / "keep.txt").write_text("user data")
+    t0 = time.time()
+    r = run_cli("lab", "capture", "-o", out, "--duration", "5")
+    assert r.returncode == 2 and "already exists" in r.stderr
+    assert time.time() - t0 < 4, "must refuse before running the 5 s capture"
+    assert (out / "keep.txt").read_text() == "user data"
