@@ -502,7 +502,8 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         signal.signal(signal.SIGTERM, on_signal)
         cap.start(present)
         if command:
-            workload = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            # Own process group, so stopping it reaches everything it forked.
+            workload = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
         elif workload_popen is not None:
             workload = workload_popen()
         def refresh_inventory():
@@ -518,12 +519,8 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         cap.wait(workload, on_tick=refresh_inventory)
         (out / "host.json").write_text(json.dumps(host, indent=2))
     finally:
-        if workload is not None and workload.poll() is None:
-            workload.terminate()
-            try:
-                workload.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                workload.kill()
+        if workload is not None:
+            _stop_group(workload, own_group=bool(command))
         errors = cap.stop()
         if tfs:
             restore_problems = restore_state(tfs, state)
@@ -571,6 +568,24 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+def _stop_group(proc: subprocess.Popen, own_group: bool) -> None:
+    """SIGTERM the workload's whole process group, SIGKILL it after 10 s."""
+    if proc.poll() is not None and not own_group:
+        return
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            # A workload we started in its own session leads its group; one
+            # handed to us (workload_popen) may not, so signal just it.
+            os.killpg(proc.pid, sig) if own_group else proc.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 def lost_total(manifest: dict) -> int:

@@ -64,8 +64,10 @@ def test_perf_backend_records_tracepoints_and_counters(tmp_path):
         assert any(",CPU0," in line for line in lines)
 
 
-def test_sigint_mid_capture_leaves_an_importable_output(tracing_lock, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_mid_capture_leaves_an_importable_output(tracing_lock, tmp_path, sig):
     raw = tmp_path / "raw"
+    before = cc.snapshot_state(cc.tracefs())
     p = subprocess.Popen(
         [sys.executable, str(Path(cc.__file__)), "-o", str(raw), "--duration", "30", "--no-perf-stat", "--", *_lab_cmd(30)],
         stdout=subprocess.PIPE,
@@ -73,11 +75,12 @@ def test_sigint_mid_capture_leaves_an_importable_output(tracing_lock, tmp_path):
         text=True,
     )
     time.sleep(2.5)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     m = json.loads((raw / "manifest.json").read_text())
     assert m["stop_reason"] == "signal" and m["duration_s"] < 20
+    assert m["tracing_state_restored"] and cc.snapshot_state(cc.tracefs()) == before
     r = run_cli("import", raw, "-o", tmp_path / "cap", "-q")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "cap" / "capture.json").read_text())["events"]["sched_switch"] > 0

@@ -4,6 +4,7 @@ exactly the marker formats the model parses, and (oversubscribed on this
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import time
@@ -85,3 +86,22 @@ def test_lab_capture_refuses_an_existing_output_before_recording(tmp_path):
     assert r.returncode == 2 and "already exists" in r.stderr
     assert time.time() - t0 < 4, "must refuse before running the 5 s capture"
     assert (out / "keep.txt").read_text() == "user data"
+
+
+def test_sigterm_to_the_lab_stops_every_vm_promptly():
+    proc = start(LabParams(vms=2, vcpus=2, duration_s=30))
+    try:
+        time.sleep(0.5)
+        children = [v["pid"] for v in cc.qemu_vms()
+                    if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+        assert len(children) == 2
+        t0 = time.time()
+        proc.terminate()
+        proc.wait(timeout=10)
+        assert time.time() - t0 < 3
+        time.sleep(0.2)
+        assert not [pid for pid in children if os.path.exists(f"/proc/{pid}")], "VM processes outlived the lab"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
