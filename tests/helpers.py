@@ -34,3 +34,26 @@ def report_lines(path: Path, raw: bool = False) -> list[dict]:
 def report_counts(path: Path) -> dict[str, int]:
     """Events per name according to `trace-cmd report`."""
     return dict(collections.Counter(r["event"] for r in report_lines(path)))
+
+
+def xenalyze_running_cycles(path: Path, cpu_hz: str = "2.4G") -> dict[tuple[int, int], int]:
+    """Per (domain, vcpu) running time in cycles from `xenalyze --summary`
+    (count × mean of the vCPU's `running:` runstate line)."""
+    import re
+
+    text = subprocess.run(["xenalyze", "--summary", f"--cpu-hz={cpu_hz}", str(path)], capture_output=True, text=True, check=True).stdout
+    out: dict[tuple[int, int], int] = {}
+    dom = vcpu = None
+    for line in text.splitlines():
+        m = re.match(r"\|-- Domain (\d+) --\|", line)
+        if m:
+            dom, vcpu = int(m.group(1)), None
+            continue
+        m = re.match(r"-- v(\d+) --", line)
+        if m:
+            vcpu = int(m.group(1))
+            continue
+        m = re.match(r"\s+running:\s+(\d+)\s+[\d.]+s\s+(\d+)", line)
+        if m and dom is not None and vcpu is not None and (dom, vcpu) not in out:
+            out[(dom, vcpu)] = int(m.group(1)) * int(m.group(2))
+    return out

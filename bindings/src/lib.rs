@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod errors;
 mod replay;
 mod tracedat;
+mod xentrace;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -13,5 +14,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
+    m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     Ok(())
 }

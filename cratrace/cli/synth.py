@@ -1,45 +1,118 @@
-"""`cratrace synth`: generated traces with known truth."""
+"""`cratrace synth`: generate a scenario's trace file and its ground truth.
+
+Scenarios and their parameters are listed with ``--list``; each writes
+FILE (trace.dat v7, zstd, read by `trace-cmd report`) plus
+FILE.truth.json (see docs/synth.md).
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console
+from cratrace.cli.console import console, err_console
 from cratrace.errors import UsageError
 
 
-def synth_cmd(
-    scenario: Annotated[str, typer.Argument(help="Scenario name (see --list).")] = "kvm-heavy-spin",
-    out: Annotated[Optional[Path], typer.Option("-o", "--output", help="Trace file to write (plus FILE.truth.json).")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed: same seed, same file.")] = 1,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value scenario parameter.")] = None,
-    list_: Annotated[bool, typer.Option("--list", help="List scenarios and their parameters.")] = False,
-    force: Annotated[bool, typer.Option("--force")] = False,
-) -> None:
-    """Write a real trace file for a scenario, with a ground-truth sidecar."""
-    from cratrace.synth.run import synth
+def _scenario_help() -> str:
     from cratrace.synth.scenarios import SCENARIOS
 
+    lines = []
+    for name, mod in SCENARIOS.items():
+        lines.append(f"{name}: {mod.SUMMARY}")
+        for k, p in mod.PARAMS.items():
+            lines.append(f"    {k}={p.default!r}  {p.help}")
+    return "\n".join(lines)
+
+
+def synth(
+    scenario: Annotated[Optional[str], typer.Argument(help="scenario name (see --list)")] = None,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="trace file to write")] = None,
+    seed: Annotated[int, typer.Option(help="random seed; same seed and parameters give a byte-identical file")] = 0,
+    set_: Annotated[Optional[list[str]], typer.Option("--set", help="override a parameter: key=value (repeatable)")] = None,
+    force: Annotated[bool, typer.Option("--force", help="overwrite FILE and FILE.truth.json")] = False,
+    list_: Annotated[bool, typer.Option("--list", help="list scenarios and their parameters, then exit")] = False,
+    file_version: Annotated[int, typer.Option("--file-version", help="trace.dat version: 6 or 7")] = 7,
+    compression: Annotated[str, typer.Option(help="v7 compression: none, zlib or zstd")] = "zstd",
+    raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat, truth) for `cratrace import DIR`")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+) -> None:
+    """Generate a synthetic trace with known ground truth.
+
+    Writes FILE (trace.dat, v7 + zstd by default; `trace-cmd report` reads it)
+    and FILE.truth.json (parameters, seed, event counts and the scenario's
+    ground truth; see docs/synth.md). Scenarios:
+
+    kvm-heavy-spin: VMs x vCPUs oversubscribed on pCPUs; lock-holder preemption,
+    PAUSE exits (reason 40), PV kicks (kvm_hypercall nr 5), HLT parking,
+    spin_begin/spin_end/txn_end trace_marker lines.
+
+    kvm-io-billing: CPU-bound and networking VMs (cpu-cpu, cpu-net, net-net,
+    net1..net4) sharing a saturated link; vhost work and packets per VM,
+    common NIC irq/NET_RX softirq work.
+
+    kvm-postcopy: a VM of many processes touching absent pages after a
+    postcopy switch; kvm_page_fault, kvm_try_async_get_page and
+    kvm_async_pf_not_present/completed/ready.
+
+    hetero: CPU-bound and I/O-bound VMs on fast and slow cores (cpu_frequency).
+
+    thermal: hot and cold vCPUs on a few cores; RC temperature model,
+    thermal_temperature, cpu_frequency throttling, cpu_idle.
+
+    Run with --list for every parameter and its default; change one with
+    --set key=value.
+    """
+    from cratrace.synth.generate import synthesize
+
     if list_:
-        for name, mod in SCENARIOS.items():
-            console.print(f"[bold]{name}[/]: {mod.__doc__.strip().splitlines()[0]}")
-            for k, (v, doc) in mod.PARAMS.items():
-                console.print(f"    {k}={v}  {doc}")
+        if json_:
+            from cratrace.synth.scenarios import SCENARIOS
+
+            console.print_json(json.dumps({
+                name: dict(summary=mod.SUMMARY, version=mod.VERSION,
+                           params={k: dict(default=p.default, help=p.help) for k, p in mod.PARAMS.items()})
+                for name, mod in SCENARIOS.items()
+            }))
+        else:
+            console.print(_scenario_help(), markup=False, highlight=False)
         return
-    if out is None:
-        raise UsageError("-o/--output is required")
-    params = {}
-    for s in sets or []:
-        if "=" not in s:
-            raise UsageError(f"--set {s!r}: expected key=value")
-        k, v = s.split("=", 1)
-        params[k] = v
-    truth = synth(scenario, out, seed, params, force)
-    console.print(f"[green]wrote[/] {out} and {out}.truth.json ({len(truth.get('spin_episodes', []))} true spin episodes)")
+    if scenario is None:
+        raise UsageError("give a SCENARIO (see `cratrace synth --list`)")
+    if output is None:
+        raise UsageError("give the output file with -o FILE")
+    if file_version not in (6, 7):
+        raise UsageError(f"--file-version: expected 6 or 7, got {file_version}")
+    if compression not in ("none", "zlib", "zstd"):
+        raise UsageError(f"--compression: expected none, zlib or zstd, got {compression!r}")
+    if file_version == 6:
+        compression = "none"
+    overrides = {}
+    for item in set_ or []:
+        if "=" not in item:
+            raise UsageError(f"--set {item!r}: expected key=value")
+        k, v = item.split("=", 1)
+        overrides[k.strip()] = v.strip()
+    import contextlib
+    import sys
+
+    spinner = (err_console.status(f"generating {scenario}...") if sys.stderr.isatty() and not json_
+               else contextlib.nullcontext())
+    with spinner:
+        truth = synthesize(scenario, output, seed=seed, overrides=overrides, force=force,
+                           version=file_version, compression=compression, raw=raw)
+    trace = output / "trace.dat" if raw else output
+    summary = dict(file=str(trace), truth=str(trace) + ".truth.json", scenario=scenario, seed=seed,
+                   events=truth["total_events"], bytes=trace.stat().st_size)
+    if json_:
+        console.print_json(json.dumps(summary))
+    else:
+        err_console.print(f"wrote {summary['file']} ({summary['bytes']} bytes, {summary['events']} events) "
+                          f"and {summary['truth']}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("synth", rich_help_panel="Explore")(synth_cmd)
+    app.command("synth", rich_help_panel="Explore")(synth)

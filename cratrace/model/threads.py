@@ -52,8 +52,11 @@ def thread_names(obs: pl.DataFrame, span_end: int) -> pl.DataFrame:
 
 def _inventory_rows(vms: list[dict]) -> pl.DataFrame:
     rows = []
-    for vm in vms:
-        name = vm.get("name") or f"qemu-{vm.get('pid')}"
+    names = [vm.get("name") or f"qemu-{vm.get('pid')}" for vm in vms]
+    for vm, name in zip(vms, names):
+        if names.count(name) > 1:
+            # two QEMU processes with one -name (a restart, two hosts' labs): keep them apart
+            name = f"{name}@{vm.get('pid')}"
         pid = vm.get("pid")
         for v in vm.get("vcpus", []):
             rows.append({"tid": int(v["tid"]), "pid": pid, "vm": name, "vcpu": int(v["index"]), "role": "vcpu"})

@@ -29,7 +29,41 @@ def _kvm_marks(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
     return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("tid", "ts")
 
 
+# offline (paused, not yet up) is not runnable: blocked in the canonical vocabulary
+XEN_STATES = {"running": "guest", "runnable": "preempted", "blocked": "blocked", "offline": "blocked"}
+XEN_IDLE_DOMAIN = 32767
+
+
+def xen_vcpu_states(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.DataFrame:
+    """From xentrace runstate changes: each change opens a segment of its
+    new state until the vCPU's next change (or the capture's end); the time
+    before a vCPU's first change is its first change's old state. Domains
+    are VMs named `dom<N>`; the idle domain is not a VM."""
+    start, end = span
+    rs = ev["xen_runstate_change"].filter(pl.col("dom") != XEN_IDLE_DOMAIN).select("ts", "cpu", "dom", "vcpu", "old_state", "new_state").collect().sort("dom", "vcpu", "ts", maintain_order=True)
+    if rs.height == 0:
+        return empty("vcpu_states")
+    body = rs.select(
+        pl.col("dom"), pl.col("vcpu"), pl.col("new_state").alias("x"), pl.col("ts").alias("start"),
+        pl.col("ts").shift(-1).over("dom", "vcpu").fill_null(pl.lit(end, pl.Int64)).alias("end"),
+        pl.when(pl.col("new_state") == "running").then(pl.col("cpu")).alias("pcpu"),
+    )
+    head = rs.group_by("dom", "vcpu").agg(pl.col("old_state").first().alias("x"), pl.col("ts").first().alias("end"), pl.col("cpu").first().alias("c")).select(
+        "dom", "vcpu", "x", pl.lit(start, pl.Int64).alias("start"), "end", pl.when(pl.col("x") == "running").then(pl.col("c")).alias("pcpu")
+    )
+    seg = pl.concat([head, body], how="vertical_relaxed").filter(pl.col("end") > pl.col("start"))
+    seg = seg.with_columns(
+        pl.concat_str(pl.lit("dom"), pl.col("dom").cast(pl.String)).alias("vm"),
+        pl.col("x").replace_strict(XEN_STATES, default="lost").alias("state"),
+        pl.lit(None, pl.Int64).alias("tid"),
+        (pl.col("end") - pl.col("start")).alias("dur"),
+    )
+    return conform(seg.sort("vm", "vcpu", "start"), "vcpu_states")
+
+
 def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataFrame, spins: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
+    if "xen_runstate_change" in ev:
+        return xen_vcpu_states(ev, span)
     vc = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
     if vc.height == 0 or slices.height == 0:
         return empty("vcpu_states")

@@ -140,9 +140,11 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
             vm_spin[v] += spin[i]
             vm_exc[v] += r["excessive"][i]
     marks = [0] * n
-    for t in r["mark_thread"]:
+    last_mark = [0] * n
+    for t, ts in zip(r["mark_thread"], r["mark_ts"]):
         if w.vm_of[t] >= 0:
             marks[w.vm_of[t]] += 1
+            last_mark[w.vm_of[t]] = max(last_mark[w.vm_of[t]], ts)
     busy = sum(cpu) + r["overhead_ns"]
     U = busy / (pc * T * 1e9) if T > 0 else 0
     ends = sum(marks)
@@ -152,8 +154,12 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
     tput_err = 0.0
     for i, name in enumerate(w.vm_names):
         rec_marks = w.recorded_marks.get(name, 0)
-        tp = marks[i] / T if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / T
-        rec_tp = rec_marks / rec_T if rec_marks else None
+        # throughput over the VM's own active window (first vCPU start to
+        # last transaction), the same definition for recording and replay,
+        # so capture set-up time around the workload does not count
+        first, rec_last = w.recorded_window.get(name, (0, w.duration_ns))
+        tp = marks[i] / max((last_mark[i] - first) / 1e9, 1e-9) if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / T
+        rec_tp = rec_marks / max((rec_last - first) / 1e9, 1e-9) if rec_marks else None
         err = abs(tp - rec_tp) / rec_tp * 100 if rec_tp else None
         if err is not None:
             tput_err = max(tput_err, err)
@@ -210,8 +216,12 @@ def baseline_policy(cap: Capture) -> str:
     return "credit" if "xentrace" in kinds else "fair"
 
 
-def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False) -> dict[str, dict]:
-    """Replay `cap` under each policy; returns metrics per policy."""
+def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None) -> dict[str, dict]:
+    """Replay `cap` under each policy; returns metrics per policy.
+    `python_policies` maps extra policy names to objects implementing
+    :class:`cratrace.replay.policy.PythonPolicy`."""
+    python_policies = dict(python_policies or {})
+    policies = list(policies) + [p for p in python_policies if p not in policies]
     cap = cap if isinstance(cap, Capture) else Capture(cap)
     settings = dict(settings or {})
     engine, costs, host, other = split_settings(settings)
@@ -227,7 +237,12 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         dest = out / policy.replace("/", "_")
         if dest.exists() and not force:
             raise OutputExistsError(f"{dest}: already exists; pass --force to replace it")
-        r = _run_engine(w, policy, engine, costs, host, limit_ns)
+        if policy in python_policies:
+            from cratrace.replay.policy import run_python_policy
+
+            r = run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs.get("context_switch_ns", 2_000), limit_ns)
+        else:
+            r = _run_engine(w, policy, engine, costs, host, limit_ns)
         gate = policy in (base, f"{base}+spin")
         metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
         tables = _tables(w, r, cap, marker)

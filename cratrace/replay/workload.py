@@ -40,6 +40,9 @@ class Workload:
     critical_ns: dict[str, int] = field(default_factory=dict)
     recorded_cpu_ns: list[int] = field(default_factory=list)
     recorded_marks: dict[str, int] = field(default_factory=dict)
+    #: per VM, recorded (first vCPU start, last mark) relative to t0: the
+    #: window throughput is measured over, in the recording and the replay
+    recorded_window: dict[str, tuple[int, int]] = field(default_factory=dict)
     pcpus: int = 1
     freq_khz: int = 1_000_000
 
@@ -152,6 +155,9 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     tx = markers.filter(pl.col("name") == throughput_marker)
     w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
     marks_by = {(vm, vc): sorted(g["ts"].to_list()) for (vm, vc), g in tx.group_by(["vm", "vcpu"])}
+    for (vm,), g in tx.group_by(["vm"]):
+        if vm is not None:
+            w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
     for vm, vcpu, tid in vcpus.select("vm", "vcpu", "tid").iter_rows():
         segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state").rows()
         start = lo
@@ -159,6 +165,9 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
             start = segs[0][1]
             segs = segs[1:]
         t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)))
+        if vm in w.recorded_window:
+            first, last = w.recorded_window[vm]
+            w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
         _vcpu_phases(w, t, segs, marks_by.get((vm, vcpu), []), w.critical_ns.get(vm, 0))
     # host threads that used a noticeable share of the CPU
     total = max(sum(cpu_by_tid.values()), 1)

@@ -1,398 +1,773 @@
-"""A trace.dat writer: file versions 6 and 7, compression none/zlib/zstd,
-kernel long size 8 or 4, little- or big-endian.
+"""A trace.dat writer: turns a list of events into a file `trace-cmd report` reads.
 
-Usage::
+It owns the byte layout of trace-cmd's file format, versions 6 and 7
+(``Documentation/trace-cmd/trace-cmd.dat.v6/v7.5.txt`` in trace-cmd), so the
+scenario generator (issue #8) and the reader's tests (issue #2) can produce
+every variant the reader must handle without a kernel: v6 or v7; v7 sections
+uncompressed or compressed with zlib or zstd; 32- or 64-bit kernels (the
+``commit`` field of header_page and every ``long``/pointer field shrink to 4
+bytes); little- or big-endian; any page size; several buffer instances;
+saved cmdlines; printk formats for ``bprint``; options (uname, trace clock,
+CPU count, TSC2NSEC, OFFSET).
 
-    w = TraceDatWriter(version=7, compression="zstd", long_size=8, endian="little", cpus=2)
-    w.add_format("sched", text_of_sched_switch_format)        # or load_formats()
-    w.event(ts_ns, cpu, "sched_switch", pid=0, prev_comm="a", prev_pid=1, ...)
-    w.write("out.dat")
+Ring-buffer pages are built like the kernel builds them: a page header
+(u64 timestamp, long commit), 4-byte record headers (type_len:5,
+time_delta:27; bit order follows the endianness), data records with
+type_len 1..28 or 0 plus a length word for payloads above 112 bytes,
+time-extend records when a delta does not fit in 27 bits, optional padding
+at the page tail, optional lost-event flags (``RB_MISSED_EVENTS``, with the
+count stored after the data: ``RB_MISSED_STORED``).
 
-Event payloads are laid out from the embedded format (fixed fields at their
-offsets, `__data_loc` strings appended), records are packed into
-ring-buffer pages exactly as the kernel does (type_len/time_delta words,
-time-extend records for deltas over 2^27 ns, page headers with commit
-sizes), and the file metadata follows trace-cmd.dat(5). For a 32-bit
-kernel layout the formats are re-laid out with 4-byte longs and pointers.
+API (one call)::
+
+    from cratrace.synth.tracedat_writer import write_tracedat, Event
+    write_tracedat("t.dat", [
+        Event(ts=1_000, cpu=0, name="sched_switch", pid=0, fields=dict(
+            prev_comm="swapper/0", prev_pid=0, prev_prio=120, prev_state=0,
+            next_comm="CPU 0/KVM", next_pid=1201, next_prio=120)),
+        Event(ts=2_000, cpu=0, name="print", pid=1201, fields={"buf": "txn_end vm=a vcpu=0\\n"}),
+        Event(ts=3_000, cpu=1, name="bprint", pid=7, fields={"fmt": "lock %d held %s\\n", "args": [3, "x"]}),
+    ], version=7, compression="zstd", long_size=8, endian="little",
+       page_size=4096, cpus=2, comms={1201: "CPU 0/KVM"})
+
+Events are plain :class:`Event` objects (or dicts with the same keys).
+``name`` is an event name from the bundled formats
+(:func:`cratrace.synth.event_formats.bundled_formats`) or ``system:name``;
+extra formats can be passed as text with ``formats=``. Field values: ints
+for integer fields (masked to the field's width, two's complement for
+signed), ``str``/``bytes`` for ``char[N]`` and ``__data_loc char[]``, lists
+of ints for other arrays. Missing fields are zero. ``instance`` names a buffer
+instance ("" = top level); ``flags``/``preempt`` fill common_flags and
+common_preempt_count. For ``bprint``, ``fields["fmt"]`` is the printk format
+and ``fields["args"]`` its arguments; the writer assigns the format an
+address and stores it in the printk section.
+
+Determinism: the same arguments give byte-identical files (no clocks, no
+randomness; zlib and zstd at fixed levels).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import struct
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
-from cratrace.errors import UsageError
+from cratrace.synth.event_formats import (
+    EventFormat,
+    Field,
+    bundled_formats,
+    header_event,
+    header_page,
+    parse_format,
+    relayout,
+)
 
-FORMATS = Path(__file__).with_name("formats")
-TS_MAX_DELTA = (1 << 27) - 1
+Compression = Literal["none", "zlib", "zstd"]
+Endian = Literal["little", "big"]
+
+MAGIC = b"\x17\x08\x44tracing"
+
+# trace-cmd option ids (shared by v6 and v7)
+OPT_DONE, OPT_DATE, OPT_CPUSTAT, OPT_BUFFER, OPT_TRACECLOCK, OPT_UNAME = 0, 1, 2, 3, 4, 5
+OPT_OFFSET, OPT_CPUCOUNT, OPT_VERSION, OPT_TSC2NSEC = 7, 8, 9, 14
+OPT_STRINGS, OPT_HEADER_INFO, OPT_FTRACE_EVENTS, OPT_EVENT_FORMATS = 15, 16, 17, 18
+OPT_KALLSYMS, OPT_PRINTK, OPT_CMDLINES = 19, 20, 21
+
+SEC_FL_COMPRESS = 1
+
+# ring buffer record types
+RB_PADDING, RB_TIME_EXTEND, RB_TIME_STAMP = 29, 30, 31
+RB_MAX_SMALL_DATA = 28 * 4
+TS_BITS = 27
+MISSED_EVENTS, MISSED_STORED = 1 << 31, 1 << 30
+
+BPRINT_FMT_BASE = 0xFFFFFFFF82000000  # where our fake printk formats "live"
 
 
 @dataclass
-class _Field:
+class Event:
+    ts: int  # ns on the trace clock
+    cpu: int
     name: str
-    ctype: str
-    offset: int
-    size: int
-    signed: bool
-    decl: str
+    pid: int = 0
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    instance: str = ""
+    flags: int = 0
+    preempt: int = 0
+
+
+class WriterError(ValueError):
+    """Bad writer input (unknown event, bad option); names what and where."""
 
 
 @dataclass
-class _Format:
-    system: str
-    name: str
-    id: int
-    common: list
-    fields: list
-    print_fmt: str
-
-    def text(self) -> str:
-        lines = [f"name: {self.name}", f"ID: {self.id}", "format:"]
-        for f in self.common:
-            lines.append(f"\tfield:{f.decl};\toffset:{f.offset};\tsize:{f.size};\tsigned:{int(f.signed)};")
-        lines.append("")
-        for f in self.fields:
-            lines.append(f"\tfield:{f.decl};\toffset:{f.offset};\tsize:{f.size};\tsigned:{int(f.signed)};")
-        lines += ["", f"print fmt: {self.print_fmt}", ""]
-        return "\n".join(lines)
+class _Ctx:
+    endian: str  # "<" or ">"
+    long_size: int
+    formats: dict[str, EventFormat]  # by name and system:name
+    printk: dict[str, int]  # fmt -> address
 
 
-def _parse(system: str, text: str) -> _Format:
-    name = id_ = None
-    common, fields, pf = [], [], ""
-    for line in text.splitlines():
-        t = line.strip()
-        if t.startswith("name:"):
-            name = t[5:].strip()
-        elif t.startswith("ID:"):
-            id_ = int(t[3:])
-        elif t.startswith("field:"):
-            parts = [p.strip() for p in t.split(";")]
-            decl = parts[0][6:].strip()
-            kv = dict(p.split(":", 1) for p in parts[1:] if ":" in p)
-            head = decl.split("[")[0]
-            fname = head.replace("*", " ").split()[-1]
-            f = _Field(fname, decl[: decl.rfind(fname)].strip(), int(kv["offset"]), int(kv["size"]), kv.get("signed") == "1", decl)
-            (common if fname.startswith("common_") else fields).append(f)
-        elif t.startswith("print fmt:"):
-            pf = t[10:].strip()
-    if name is None or id_ is None:
-        raise UsageError(f"format of {system} has no name or ID")
-    return _Format(system, name, id_, common, fields, pf)
+def _umask_mode() -> int:
+    """Mode a plain open() would give a new file (mkstemp makes 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
-def _relayout(f: _Format, long_size: int) -> _Format:
-    """Re-lay out a 64-bit format for a kernel whose long is `long_size`."""
-    if long_size == 8:
-        return f
-    off = 8  # after the common header
-    out = []
-    for x in f.fields:
-        size = x.size
-        base = x.ctype.replace("const ", "").strip()
-        if ("long" in base and "long long" not in base) or base.endswith("*") or base in ("size_t", "ssize_t"):
-            size = long_size if "[" not in x.decl else x.size // 8 * long_size
-        align = min(max(size, 1), long_size) if size else 4
-        if "char" in base and "[" in x.decl:
-            align = 1
-        off = (off + align - 1) // align * align
-        out.append(_Field(x.name, x.ctype, off, size, x.signed, x.decl))
-        off += size
-    return _Format(f.system, f.name, f.id, f.common, out, f.print_fmt)
+def _as_event(e: Event | Mapping[str, Any]) -> Event:
+    if isinstance(e, Event):
+        return e
+    return Event(**e)
 
 
-def load_formats(names: list[str] | None = None) -> list[tuple[str, str]]:
-    """(system, text) of the bundled formats (all, or `system.event` names)."""
-    out = []
-    for p in sorted(FORMATS.glob("*.format")):
-        system, event = p.stem.split(".", 1)
-        if names is None or f"{system}.{event}" in names or event in names:
-            out.append((system, p.read_text()))
+# ---------------------------------------------------------------- payloads
+
+
+def _int_bytes(ctx: _Ctx, value: int, size: int, signed: bool) -> bytes:
+    value = int(value)
+    mask = (1 << (8 * size)) - 1
+    value &= mask
+    return value.to_bytes(size, "little" if ctx.endian == "<" else "big")
+
+
+def _str_bytes(v: Any) -> bytes:
+    if isinstance(v, bytes):
+        return v
+    return str(v).encode()
+
+
+def _bprint_args(ctx: _Ctx, fmt: str, args: Sequence[Any]) -> bytes:
+    """Encode args the way the kernel's vbin_printf packs them (u32 words)."""
+    out = bytearray()
+    specs = re.findall(r"%[-+ #0]*\d*(?:\.\d+)?(hh|h|ll|l|z)?([diouxXcsp%])", fmt)
+    it = iter(args)
+    for length, conv in specs:
+        if conv == "%":
+            continue
+        v = next(it)
+        if conv == "s":
+            out += _str_bytes(v) + b"\0"
+            while len(out) % 4:
+                out += b"\0"
+            continue
+        size = 8 if length == "ll" or (length in ("l", "z") or conv == "p") and ctx.long_size == 8 else 4
+        # the kernel (vbin_printf) aligns every argument, 8-byte ones too, to 4
+        out += _int_bytes(ctx, v, size, True)
+    return bytes(out)
+
+
+def _encode_payload(ctx: _Ctx, fmt: EventFormat, ev: Event) -> bytes:
+    buf = bytearray(fmt.static_size)
+    dyn = bytearray()
+    values = dict(ev.fields)
+    if fmt.name == "bprint":
+        fstr = values.pop("fmt")
+        base = BPRINT_FMT_BASE & ((1 << (8 * ctx.long_size)) - 1)  # a 32-bit kernel address
+        addr = ctx.printk.setdefault(fstr, base + 0x40 * len(ctx.printk))
+        values["fmt"] = addr
+        values["buf"] = _bprint_args(ctx, fstr, values.pop("args", ()))
+    values.update(common_type=fmt.id, common_flags=ev.flags, common_preempt_count=ev.preempt, common_pid=ev.pid)
+    for f in fmt.fields:
+        v = values.get(f.name, 0)
+        if f.data_loc or f.rel_loc:
+            data = _str_bytes(v) + (b"\0" if not isinstance(v, bytes) else b"")
+            off = fmt.static_size + len(dyn)
+            if f.rel_loc:
+                off -= f.offset + f.size
+            buf[f.offset : f.offset + 4] = _int_bytes(ctx, (len(data) << 16) | off, 4, False)
+            dyn += data
+        elif f.array_len == 0:  # flexible trailing array: print's buf[], bprint's buf[]
+            data = _str_bytes(v) + (b"\0" if isinstance(v, str) else b"")
+            dyn += data
+        elif f.array_len is not None:
+            if "char" in f.type:
+                raw = _str_bytes(v)[: f.size - 1] if v else b""
+                buf[f.offset : f.offset + len(raw)] = raw
+            else:
+                es = f.elem_size
+                for i, x in enumerate(list(v or [])[: f.array_len]):
+                    buf[f.offset + i * es : f.offset + (i + 1) * es] = _int_bytes(ctx, x, es, f.signed)
+        else:
+            if isinstance(v, bool):
+                v = int(v)
+            buf[f.offset : f.offset + f.size] = _int_bytes(ctx, v, f.size, f.signed)
+    out = bytes(buf) + bytes(dyn)
+    if len(out) % 4:
+        out += b"\0" * (4 - len(out) % 4)
     return out
 
 
-def header_page_text(long_size: int) -> str:
-    return (
-        "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n"
-        f"\tfield: local_t commit;\toffset:8;\tsize:{long_size};\tsigned:1;\n"
-        "\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n"
-        f"\tfield: char data;\toffset:{8 + long_size};\tsize:{4096 - 8 - long_size};\tsigned:0;\n"
+# ------------------------------------------------------------ ring buffer
+
+
+def _rec_header(ctx: _Ctx, type_len: int, delta: int) -> bytes:
+    if ctx.endian == "<":
+        word = (delta << 5) | type_len
+    else:
+        word = (type_len << TS_BITS) | delta
+    return struct.pack(ctx.endian + "I", word)
+
+
+def _data_record(ctx: _Ctx, delta: int, payload: bytes) -> bytes:
+    if len(payload) <= RB_MAX_SMALL_DATA:
+        return _rec_header(ctx, len(payload) // 4, delta) + payload
+    return _rec_header(ctx, 0, delta) + struct.pack(ctx.endian + "I", len(payload) + 4) + payload
+
+
+def _build_pages(
+    ctx: _Ctx,
+    records: list[tuple[int, bytes]],
+    page_size: int,
+    tail_padding: bool,
+    lost: Mapping[int, int],
+    abs_every: int = 0,
+) -> bytes:
+    """Pack (ts, payload) records, ts-sorted, into ring-buffer pages.
+
+    ``lost`` maps a page index to a number of events lost before that page.
+    """
+    hdr = 8 + ctx.long_size
+    cap = page_size - hdr
+    pages: list[bytes] = []
+    i = 0
+    n = len(records)
+    while i < n:
+        pidx = len(pages)
+        lost_here = lost.get(pidx, 0)
+        room = cap - (ctx.long_size if lost_here else 0)
+        page_ts = records[i][0]
+        last = page_ts
+        body = bytearray()
+        while i < n:
+            ts, payload = records[i]
+            delta = ts - last
+            if delta < 0:
+                raise WriterError(f"events on one CPU must be sorted by ts (ts {ts} after {last})")
+            rec = b""
+            if abs_every and (i % abs_every) == 0 and ts != page_ts:
+                # absolute time stamp record (type 31): ts split like a time extend
+                rec += _rec_header(ctx, RB_TIME_STAMP, ts & ((1 << TS_BITS) - 1))
+                rec += struct.pack(ctx.endian + "I", (ts >> TS_BITS) & 0xFFFFFFFF)
+                delta = 0
+            elif delta >= 1 << TS_BITS:
+                rec += _rec_header(ctx, RB_TIME_EXTEND, delta & ((1 << TS_BITS) - 1))
+                rec += struct.pack(ctx.endian + "I", delta >> TS_BITS)
+                delta = 0
+            rec += _data_record(ctx, delta, payload)
+            if len(rec) > cap:
+                raise WriterError(f"event of {len(payload)} bytes does not fit in a {page_size}-byte page")
+            if len(body) + len(rec) > room:
+                break
+            body += rec
+            last = ts
+            i += 1
+        commit = len(body)
+        left = room - commit
+        if tail_padding and i < n and left >= 4:
+            # the kernel pads the tail when the next event does not fit; a
+            # padding record with delta 0 means "rest of page is empty"
+            if left >= 8:
+                body += _rec_header(ctx, RB_PADDING, 0) + struct.pack(ctx.endian + "I", left - 4)
+                body += b"\0" * (left - 8)
+            else:
+                body += _rec_header(ctx, RB_PADDING, 0)
+            commit = len(body)
+        flags = 0
+        extra = b""
+        if lost_here:
+            flags = MISSED_EVENTS | MISSED_STORED
+            extra = _int_bytes(ctx, lost_here, ctx.long_size, False)
+        page = struct.pack(ctx.endian + "Q", page_ts) + _int_bytes(ctx, commit | flags, ctx.long_size, False)
+        page += bytes(body) + extra
+        page += b"\0" * (page_size - len(page))
+        pages.append(page)
+    return b"".join(pages)
+
+
+# ------------------------------------------------------------ compression
+
+
+def _compress(algo: str, data: bytes) -> bytes:
+    if algo == "zlib":
+        return zlib.compress(data, 6)
+    if algo == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False).compress(data)
+    raise WriterError(f"unknown compression {algo!r}")
+
+
+def _compression_header(algo: str) -> bytes:
+    if algo == "none":
+        return b"none\0\0"
+    if algo == "zlib":
+        return b"zlib\0" + zlib.ZLIB_VERSION.encode() + b"\0"
+    import zstandard
+
+    return b"zstd\0" + ".".join(map(str, zstandard.ZSTD_VERSION)).encode() + b"\0"
+
+
+# ------------------------------------------------------------ the file
+
+
+class _Out:
+    def __init__(self, e: str):
+        self.b = bytearray()
+        self.e = e
+
+    def u16(self, v: int) -> None:
+        self.b += struct.pack(self.e + "H", v)
+
+    def u32(self, v: int) -> None:
+        self.b += struct.pack(self.e + "I", v)
+
+    def u64(self, v: int) -> None:
+        self.b += struct.pack(self.e + "Q", v)
+
+    def raw(self, v: bytes) -> None:
+        self.b += v
+
+    def cstr(self, s: str) -> None:
+        self.b += s.encode() + b"\0"
+
+    def align(self, n: int) -> None:
+        self.b += b"\0" * (-len(self.b) % n)
+
+    def patch64(self, at: int, v: int) -> None:
+        self.b[at : at + 8] = struct.pack(self.e + "Q", v)
+
+    def __len__(self) -> int:
+        return len(self.b)
+
+
+def _pack(e: str, f: str, *v: Any) -> bytes:
+    return struct.pack(e + f, *v)
+
+
+def write_tracedat(
+    path: str | os.PathLike,
+    events: Iterable[Event | Mapping[str, Any]],
+    *,
+    version: Literal[6, 7] = 7,
+    compression: Compression = "none",
+    long_size: Literal[4, 8] = 8,
+    endian: Endian = "little",
+    page_size: int = 4096,
+    instance_page_sizes: Mapping[str, int] | None = None,
+    cpus: int | None = None,
+    instances: Sequence[str] = (),
+    comms: Mapping[int, str] | None = None,
+    formats: Sequence[str] = (),
+    uname: str = "Linux synth 6.18.44 #1 SMP PREEMPT_DYNAMIC x86_64",
+    trace_clock: str = "local",
+    tsc2nsec: tuple[int, int, int] | None = None,
+    offset: int | None = None,
+    lost_events: Mapping[tuple[str, int], Mapping[int, int]] | None = None,
+    tail_padding: bool = True,
+    abs_ts_every: int = 0,
+    cpustat: bool = True,
+    split_options: bool = False,
+    chunk_pages: int = 64,
+    overwrite: bool = False,
+) -> Path:
+    """Write ``events`` as a trace.dat file at ``path`` (atomically) and return the path.
+
+    ``cpus`` defaults to 1 + the highest CPU used. ``instances`` lists extra
+    buffer instances (events name theirs in ``Event.instance``; instances
+    used by events are added automatically). ``comms`` fills saved cmdlines.
+    ``formats`` adds format texts (``system`` taken from a leading
+    ``system: NAME`` line, default ``synth``). ``tsc2nsec`` = (mult, shift,
+    offset) writes the TSC2NSEC option (timestamps then count TSC cycles) and
+    ``offset`` the OFFSET option. ``lost_events[(instance, cpu)] = {page:
+    count}`` flags pages as preceded by lost events. ``abs_ts_every=N`` writes
+    an absolute time-stamp record (type 31) before every N-th event of a CPU
+    (except a page's first), as kernels do with absolute timestamps enabled.
+    ``instance_page_sizes`` (v7) gives instances their own ring-buffer page
+    size (stored in their BUFFER option). ``cpustat`` writes a CPUSTAT option per CPU of the top buffer (entries,
+    bytes, dropped events, as trace-cmd record does). ``split_options``
+    (v7) puts the plain options in a second options section chained from the
+    first one's DONE option, as trace-cmd does when it appends options. ``chunk_pages`` is the
+    v7 compression chunk size in pages. ``overwrite=False`` refuses to
+    replace an existing file.
+    """
+    path = Path(path)
+    if version not in (6, 7):
+        raise WriterError(f"version must be 6 or 7, not {version!r}")
+    if compression not in ("none", "zlib", "zstd"):
+        raise WriterError(f"compression must be none, zlib or zstd, not {compression!r}")
+    if version == 6 and compression != "none":
+        raise WriterError("file version 6 has no compression; use version=7")
+    if long_size not in (4, 8):
+        raise WriterError(f"long_size must be 4 or 8, not {long_size!r}")
+    if endian not in ("little", "big"):
+        raise WriterError(f"endian must be little or big, not {endian!r}")
+    if page_size < 256 or page_size & (page_size - 1):
+        raise WriterError(f"page_size must be a power of two >= 256, not {page_size}")
+    instance_page_sizes = dict(instance_page_sizes or {})
+    for iname, ps in instance_page_sizes.items():
+        if version == 6:
+            raise WriterError("per-instance page sizes need file version 7 (v6 has one page size)")
+        if ps < 256 or ps & (ps - 1):
+            raise WriterError(f"instance {iname!r}: page size must be a power of two >= 256, not {ps}")
+    if path.exists() and not overwrite:
+        raise WriterError(f"{path} exists (pass overwrite=True to replace it)")
+    e = "<" if endian == "little" else ">"
+
+    fmts: dict[str, EventFormat] = {}
+    for f in bundled_formats().values():
+        fmts[f.name] = relayout(f, long_size)
+    for text in formats:
+        m = re.match(r"system:\s*(\S+)\n", text)
+        system = m.group(1) if m else "synth"
+        if m:
+            text = text[m.end() :]
+        f = relayout(parse_format(text, system), long_size)
+        fmts[f.name] = f
+    by_full = {f"{f.system}:{f.name}": f for f in fmts.values()}
+    ctx = _Ctx(e, long_size, {**fmts, **by_full}, {})
+
+    # group and encode
+    per_buf: dict[str, dict[int, list[tuple[int, bytes]]]] = {"": {}}
+    for name in instances:
+        per_buf.setdefault(name, {})
+    used: dict[str, EventFormat] = {}
+    max_cpu = -1
+    for idx, raw in enumerate(events):
+        ev = _as_event(raw)
+        fmt = ctx.formats.get(ev.name)
+        if fmt is None:
+            raise WriterError(f"event #{idx}: unknown event {ev.name!r} (no format bundled or given)")
+        if ev.cpu < 0:
+            raise WriterError(f"event #{idx}: negative cpu {ev.cpu}")
+        used[f"{fmt.system}:{fmt.name}"] = fmt
+        payload = _encode_payload(ctx, fmt, ev)
+        per_buf.setdefault(ev.instance, {}).setdefault(ev.cpu, []).append((ev.ts, payload))
+        max_cpu = max(max_cpu, ev.cpu)
+    ncpus = cpus if cpus is not None else max(max_cpu + 1, 1)
+    if max_cpu >= ncpus:
+        raise WriterError(f"an event is on cpu {max_cpu} but cpus={ncpus}")
+    lost_events = lost_events or {}
+
+    # every bundled format goes in the file (as trace-cmd records all enabled
+    # events); ftrace's print/bprint live in the ftrace section
+    all_fmts = sorted({f"{f.system}:{f.name}": f for f in fmts.values()}.values(), key=lambda f: (f.system, f.id))
+    ftrace_fmts = [f for f in all_fmts if f.system == "ftrace"]
+    systems: dict[str, list[EventFormat]] = {}
+    for f in all_fmts:
+        if f.system != "ftrace":
+            systems.setdefault(f.system, []).append(f)
+
+    buffers_data: dict[str, list[tuple[int, bytes]]] = {}
+    for name, cpumap in per_buf.items():
+        lst = []
+        for cpu in range(ncpus):
+            recs = sorted(cpumap.get(cpu, []), key=lambda r: r[0])  # stable: equal ts keep input order
+            ps = instance_page_sizes.get(name, page_size)
+            lst.append((cpu, _build_pages(ctx, recs, ps, tail_padding, lost_events.get((name, cpu), {}), abs_ts_every)))
+        buffers_data[name] = lst
+
+    header_info = (
+        b"header_page\0"
+        + _pack(e, "Q", len(hp := header_page(long_size, page_size).encode()))
+        + hp
+        + b"header_event\0"
+        + _pack(e, "Q", len(he := header_event().encode()))
+        + he
     )
+    ftrace_sec = _pack(e, "I", len(ftrace_fmts)) + b"".join(
+        _pack(e, "Q", len(t := f.text.encode())) + t for f in ftrace_fmts
+    )
+    ev_sec = _pack(e, "I", len(systems))
+    for sysname, lst in systems.items():
+        ev_sec += sysname.encode() + b"\0" + _pack(e, "I", len(lst))
+        for f in lst:
+            t = f.text.encode()
+            ev_sec += _pack(e, "Q", len(t)) + t
+    kallsyms = b""
+    printk = "".join(f'0x{addr:x} : "{_c_escape(fmt)}"\n' for fmt, addr in ctx.printk.items()).encode()
+    cmdlines = "".join(f"{pid} {comm}\n" for pid, comm in sorted((comms or {}).items())).encode()
+
+    clock_text = " ".join(
+        f"[{c}]" if c == trace_clock else c
+        for c in ["local", "global", "counter", "uptime", "perf", "mono", "mono_raw", "boot", "x86-tsc"]
+    ) + "\n"
+    if trace_clock not in clock_text:
+        clock_text = f"[{trace_clock}]\n"
+    simple_opts: list[tuple[int, bytes]] = []
+    if offset is not None:
+        simple_opts.append((OPT_OFFSET, f"{offset}\0".encode()))
+    simple_opts.append((OPT_TRACECLOCK, clock_text.encode() + b"\0"))
+    simple_opts.append((OPT_UNAME, uname.encode() + b"\0"))
+    simple_opts.append((OPT_VERSION, b"cratrace-synth\0"))
+    simple_opts.append((OPT_CPUCOUNT, _pack(e, "I", ncpus)))
+    if tsc2nsec is not None:
+        mult, shift, toff = tsc2nsec
+        simple_opts.append((OPT_TSC2NSEC, _pack(e, "IIQ", mult, shift, toff)))
+    if cpustat:
+        for cpu in range(ncpus):
+            recs = per_buf[""].get(cpu, [])
+            dropped = sum(lost_events.get(("", cpu), {}).values())
+            text = (f"CPU: {cpu}\nentries: {len(recs)}\noverrun: 0\ncommit overrun: 0\n"
+                    f"bytes: {sum(len(r[1]) for r in recs)}\n"
+                    f"oldest event ts: {_secs(min((r[0] for r in recs), default=0))}\n"
+                    f"now ts: {_secs(max((r[0] for r in recs), default=0))}\n"
+                    f"dropped events: {dropped}\nread events: 0\n")
+            simple_opts.append((OPT_CPUSTAT, text.encode() + b"\0"))
+
+    out = _Out(e)
+    out.raw(MAGIC)
+    out.cstr(str(version))
+    out.raw(bytes([0 if endian == "little" else 1, long_size]))
+    out.u32(page_size)
+    if version == 6:
+        _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, simple_opts,
+                  buffers_data, ncpus, page_size, trace_clock)
+    else:
+        _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
+                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options,
+                  instance_page_sizes)
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(out.b)
+        os.chmod(tmp, _umask_mode())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
 
 
-@dataclass
-class _Rec:
-    ts: int
-    payload: bytes
+def _secs(ns: int) -> str:
+    return f"{ns // 1_000_000_000}.{ns % 1_000_000_000 // 1000:06d}"
+
+
+def _c_escape(s: str) -> str:
+    return s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+
+
+def _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, simple_opts,
+              buffers_data, ncpus, page_size, trace_clock) -> None:
+    e = out.e
+    out.raw(header_info)
+    out.raw(ftrace_sec)
+    out.raw(ev_sec)
+    out.u32(len(kallsyms))
+    out.raw(kallsyms)
+    out.u32(len(printk))
+    out.raw(printk)
+    out.u64(len(cmdlines))
+    out.raw(cmdlines)
+    out.u32(ncpus)
+    out.raw(b"options  \0")
+    for oid, data in simple_opts:
+        out.u16(oid)
+        out.u32(len(data))
+        out.raw(data)
+    # instances: option BUFFER = (u64 offset of the instance's cpu table, name);
+    # patched once the table's place is known
+    patches: dict[str, int] = {}
+    for name in buffers_data:
+        if name == "":
+            continue
+        data = b"\0" * 8 + name.encode() + b"\0"
+        out.u16(OPT_BUFFER)
+        out.u32(len(data))
+        patches[name] = len(out)
+        out.raw(data)
+    out.u16(OPT_DONE)
+    # each buffer: "flyrecord\0", a (offset, size) pair per CPU, then the
+    # trace clock as u64 length + text; the page data of all buffers follows
+    order = [""] + [n for n in buffers_data if n != ""]
+    tables: dict[str, int] = {}
+    clock = f"[{trace_clock}]".encode()
+    for name in order:
+        if name:
+            out.patch64(patches[name], len(out))
+        out.raw(b"flyrecord\0")
+        tables[name] = len(out)
+        for _ in range(ncpus):
+            out.u64(0)
+            out.u64(0)
+        out.u64(len(clock))
+        out.raw(clock)
+    for name in order:
+        for cpu, pages in buffers_data[name]:
+            out.align(page_size)
+            start = len(out)
+            out.raw(pages)
+            at = tables[name] + 16 * cpu
+            out.b[at : at + 16] = _pack(e, "QQ", start if pages else 0, len(pages))
+
+
+def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
+              simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options=False,
+              instance_page_sizes=None) -> None:
+    e = out.e
+    comp = compression != "none"
+    out.raw(_compression_header(compression))
+    first_opts_at = len(out)
+    out.u64(0)  # patched: offset of the first options section
+
+    strings = bytearray()
+
+    def string_id(s: str) -> int:
+        at = len(strings)
+        strings.extend(s.encode() + b"\0")
+        return at
+
+    def section(sec_id: int, desc: str, body: bytes, compress: bool = comp) -> int:
+        at = len(out)
+        flags = SEC_FL_COMPRESS if compress else 0
+        if compress:
+            c = _compress(compression, body)
+            body = _pack(e, "II", len(c), len(body)) + c
+        out.u16(sec_id)
+        out.u16(flags)
+        out.u32(string_id(desc))
+        out.u64(len(body))
+        out.raw(body)
+        return at
+
+    offsets = {
+        OPT_HEADER_INFO: section(OPT_HEADER_INFO, "headers", header_info),
+        OPT_FTRACE_EVENTS: section(OPT_FTRACE_EVENTS, "ftrace events", ftrace_sec),
+        OPT_EVENT_FORMATS: section(OPT_EVENT_FORMATS, "events format", ev_sec),
+        OPT_KALLSYMS: section(OPT_KALLSYMS, "kallsyms", _pack(e, "I", len(kallsyms)) + kallsyms),
+        OPT_PRINTK: section(OPT_PRINTK, "printk", _pack(e, "I", len(printk)) + printk),
+        OPT_CMDLINES: section(OPT_CMDLINES, "command lines", _pack(e, "Q", len(cmdlines)) + cmdlines),
+    }
+
+    buffer_opts: list[bytes] = []
+    file_page_size = page_size
+    for name, cpu_pages in buffers_data.items():
+        page_size = (instance_page_sizes or {}).get(name, file_page_size)
+        sec_at = len(out)
+        desc_id = string_id(f"buffer {name}" if name else "flyrecord")
+        # section header; size patched below
+        out.u16(OPT_BUFFER)
+        out.u16(SEC_FL_COMPRESS if comp else 0)
+        out.u32(desc_id)
+        size_at = len(out)
+        out.u64(0)
+        body_start = len(out)
+        cpu_entries = []
+        for cpu, pages in cpu_pages:
+            if not pages:
+                continue
+            if comp:
+                out.align(page_size)  # trace-cmd aligns each CPU's data
+                start = len(out)
+                chunk = chunk_pages * page_size
+                chunks = [pages[i : i + chunk] for i in range(0, len(pages), chunk)]
+                out.u32(len(chunks))
+                for ch in chunks:
+                    c = _compress(compression, ch)
+                    out.u32(len(c))
+                    out.u32(len(ch))
+                    out.raw(c)
+                cpu_entries.append((cpu, start, len(out) - start))
+            else:
+                out.align(page_size)
+                start = len(out)
+                out.raw(pages)
+                cpu_entries.append((cpu, start, len(pages)))
+        out.b[size_at : size_at + 8] = _pack(e, "Q", len(out) - body_start)
+        opt = _pack(e, "Q", sec_at) + name.encode() + b"\0" + trace_clock.encode() + b"\0"
+        opt += _pack(e, "II", page_size, len(cpu_entries))  # per-buffer page size (trace-cmd >= 3.1)
+        for cpu, start, size in cpu_entries:
+            opt += _pack(e, "IQQ", cpu, start, size)
+        buffer_opts.append(opt)
+
+    # the options section, then the strings section it points to
+    opts = bytearray()
+    for oid, at in offsets.items():
+        opts += _pack(e, "HI", oid, 8) + _pack(e, "Q", at)
+    later = bytearray()
+    for oid, data in simple_opts:
+        (later if split_options else opts).extend(_pack(e, "HI", oid, len(data)) + data)
+    for data in buffer_opts:
+        opts += _pack(e, "HI", OPT_BUFFER, len(data)) + data
+    opts_desc = string_id("options")
+    strings_desc = string_id("strings")
+    # strings go before the options that point at them: every description
+    # has been registered by now
+    strings_at = len(out)
+    sbody = bytes(strings)
+    out.u16(OPT_STRINGS)
+    out.u16(0)
+    out.u32(strings_desc)
+    out.u64(len(sbody))
+    out.raw(sbody)
+    opts += _pack(e, "HI", OPT_STRINGS, 8) + _pack(e, "Q", strings_at)
+
+    def options_section(body: bytes) -> int:
+        at = len(out)
+        if comp:
+            c = _compress(compression, body)
+            body = _pack(e, "II", len(c), len(body)) + c
+        out.u16(0)
+        out.u16(SEC_FL_COMPRESS if comp else 0)
+        out.u32(opts_desc)
+        out.u64(len(body))
+        out.raw(body)
+        return at
+
+    next_at = 0
+    if split_options:  # the chained section is written first so its offset is known
+        next_at = options_section(bytes(later) + _pack(e, "HIQ", OPT_DONE, 8, 0))
+    opts += _pack(e, "HIQ", OPT_DONE, 8, next_at)
+    out.patch64(first_opts_at, options_section(bytes(opts)))
+
+
+def _section_len(compression: str, body: bytes) -> int:
+    if compression == "none":
+        return len(body)
+    return 8 + len(_compress(compression, body))
 
 
 @dataclass
 class TraceDatWriter:
+    """Incremental front end to :func:`write_tracedat` (the API the reader's
+    tests were first written against, kept so both styles work)::
+
+        w = TraceDatWriter(version=7, compression="zstd", cpus=2, cmdlines={10: "a"}).add_bundled_formats()
+        w.event(1_000, 0, "sched_switch", pid=10, prev_comm="a", ...)
+        w.write("t.dat")
+
+    Every bundled format is always embedded, so :meth:`add_bundled_formats`
+    only returns the writer; :meth:`add_format` adds a format text.
+    """
+
     version: int = 7
     compression: str = "none"
     long_size: int = 8
     endian: str = "little"
+    cpus: int | None = None
+    cmdlines: Mapping[int, str] = field(default_factory=dict)
     page_size: int = 4096
-    cpus: int = 1
-    clock: str = "local"
-    uname: str = "Linux synth 6.18.0 #1 SMP x86_64"
-    cmdlines: dict = field(default_factory=dict)
-    _formats: dict = field(default_factory=dict)
-    _by_id: dict = field(default_factory=dict)
-    _events: dict = field(default_factory=dict)  # instance -> cpu -> [_Rec]
-
-    def __post_init__(self):
-        if self.version not in (6, 7):
-            raise UsageError(f"version {self.version}: allowed 6, 7")
-        if self.compression not in ("none", "zlib", "zstd") or (self.version == 6 and self.compression != "none"):
-            raise UsageError(f"compression {self.compression!r}: allowed none, zlib, zstd (v7 only)")
-        if self.long_size not in (4, 8) or self.endian not in ("little", "big"):
-            raise UsageError("long_size must be 4 or 8 and endian little or big")
-        self._e = "<" if self.endian == "little" else ">"
-
-    # ---------------------------------------------------------- formats
-    def add_format(self, system: str, text: str) -> None:
-        f = _relayout(_parse(system, text), self.long_size)
-        self._formats[f.name] = f
-        self._by_id[f.id] = f
+    events: list[Event] = field(default_factory=list)
+    extra_formats: list[str] = field(default_factory=list)
 
     def add_bundled_formats(self) -> "TraceDatWriter":
-        for system, text in load_formats():
-            self.add_format(system, text)
         return self
 
-    # ----------------------------------------------------------- events
-    def _int(self, v: int, size: int, signed: bool) -> bytes:
-        code = {1: "b", 2: "h", 4: "i", 8: "q"}[size]
-        if not signed:
-            code = code.upper()
-            v &= (1 << (8 * size)) - 1
-        return struct.pack(self._e + code, v)
+    def add_format(self, system: str, text: str) -> None:
+        self.extra_formats.append(f"system: {system}\n{text}")
 
-    def payload(self, name: str, pid: int, **values) -> bytes:
-        f = self._formats[name]
-        fixed = max([x.offset + x.size for x in f.fields] + [8])
-        buf = bytearray(fixed)
-        buf[0:2] = self._int(f.id, 2, False)
-        buf[4:8] = self._int(pid, 4, True)
-        tail = bytearray()
-        for x in f.fields:
-            v = values.get(x.name, 0)
-            if x.decl.startswith("__data_loc") or x.decl.startswith("__rel_loc"):
-                data = (v.encode() if isinstance(v, str) else bytes(v)) + (b"\0" if isinstance(v, str) else b"")
-                start = fixed + len(tail)
-                loc = (len(data) << 16) | (start - (x.offset + x.size) if x.decl.startswith("__rel_loc") else start)
-                buf[x.offset : x.offset + 4] = self._int(loc, 4, False)
-                tail += data
-            elif x.size == 0:  # trailing array: print's buf
-                tail += (v.encode() + b"\0") if isinstance(v, str) else bytes(v)
-            elif "char" in x.ctype and "[" in x.decl:
-                s = v.encode()[: x.size - 1] if isinstance(v, str) else bytes(v)
-                buf[x.offset : x.offset + x.size] = s.ljust(x.size, b"\0")
-            elif x.size in (1, 2, 4, 8):
-                buf[x.offset : x.offset + x.size] = self._int(int(v), x.size, x.signed)
-        out = bytes(buf + tail)
-        return out + b"\0" * (-len(out) % 4)
+    def event(self, ts: int, cpu: int, name: str, pid: int = 0, instance: str = "", **values: Any) -> None:
+        self.events.append(Event(ts=ts, cpu=cpu, name=name, pid=pid, fields=values, instance=instance))
 
-    def event(self, ts: int, cpu: int, name: str, pid: int = 0, instance: str = "", **values) -> None:
-        if name not in self._formats:
-            raise UsageError(f"no format for event {name!r}")
-        self._events.setdefault(instance, {}).setdefault(cpu, []).append(_Rec(ts, self.payload(name, pid, **values)))
-
-    # ----------------------------------------------------------- pages
-    def _pages(self, recs: list[_Rec]) -> list[bytes]:
-        hdr = 8 + self.long_size
-        cap = self.page_size - hdr
-        pages, body, page_ts, last = [], bytearray(), None, None
-        w4 = lambda v: struct.pack(self._e + "I", v)  # noqa: E731
-
-        def word(type_len: int, delta: int) -> bytes:
-            return w4(type_len | (delta << 5) if self.endian == "little" else (type_len << 27) | delta)
-
-        def flush():
-            if body:
-                pages.append(struct.pack(self._e + "Q", page_ts) + self._int(len(body), self.long_size, False) + bytes(body) + b"\0" * (cap - len(body)))
-
-        for r in sorted(recs, key=lambda r: r.ts):
-            n = len(r.payload)
-            rec = (word(n // 4, 0) if n <= 112 else word(0, 0) + w4(n + 4)) + r.payload
-            if page_ts is None or len(body) + len(rec) + 8 > cap:
-                flush()
-                body, page_ts, last = bytearray(), r.ts, r.ts
-            delta = r.ts - last
-            if delta > TS_MAX_DELTA:
-                body += word(30, delta & TS_MAX_DELTA) + w4(delta >> 27)
-                delta = 0
-            hw = word(n // 4, delta) if n <= 112 else word(0, delta) + w4(n + 4)
-            body += hw + r.payload
-            last = r.ts
-        flush()
-        return pages
-
-    # ------------------------------------------------------------ file
-    def _compress(self, data: bytes) -> bytes:
-        if self.compression == "zlib":
-            return zlib.compress(data)
-        if self.compression == "zstd":
-            import zstandard
-
-            return zstandard.ZstdCompressor(level=3).compress(data)
-        return data
-
-    def _formats_blob(self) -> tuple[bytes, bytes]:
-        ftrace = [f for f in self._formats.values() if f.system == "ftrace"]
-        e = self._e
-        fb = struct.pack(e + "I", len(ftrace)) + b"".join(struct.pack(e + "Q", len(t)) + t for t in (f.text().encode() for f in ftrace))
-        systems: dict[str, list] = {}
-        for f in self._formats.values():
-            if f.system != "ftrace":
-                systems.setdefault(f.system, []).append(f)
-        eb = struct.pack(e + "I", len(systems))
-        for s, fs in systems.items():
-            eb += s.encode() + b"\0" + struct.pack(e + "I", len(fs))
-            eb += b"".join(struct.pack(e + "Q", len(t)) + t for t in (f.text().encode() for f in fs))
-        return fb, eb
-
-    def _header_info(self) -> bytes:
-        hp = header_page_text(self.long_size).encode()
-        he = (FORMATS / "header_event").read_bytes()
-        e = self._e
-        return b"header_page\0" + struct.pack(e + "Q", len(hp)) + hp + b"header_event\0" + struct.pack(e + "Q", len(he)) + he
-
-    def _cmdlines(self) -> bytes:
-        return "".join(f"{p} {c}\n" for p, c in sorted(self.cmdlines.items())).encode()
-
-    def write(self, path: str | Path) -> None:
-        data = self._write_v6() if self.version == 6 else self._write_v7()
-        Path(path).write_bytes(data)
-
-    def _start(self) -> bytearray:
-        out = bytearray(b"\x17\x08\x44tracing" + str(self.version).encode() + b"\0")
-        out += bytes([0 if self.endian == "little" else 1, self.long_size])
-        out += struct.pack(self._e + "I", self.page_size)
-        return out
-
-    def _instances(self) -> list[str]:
-        names = sorted(self._events, key=lambda n: (n != "", n))
-        return names or [""]
-
-    def _write_v6(self) -> bytes:
-        e = self._e
-        out = self._start() + self._header_info()
-        fb, eb = self._formats_blob()
-        out += fb + eb + struct.pack(e + "I", 0) + struct.pack(e + "I", 0)  # kallsyms, printk
-        cl = self._cmdlines()
-        out += struct.pack(e + "Q", len(cl)) + cl + struct.pack(e + "I", self.cpus)
-        out += b"options  \0"
-        opts = bytearray()
-
-        def opt(i: int, d: bytes):
-            opts.extend(struct.pack(e + "H", i) + struct.pack(e + "I", len(d)) + d)
-
-        opt(5, self.uname.encode() + b"\0")
-        opt(4, f"[{self.clock}]".encode() + b"\0")
-        instances = [n for n in self._instances() if n]
-        inst_pos = {}
-        for n in instances:
-            inst_pos[n] = len(out) + len(opts) + 6
-            opt(3, b"\0" * 8 + n.encode() + b"\0")
-        opts.extend(struct.pack(e + "H", 0))
-        out += opts
-        out += b"flyrecord\0"
-        table_at = len(out)
-        inst_block: dict[str, int] = {}
-        out += b"\0" * (16 * self.cpus)
-        tables = {"": table_at}
-        for n in instances:
-            # an instance's BUFFER option points at its own "flyrecord" block
-            inst_pos_data = len(out)
-            out += b"flyrecord\0"
-            tables[n] = len(out)
-            out += b"\0" * (16 * self.cpus)
-            inst_block[n] = inst_pos_data
-        for n in [""] + instances:
-            for c in range(self.cpus):
-                pages = self._pages(self._events.get(n, {}).get(c, []))
-                out += b"\0" * (-len(out) % self.page_size)
-                at = len(out)
-                out += b"".join(pages)
-                struct.pack_into(e + "QQ", out, tables[n] + 16 * c, at if pages else 0, len(pages) * self.page_size)
-        for n in instances:
-            struct.pack_into(e + "Q", out, inst_pos[n], inst_block[n])
-        return bytes(out)
-
-    def _section(self, out: bytearray, sid: int, body: bytes, compress: bool) -> int:
-        at = len(out)
-        e = self._e
-        if compress and self.compression != "none":
-            c = self._compress(body)
-            body = struct.pack(e + "II", len(c), len(body)) + c
-        out += struct.pack(e + "HHIQ", sid, 1 if compress and self.compression != "none" else 0, 0, len(body)) + body
-        return at
-
-    def _write_v7(self) -> bytes:
-        e = self._e
-        out = self._start()
-        out += self.compression.encode() + b"\0" + (b"" if self.compression == "none" else b"1\0") + (b"\0" if self.compression == "none" else b"")
-        first_opt = len(out)
-        out += b"\0" * 8
-        fb, eb = self._formats_blob()
-        pos = {
-            16: self._section(out, 16, self._header_info(), True),
-            17: self._section(out, 17, fb, True),
-            18: self._section(out, 18, eb, True),
-            19: self._section(out, 19, struct.pack(e + "I", 0), True),
-            20: self._section(out, 20, struct.pack(e + "I", 0), True),
-        }
-        cl = self._cmdlines()
-        pos[21] = self._section(out, 21, struct.pack(e + "Q", len(cl)) + cl, True)
-        buffers = []
-        for n in self._instances():
-            hdr_at = len(out)
-            compressed = self.compression != "none"
-            out += struct.pack(e + "HHIQ", 3, 1 if compressed else 0, 0, 0)
-            start = len(out)
-            cpus = []
-            for c in range(self.cpus):
-                pages = self._pages(self._events.get(n, {}).get(c, []))
-                if not pages:
-                    cpus.append((c, 0, 0))
-                    continue
-                if compressed:
-                    at = len(out)
-                    chunks = [b"".join(pages[i : i + 16]) for i in range(0, len(pages), 16)]
-                    out += struct.pack(e + "I", len(chunks))
-                    for ch in chunks:
-                        cz = self._compress(ch)
-                        out += struct.pack(e + "II", len(cz), len(ch)) + cz
-                    cpus.append((c, at, len(out) - at))
-                else:
-                    out += b"\0" * (-len(out) % self.page_size)
-                    at = len(out)
-                    out += b"".join(pages)
-                    cpus.append((c, at, len(out) - at))
-            struct.pack_into(e + "Q", out, hdr_at + 8, len(out) - start)
-            buffers.append((n, hdr_at, cpus))
-        opts = bytearray()
-
-        def opt(i: int, d: bytes):
-            opts.extend(struct.pack(e + "H", i) + struct.pack(e + "I", len(d)) + d)
-
-        for sid in (16, 17, 18, 19, 20, 21):
-            opt(sid, struct.pack(e + "Q", pos[sid]))
-        opt(8, struct.pack(e + "I", self.cpus))
-        opt(5, self.uname.encode() + b"\0")
-        opt(9, b"cratrace-synth\0")
-        opt(4, f"[{self.clock}]".encode() + b"\0")
-        for n, at, cpus in buffers:
-            # trace-cmd >= 3.1 writes the buffer's page size before its CPU count
-            d = struct.pack(e + "Q", at) + n.encode() + b"\0" + self.clock.encode() + b"\0" + struct.pack(e + "II", self.page_size, len(cpus))
-            d += b"".join(struct.pack(e + "IQQ", c, o, s) for c, o, s in cpus)
-            opt(3, d)
-        opt(0, struct.pack(e + "Q", 0))
-        at = len(out)
-        out += struct.pack(e + "HHIQ", 0, 0, 0, len(opts)) + opts
-        struct.pack_into(e + "Q", out, first_opt, at)
-        return bytes(out)
+    def write(self, path: str | os.PathLike) -> Path:
+        return write_tracedat(path, self.events, version=self.version, compression=self.compression,  # type: ignore[arg-type]
+                              long_size=self.long_size, endian=self.endian, page_size=self.page_size,  # type: ignore[arg-type]
+                              cpus=self.cpus, comms=self.cmdlines, formats=self.extra_formats, overwrite=True)

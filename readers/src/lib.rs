@@ -21,6 +21,7 @@ pub mod error;
 pub mod ftrace;
 pub mod sink;
 pub mod tracedat;
+pub mod xentrace;
 
 pub use error::{ReadError, ReadResult};
 pub use sink::{field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};

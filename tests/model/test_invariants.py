@@ -82,7 +82,8 @@ def test_marker_spin_episodes_match_marker_pairs(lab_capture):
     begins = m.filter(pl.col("name") == "spin_begin").height
     ends = m.filter(pl.col("name") == "spin_end").height
     ep = lab_capture.model["spin_episodes"].collect().filter(pl.col("source") == "marker")
-    assert begins == ends == ep.height > 0
+    # a vCPU may still be spinning when the capture stops: at most one open begin per vCPU
+    assert ep.height == ends > 0 and 0 <= begins - ends <= 6
     assert (ep["dur"] > 0).all()
     txn = m.filter(pl.col("name") == "txn_end")
     assert txn.height > 100 and txn["vm"].null_count() == 0 and txn["vcpu"].null_count() == 0

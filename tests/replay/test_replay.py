@@ -94,3 +94,15 @@ def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: 
     assert bad.returncode == 2 and "magic" in bad.stderr and "allowed" in bad.stderr
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r3", "--set", "nonsense=1")
     assert bad.returncode == 2 and "unknown setting" in bad.stderr
+
+
+def test_python_policy_interface_replays_every_transaction(lab_capture, tmp_path):  # noqa: F811
+    from cratrace.replay.policy import RoundRobin
+
+    res = replay_capture(lab_capture, [], tmp_path, python_policies={"rr": RoundRobin(), "rr-spin": RoundRobin(yield_on_spin=False)})
+    recorded = sum(extract_workload(lab_capture).recorded_marks.values())
+    for name, m in res.items():
+        assert sum(v["marks"] for v in m["vms"].values()) == recorded, name
+        assert pl.read_parquet(tmp_path / name / "model" / "vcpu_states.parquet").height > 0
+    assert res["rr"]["host"]["hypercalls"] > 0  # yields are counted as calls
+    assert sum(v["spin_s"] for v in res["rr-spin"]["vms"].values()) > sum(v["spin_s"] for v in res["rr"]["vms"].values())

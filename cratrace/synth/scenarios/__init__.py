@@ -1,6 +1,11 @@
-"""Scenarios: name → generator. Each takes keyword parameters and a seed,
-writes a trace file and returns its ground truth (saved as FILE.truth.json)."""
+"""The scenario registry: name -> module (see ``_common`` for the contract)."""
 
-from cratrace.synth.scenarios import kvm_heavy_spin
+from __future__ import annotations
 
-SCENARIOS = {"kvm-heavy-spin": kvm_heavy_spin}
+from types import ModuleType
+
+from cratrace.synth.scenarios import hetero, kvm_heavy_spin, kvm_io_billing, kvm_postcopy, thermal
+
+SCENARIOS: dict[str, ModuleType] = {
+    m.NAME: m for m in (kvm_heavy_spin, kvm_io_billing, kvm_postcopy, hetero, thermal)
+}

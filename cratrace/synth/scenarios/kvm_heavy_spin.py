@@ -1,151 +1,229 @@
-"""`kvm-heavy-spin`: VMs × vCPUs oversubscribed on pCPUs, with lock-holder
-preemption and PAUSE exits (issue #8).
+"""`kvm-heavy-spin`: oversubscribed VMs whose vCPUs spin on guest locks
+while the lock holder is preempted on the host (lock-holder preemption).
 
-A small time-stepped host: vCPU threads (`CPU n/KVM` of processes
-`qemu-system-x86_64`) take turns on pCPUs in FIFO order with a time slice;
-each vCPU computes, takes its VM's spin lock, holds it for a critical
-section, releases it (marking `txn_end`) and sleeps. A vCPU that finds the
-lock held spins in guest mode and takes a PAUSE exit (VMX reason 40) every
-`pause_gap_us`; when the holder was preempted, the spin lasts until the
-holder runs again. Events: sched_switch, kvm_entry/kvm_exit (reasons 40
-PAUSE, 12 HLT, 1 external interrupt), sched_process_fork, trace_marker.
+Shaped after the spin study (papers/spin.md §5): vCPU threads ``CPU n/KVM``
+of ``qemu-system-x86_64`` processes are pinned round-robin onto fewer pCPUs
+and time-sliced by the host (``slice_us``). In the guest each vCPU loops:
+work (``work_us`` ± 50%), take one of ``locks`` per-VM spinlocks, hold it
+(``hold_us``), release and write ``txn_end vm=<vm> vcpu=<n>`` to
+trace_marker. A vCPU that finds the lock taken writes ``spin_begin vm=..
+vcpu=.. lock=..``, spins (a PAUSE exit, Intel reason 40, every ``ple_us``),
+and after ``pv_spin_us`` parks with HLT (pv_wait); the releasing vCPU kicks
+the first parked waiter with ``kvm_hypercall nr=5`` (KVM_HC_KICK_CPU, a1 =
+the waiter's APIC id = vCPU index) and the host wakes its thread, which logs
+``kvm_vcpu_wakeup`` (ns = time since its HLT exit) before re-entering. On taking
+the lock the spinner writes ``spin_end``. Host preemption shows as an
+EXTERNAL_INTERRUPT exit then ``sched_switch`` with prev_state R.
 
-Truth: every spin stint (a contiguous run of PAUSE exits on one pCPU
-stint: its first and last exit), transactions per VM, CPU time per vCPU.
+The simulation steps in 1 µs ticks; timestamps are those ticks plus a few
+ns of ordering inside a tick.
 """
 
 from __future__ import annotations
 
 import random
 from collections import deque
-from pathlib import Path
+from typing import Any
 
-from cratrace.synth.tracedat_writer import TraceDatWriter
+from cratrace.synth.scenarios._common import (
+    EXIT_EXTERNAL_INTERRUPT,
+    EXIT_HLT,
+    EXIT_MSR_WRITE,
+    EXIT_PAUSE,
+    EXIT_VMCALL,
+    KVM_HC_KICK_CPU,
+    TASK_INTERRUPTIBLE,
+    TASK_RUNNING,
+    USER_RIP,
+    Builder,
+    Param,
+    Result,
+)
 
+NAME = "kvm-heavy-spin"
+VERSION = 3
+SUMMARY = "Oversubscribed KVM VMs with lock-holder preemption: PAUSE exits, PV kicks, spin markers."
 PARAMS = {
-    "vms": (2, "VMs"),
-    "vcpus": (2, "vCPUs per VM"),
-    "pcpus": (2, "host CPUs"),
-    "duration_ms": (300, "simulated time"),
-    "slice_us": (500, "host time slice"),
-    "burst_us": (300, "mean compute burst between critical sections"),
-    "hold_us": (100, "critical section"),
-    "sleep_us": (50, "mean sleep after a transaction"),
-    "pause_gap_us": (10, "PAUSE exits are this far apart while spinning"),
+    "vms": Param(2, "number of VMs"),
+    "vcpus": Param(4, "vCPUs per VM"),
+    "pcpus": Param(2, "host CPUs (vCPU threads are pinned round-robin onto them)"),
+    "duration_ms": Param(40, "simulated time"),
+    "slice_us": Param(800, "host time slice before a runnable sibling preempts"),
+    "work_us": Param(60, "mean guest work between lock acquisitions (±50%)"),
+    "hold_us": Param(30, "lock hold time"),
+    "locks": Param(1, "spinlocks per VM"),
+    "ple_us": Param(8, "spin time between PAUSE exits (PLE window)"),
+    "pv_spin_us": Param(100, "spin time before parking with HLT (pv_wait)"),
+    "exit_every_us": Param(50, "mean interval of other exits (interrupts, MSR writes) while working"),
 }
-STEP_NS = 10_000
-PAUSE, HLT, EXT_INT = 40, 12, 1
 
 
-def generate(out: Path, seed: int = 1, **params) -> dict:
-    p = {k: v for k, (v, _) in PARAMS.items()} | {k: int(v) for k, v in params.items()}
+def generate(p: dict[str, Any], seed: int) -> Result:
     rng = random.Random(seed)
-    nv = p["vms"] * p["vcpus"]
-    qpid = [1000 + 100 * v for v in range(p["vms"])]
-    tid = [qpid[i // p["vcpus"]] + 1 + i % p["vcpus"] for i in range(nv)]
-    name = [f"CPU {i % p['vcpus']}/KVM" for i in range(nv)]
-    vm_of = [i // p["vcpus"] for i in range(nv)]
-    w = TraceDatWriter(version=7, compression="zstd", cpus=p["pcpus"], cmdlines={t: n for t, n in zip(tid, name)} | {q: "qemu-system-x86" for q in qpid}).add_bundled_formats()
-    t = 1_000_000_000
-    for i in range(nv):
-        w.event(t, 0, "sched_process_fork", pid=qpid[vm_of[i]], parent_comm="qemu-system-x86", parent_pid=qpid[vm_of[i]], child_comm=name[i], child_pid=tid[i])
-        t += 1000
-    start = t
-    end = start + p["duration_ms"] * 1_000_000
-    us = 1000
-    state = ["work"] * nv
-    left = [rng.randint(p["burst_us"] // 2, p["burst_us"] * 3 // 2) * us for _ in range(nv)]
-    wake_at = [0] * nv
-    lock = [None] * p["vms"]
-    ready = deque(range(nv))
-    cur = [None] * p["pcpus"]
-    slice_left = [0] * p["pcpus"]
-    last_pause = [0] * nv
-    stint: list = [None] * nv  # open spin stint [first, last]
-    truth_spins, txns, cpu_ns = [], [0] * p["vms"], [0] * nv
+    nvm, nvcpu, npcpu = p["vms"], p["vcpus"], p["pcpus"]
+    b = Builder(npcpu)
+    vcpus: dict[int, dict[str, Any]] = {}
+    runq: list[deque[int]] = [deque() for _ in range(npcpu)]
+    for i in range(nvm):
+        qpid = 1000 + 100 * i
+        b.thread(qpid, "qemu-system-x86_64", qpid, "vmm", vm=f"vm{i}")
+        for j in range(nvcpu):
+            tid = b.thread(qpid + 1 + j, f"CPU {j}/KVM", qpid, "vcpu", vm=f"vm{i}", vcpu=j)
+            g = i * nvcpu + j
+            pc = g % npcpu
+            vcpus[tid] = dict(tid=tid, vm=f"vm{i}", vcpu=j, pcpu=pc, mode="work",
+                              left=_work(rng, p), lock=None, spun=0, ep=None,
+                              work_ns=0, spin_ns=0, run_ns=0, txns=0)
+            runq[pc].append(tid)
+    b.forks()
+    holder: dict[tuple[str, int], int | None] = {}
+    waiters: dict[tuple[str, int], list[int]] = {}
+    episodes: list[dict[str, Any]] = []
+    slice_left = [p["slice_us"]] * npcpu
 
-    def close_stint(v):
-        if stint[v] is not None:
-            truth_spins.append({"vm": f"vm{vm_of[v]}", "vcpu": v % p["vcpus"], "start": stint[v][0], "end": stint[v][1]})
-            stint[v] = None
+    def resume(t_ns: int, cpu: int, tid: int) -> None:
+        """Back in the guest; a vCPU that halted first reports how long it was blocked."""
+        v = vcpus[tid]
+        if v.get("halted_at") is not None:
+            b.emit(t_ns, cpu, "kvm_vcpu_wakeup", tid, ns=b.t0 + t_ns - v["halted_at"], waited=1, valid=1)
+            v["halted_at"] = None
+        b.kvm_entry(t_ns, cpu, tid, v["vcpu"])
 
-    def switch(c, prev, nxt, prev_state, now):
-        pp, pc = (tid[prev], name[prev]) if prev is not None else (0, f"swapper/{c}")
-        np_, nc = (tid[nxt], name[nxt]) if nxt is not None else (0, f"swapper/{c}")
-        w.event(now, c, "sched_switch", pid=pp, prev_comm=pc, prev_pid=pp, prev_prio=120, prev_state=prev_state, next_comm=nc, next_pid=np_, next_prio=120)
+    def switch_in(t_ns: int, cpu: int, tid: int) -> None:
+        b.switch(t_ns, cpu, tid)
+        resume(t_ns, cpu, tid)
+        slice_left[cpu] = p["slice_us"]
 
-    t = start
-    while t < end:
-        for v in range(nv):
-            if state[v] == "sleep" and wake_at[v] <= t:
-                state[v] = "work"
-                left[v] = rng.randint(p["burst_us"] // 2, p["burst_us"] * 3 // 2) * us
-                ready.append(v)
-        for c in range(p["pcpus"]):
-            v = cur[c]
-            if v is None and ready:
-                v = ready.popleft()
-                cur[c] = v
-                slice_left[c] = p["slice_us"] * us
-                switch(c, None, v, 0, t)
-                w.event(t + 500, c, "kvm_entry", pid=tid[v], vcpu_id=v % p["vcpus"], rip=0xFFFFFFFF81000000)
-                last_pause[v] = t
+    def next_on(t_ns: int, cpu: int, prev_state: int) -> None:
+        if runq[cpu]:
+            nxt = runq[cpu].popleft()
+            b.switch(t_ns, cpu, nxt, prev_state)
+            resume(t_ns, cpu, nxt)
+            slice_left[cpu] = p["slice_us"]
+        else:
+            b.switch(t_ns, cpu, 0, prev_state)
+
+    def try_acquire(t_ns: int, cpu: int, v: dict[str, Any]) -> None:
+        key = (v["vm"], v["lock"])
+        h = holder.get(key)
+        if h is None:
+            holder[key] = v["tid"]
+            if v["ep"] is not None:
+                ts = b.marker(t_ns, cpu, v["tid"], f"spin_end vm={v['vm']} vcpu={v['vcpu']} lock={v['lock']}")
+                ep = v["ep"]
+                ep["end"] = ts
+                ep["dur"] = ts - ep["start"]
+                episodes.append(ep)
+                v["ep"] = None
+            v["mode"], v["left"] = "cs", p["hold_us"]
+            return
+        if v["ep"] is None:
+            ts = b.marker(t_ns, cpu, v["tid"], f"spin_begin vm={v['vm']} vcpu={v['vcpu']} lock={v['lock']}")
+            hv = vcpus[h]
+            v["ep"] = dict(vm=v["vm"], vcpu=v["vcpu"], tid=v["tid"], lock=v["lock"], start=ts, end=None,
+                           holder_vcpu=hv["vcpu"], holder_preempted=b.current[hv["pcpu"]] != h,
+                           pause_exits=0, halts=0, kicks=0, clearer_vcpu=None)
+        v["mode"], v["spun"] = "spin", 0
+
+    dur_us = p["duration_ms"] * 1000
+    for cpu in range(npcpu):
+        if runq[cpu]:
+            switch_in(0, cpu, runq[cpu].popleft())
+    for t in range(dur_us):
+        t_ns = t * 1000
+        for cpu in range(npcpu):
+            tid = b.current[cpu]
+            if tid == 0:
                 continue
-            if v is None:
-                continue
-            cpu_ns[v] += STEP_NS
-            vm = vm_of[v]
-            if state[v] == "work":
-                left[v] -= STEP_NS
-                if left[v] <= 0:
-                    state[v] = "spin"
-            if state[v] == "spin":
-                if lock[vm] is None:
-                    lock[vm] = v
-                    close_stint(v)
-                    state[v] = "crit"
-                    left[v] = p["hold_us"] * us
-                elif t - last_pause[v] >= p["pause_gap_us"] * us:
-                    w.event(t, c, "kvm_exit", pid=tid[v], exit_reason=PAUSE, guest_rip=0xFFFFFFFF81001000, isa=1, vcpu_id=v % p["vcpus"])
-                    w.event(t + 300, c, "kvm_entry", pid=tid[v], vcpu_id=v % p["vcpus"], rip=0xFFFFFFFF81001000)
-                    last_pause[v] = t
-                    stint[v] = [t, t] if stint[v] is None else [stint[v][0], t]
-            elif state[v] == "crit":
-                left[v] -= STEP_NS
-                if left[v] <= 0:
-                    lock[vm] = None
-                    txns[vm] += 1
-                    w.event(t + 100, c, "print", pid=tid[v], ip=0xFFFFFFFF81002000, buf=f"txn_end vm=vm{vm} vcpu={v % p['vcpus']}\n")
-                    w.event(t + 200, c, "kvm_exit", pid=tid[v], exit_reason=HLT, guest_rip=0xFFFFFFFF81003000, isa=1, vcpu_id=v % p["vcpus"])
-                    state[v] = "sleep"
-                    wake_at[v] = t + rng.randint(p["sleep_us"] // 2, p["sleep_us"] * 3 // 2) * us
-                    cur[c] = None
-                    switch(c, v, None, 1, t + 1000)
+            v = vcpus[tid]
+            v["run_ns"] += 1000
+            mode = v["mode"]
+            if mode == "work":
+                v["work_ns"] += 1000
+                v["left"] -= 1
+                if rng.random() < 1.0 / p["exit_every_us"]:
+                    reason = EXIT_EXTERNAL_INTERRUPT if rng.random() < 0.6 else EXIT_MSR_WRITE
+                    b.kvm_exit(t_ns + 100, cpu, tid, v["vcpu"], reason, rip=USER_RIP)
+                    b.kvm_entry(t_ns + 600, cpu, tid, v["vcpu"], rip=USER_RIP)
+                if v["left"] <= 0:
+                    v["lock"] = rng.randrange(p["locks"])
+                    try_acquire(t_ns + 900, cpu, v)
+            elif mode == "spin":
+                v["spin_ns"] += 1000
+                v["spun"] += 1
+                if holder.get((v["vm"], v["lock"])) is None:
+                    try_acquire(t_ns + 900, cpu, v)
+                elif v["spun"] >= p["pv_spin_us"]:
+                    v["halted_at"] = b.kvm_exit(t_ns + 900, cpu, tid, v["vcpu"], EXIT_HLT)
+                    v["ep"]["halts"] += 1
+                    v["mode"] = "halted"
+                    waiters.setdefault((v["vm"], v["lock"]), []).append(tid)
+                    next_on(t_ns + 950, cpu, TASK_INTERRUPTIBLE)
                     continue
-            slice_left[c] -= STEP_NS
-            if slice_left[c] <= 0 and ready:
-                close_stint(v)
-                w.event(t, c, "kvm_exit", pid=tid[v], exit_reason=EXT_INT, guest_rip=0xFFFFFFFF81004000, isa=1, vcpu_id=v % p["vcpus"])
-                ready.append(v)
-                cur[c] = None
-                switch(c, v, None, 0, t + 1000)
-                if ready:
-                    nxt = ready.popleft()
-                    cur[c] = nxt
-                    slice_left[c] = p["slice_us"] * us
-                    switch(c, None, nxt, 0, t + 2000)
-                    w.event(t + 2500, c, "kvm_entry", pid=tid[nxt], vcpu_id=nxt % p["vcpus"], rip=0xFFFFFFFF81000000)
-                    last_pause[nxt] = t
-        t += STEP_NS
-    for v in range(nv):
-        close_stint(v)
-    w.write(out)
-    return {
-        "scenario": "kvm-heavy-spin",
-        "seed": seed,
-        "params": p,
-        "vms": {f"vm{v}": {"pid": qpid[v], "vcpu_tids": tid[v * p["vcpus"] : (v + 1) * p["vcpus"]], "txns": txns[v]} for v in range(p["vms"])},
-        "spin_episodes": sorted(truth_spins, key=lambda s: (s["vm"], s["vcpu"], s["start"])),
-        "cpu_ns": {str(tid[v]): cpu_ns[v] for v in range(nv)},
-        "pause_gap_us": p["pause_gap_us"],
-    }
+                elif v["spun"] % p["ple_us"] == 0:
+                    b.kvm_exit(t_ns + 500, cpu, tid, v["vcpu"], EXIT_PAUSE)
+                    b.kvm_entry(t_ns + 800, cpu, tid, v["vcpu"])
+                    v["ep"]["pause_exits"] += 1
+            elif mode == "cs":
+                v["work_ns"] += 1000
+                v["left"] -= 1
+                if v["left"] <= 0:
+                    key = (v["vm"], v["lock"])
+                    holder[key] = None
+                    b.marker(t_ns + 300, cpu, tid, f"txn_end vm={v['vm']} vcpu={v['vcpu']}")
+                    v["txns"] += 1
+                    if waiters.get(key):
+                        w = vcpus[waiters[key].pop(0)]
+                        b.kvm_exit(t_ns + 400, cpu, tid, v["vcpu"], EXIT_VMCALL)
+                        b.emit(t_ns + 450, cpu, "kvm_hypercall", tid, nr=KVM_HC_KICK_CPU, a0=0, a1=w["vcpu"], a2=0, a3=0)
+                        b.wakeup(t_ns + 500, cpu, w["tid"], w["pcpu"])
+                        b.kvm_entry(t_ns + 700, cpu, tid, v["vcpu"])
+                        w["ep"]["kicks"] += 1
+                        w["ep"]["clearer_vcpu"] = v["vcpu"]
+                        w["mode"], w["spun"] = "spin", 0
+                        if b.current[w["pcpu"]] == 0:
+                            switch_in(t_ns + 800, w["pcpu"], w["tid"])
+                        else:
+                            runq[w["pcpu"]].append(w["tid"])
+                    v["mode"], v["left"] = "work", _work(rng, p)
+            # host time slice
+            slice_left[cpu] -= 1
+            if slice_left[cpu] <= 0:
+                slice_left[cpu] = p["slice_us"]
+                if runq[cpu]:
+                    b.kvm_exit(t_ns + 960, cpu, tid, v["vcpu"], EXIT_EXTERNAL_INTERRUPT)
+                    runq[cpu].append(tid)
+                    next_on(t_ns + 980, cpu, TASK_RUNNING)
+
+    end_ns = b.end(b.t0 + dur_us * 1000)
+    open_eps = [v["ep"] for v in vcpus.values() if v["ep"] is not None]
+    per_vm: dict[str, dict[str, int]] = {}
+    for v in vcpus.values():
+        d = per_vm.setdefault(v["vm"], dict(work_ns=0, spin_ns=0, run_ns=0, txns=0))
+        for k in d:
+            d[k] += v[k]
+    truth = dict(
+        start_ns=b.t0,
+        end_ns=end_ns,
+        threads=b.thread_table(b.end(b.t0 + dur_us * 1000)),
+        spin_episodes=sorted(episodes, key=lambda e: (e["start"], e["vm"], e["vcpu"])),
+        open_spin_episodes=len(open_eps),
+        per_vm=per_vm,
+        per_vcpu=[dict(vm=v["vm"], vcpu=v["vcpu"], tid=v["tid"], pcpu=v["pcpu"], work_ns=v["work_ns"],
+                       spin_ns=v["spin_ns"], run_ns=v["run_ns"], txns=v["txns"]) for v in vcpus.values()],
+        totals=dict(
+            spin_episodes=len(episodes),
+            pause_exits=sum(e["pause_exits"] for e in episodes + open_eps),
+            kicks=sum(e["kicks"] for e in episodes + open_eps),
+            halts=sum(e["halts"] for e in episodes + open_eps),
+            txns=sum(v["txns"] for v in vcpus.values()),
+            lhp_episodes=sum(1 for e in episodes if e["holder_preempted"]),
+        ),
+    )
+    truth["vms"] = b.inventory()
+    return Result(b.events, truth, dict(cpus=npcpu, comms=b.comms()))
+
+
+def _work(rng: random.Random, p: dict[str, Any]) -> int:
+    w = p["work_us"]
+    return max(1, int(rng.uniform(0.5 * w, 1.5 * w)))

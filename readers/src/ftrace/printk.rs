@@ -177,12 +177,21 @@ pub fn render(fmt: &str, args: &[u8], endian: Endian, long_size: usize) -> Strin
             }
         }
         let mut size = 4;
+        let mut longs = 0;
         while i < b.len() && matches!(b[i], b'h' | b'l' | b'L' | b'z' | b'Z' | b'j' | b't' | b'q') {
-            size = match (b[i], size) {
-                (b'h', 4) => 2,
-                (b'h', _) => 1,
-                (b'l', 4) => rd.long_size,
-                (b'l', _) | (b'L', _) | (b'q', _) | (b'j', _) => 8,
+            size = match b[i] {
+                b'h' if size == 4 => 2,
+                b'h' => 1,
+                b'l' => {
+                    // `l` is the kernel's long; `ll` is always 8 bytes
+                    longs += 1;
+                    if longs >= 2 {
+                        8
+                    } else {
+                        rd.long_size
+                    }
+                }
+                b'L' | b'q' | b'j' => 8,
                 _ => rd.long_size,
             };
             i += 1;
@@ -259,8 +268,9 @@ mod tests {
     fn zero_padding_precision_and_long_size() {
         let args = pack(&[&7u32.to_le_bytes(), &0xffu32.to_le_bytes()]);
         assert_eq!(render("[%04d][%#x][%-3d]", &[args.clone(), 5u32.to_le_bytes().to_vec()].concat(), Endian::Little, 4), "[0007][0xff][5  ]");
-        // %ld on a 32-bit kernel is 4 bytes
+        // %ld on a 32-bit kernel is 4 bytes, %lld always 8
         assert_eq!(render("%ld", &(-3i32).to_be_bytes(), Endian::Big, 4), "-3");
+        assert_eq!(render("%lld", &(1u64 << 40).to_le_bytes(), Endian::Little, 4), "1099511627776");
     }
 
     #[test]

@@ -1,0 +1,48 @@
+//! `read_xentrace`: a xentrace file → one Parquet file per record type.
+
+use crate::errors::to_py;
+use cratrace_arrow::ParquetSink;
+use cratrace_format::xentrace::read_xentrace as read;
+use cratrace_format::ReadError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+
+/// Read a xentrace file into `out_dir/<table>.parquet`; returns a summary.
+#[pyfunction]
+#[pyo3(signature = (path, out_dir, *, cpu_hz, batch_rows = 65536, progress = None))]
+pub fn read_xentrace(py: Python<'_>, path: PathBuf, out_dir: PathBuf, cpu_hz: f64, batch_rows: usize, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+    let result = py.detach(|| {
+        let mut sink = ParquetSink::new(&out_dir, batch_rows);
+        let mut cb = |done: u64, total: u64| -> bool {
+            Python::attach(|py| {
+                if py.check_signals().is_err() {
+                    return false;
+                }
+                progress.as_ref().is_none_or(|p| p.call1(py, (done, total)).is_ok())
+            })
+        };
+        let s = read(&path, cpu_hz, &mut sink, &mut cb)?;
+        sink.finish().map_err(|what| ReadError::Sink { what })?;
+        Ok::<_, ReadError>(s)
+    });
+    let s = result.map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("format", "xentrace")?;
+    d.set_item("records", s.records)?;
+    d.set_item("cpus", s.cpus)?;
+    d.set_item("events", s.rows)?;
+    let vol = PyDict::new(py);
+    for ((cpu, class), bytes) in &s.volume {
+        vol.set_item(format!("{cpu}:{class}"), bytes)?;
+    }
+    d.set_item("volume_bytes", vol)?;
+    d.set_item("lost_records", s.lost.iter().map(|(c, n)| (c.to_string(), *n)).collect::<std::collections::BTreeMap<_, _>>())?;
+    d.set_item("tsc_range", s.tsc_range.map(|(a, b)| vec![a, b]))?;
+    d.set_item("time_range", s.time_range.map(|(a, b)| vec![a, b]))?;
+    d.set_item("cpu_hz", cpu_hz)?;
+    d.set_item("clock", "tsc")?;
+    d.set_item("warnings", s.warnings)?;
+    d.set_item("truncated_bytes", s.truncated_bytes)?;
+    Ok(d.unbind())
+}

@@ -1,0 +1,43 @@
+"""xentrace binary files, read by the native Rust reader.
+
+Timestamps are TSC cycles; converting them to ns needs the host's CPU
+frequency, from host.json (the collector reads it from `xl info`) or
+`cratrace import --cpu-hz`. Without it the import stops with a one-line
+error saying so: a capture with cycles in the `ts` column would be
+silently wrong. The raw cycles stay in each table's `tsc` column.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any, Callable
+
+from cratrace import _native
+from cratrace.errors import UsageError
+
+KIND = "xentrace"
+CPU_CHANGE = 0x0001F003
+
+
+def sniff(path: Path) -> bool:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(12)
+    except OSError:
+        return False
+    if len(head) < 12:
+        return False
+    w, cpu, _ = struct.unpack("<III", head)
+    return w & 0x0FFFFFFF == CPU_CHANGE and (w >> 28) & 7 == 2 and cpu < 4096
+
+
+def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
+    hz = options.get("cpu_hz")
+    if not hz:
+        raise UsageError(f"{path}: xentrace timestamps are TSC cycles; pass --cpu-hz (the host's CPU frequency, e.g. 2.4e9) or import the raw capture with its host.json")
+    s = dict(_native.read_xentrace(str(path), str(out_dir), cpu_hz=float(hz), batch_rows=int(options.get("batch_rows", 65536)), progress=progress))
+    s.setdefault("stats", {})
+    s.setdefault("dropped_fields", [])
+    s["lost_events"] = {"": {c: {"count": n, "unknown_pages": 0} for c, n in s.get("lost_records", {}).items()}}
+    return s

@@ -1,0 +1,161 @@
+"""Run a scenario and write its trace plus the ground-truth sidecar.
+
+``synthesize("kvm-heavy-spin", "spin.dat", seed=1, overrides={"vms": "3"})``
+writes ``spin.dat`` (trace.dat v7, zstd by default) and
+``spin.dat.truth.json``. The truth holds the scenario name and version, the
+seed, every parameter in force, the writer settings, per-event counts (what
+``trace-cmd report`` must show) and the scenario's own ground truth
+(docs/synth.md describes each key). Both files are written to temporary
+names and renamed into place; existing files are kept unless ``force``.
+
+With ``raw=True`` ``out`` is a directory laid out like a ``cratrace
+record`` raw capture (``manifest.json``, ``host.json`` with the VM
+inventory, ``trace.dat``, ``trace.dat.truth.json``), so ``cratrace import
+DIR`` names VMs and vCPUs exactly as the truth does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from cratrace.errors import CratraceError, OutputExistsError, UsageError
+from cratrace.synth.scenarios import SCENARIOS
+from cratrace.synth.tracedat_writer import write_tracedat
+
+TRUTH_SCHEMA = 1
+
+
+def _umask_mode() -> int:
+    """Mode a plain open() would give a new file (mkstemp makes 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def resolve_params(name: str, overrides: Mapping[str, str]) -> dict[str, Any]:
+    mod = scenario(name)
+    params = {k: p.default for k, p in mod.PARAMS.items()}
+    for key, text in overrides.items():
+        if key not in mod.PARAMS:
+            raise UsageError(f"--set {key}=...: {name} has no parameter {key!r} (has: {', '.join(mod.PARAMS)})")
+        params[key] = mod.PARAMS[key].parse(key, text)
+    for key, val in params.items():
+        if isinstance(val, (int, float)) and not isinstance(val, bool) and val <= 0 and key not in getattr(mod, "ALLOW_ZERO", ()):
+            raise UsageError(f"--set {key}={val}: must be positive")
+    check = getattr(mod, "check", None)
+    if check:
+        check(params)
+    return params
+
+
+def scenario(name: str):
+    if name not in SCENARIOS:
+        raise UsageError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
+    return SCENARIOS[name]
+
+
+def synthesize(
+    name: str,
+    out: str | os.PathLike,
+    *,
+    seed: int = 0,
+    overrides: Mapping[str, str] | None = None,
+    force: bool = False,
+    version: int = 7,
+    compression: str = "zstd",
+    raw: bool = False,
+) -> dict[str, Any]:
+    """Generate scenario ``name`` into ``out`` and ``out.truth.json``; return the truth."""
+    if raw:
+        return _synthesize_raw(name, Path(out), seed=seed, overrides=overrides, force=force,
+                               version=version, compression=compression)
+    out = Path(out)
+    if out.is_dir():
+        raise UsageError(f"-o {out}: is a directory; give a file name")
+    truth_path = out.with_name(out.name + ".truth.json")
+    for p in (out, truth_path):
+        if p.exists() and not force:
+            raise OutputExistsError(f"{p} exists (use --force to overwrite)")
+    mod = scenario(name)
+    params = resolve_params(name, overrides or {})
+    res = mod.generate(params, seed)
+    writer = dict(version=version, compression=compression, **res.writer)
+    try:
+        write_tracedat(out, res.events, overwrite=True, **writer)
+    except OSError as e:
+        raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
+    truth = dict(
+        schema=TRUTH_SCHEMA,
+        scenario=name,
+        scenario_version=mod.VERSION,
+        seed=seed,
+        params=params,
+        file=dict(version=version, compression=compression, cpus=writer.get("cpus"),
+                  long_size=8, endian="little", page_size=4096, trace_clock="local"),
+        event_counts=dict(sorted({n: c for n, c in _counts(res.events).items()}.items())),
+        total_events=len(res.events),
+        **res.truth,
+    )
+    try:
+        _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
+    except OSError as e:
+        out.unlink(missing_ok=True)  # never leave a trace without its truth
+        raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
+    return truth
+
+
+def _counts(events) -> dict[str, int]:
+    c: dict[str, int] = {}
+    for e in events:
+        c[e.name] = c.get(e.name, 0) + 1
+    return c
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.chmod(tmp, _umask_mode())
+    os.replace(tmp, path)
+
+
+def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, version: int, compression: str) -> dict[str, Any]:
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"-o {out}: exists and is not a directory (a raw capture is a directory)")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise OutputExistsError(f"{out} exists and is not empty (use --force to replace it)")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    try:
+        truth = synthesize(name, tmp / "trace.dat", seed=seed, overrides=overrides, force=True,
+                           version=version, compression=compression)
+        host = dict(hostname=f"synth-{name}", kernel="6.18.44 (synthetic)", clocksource="tsc",
+                    cpu=dict(model="synthetic", topology=None), tsc_hz=None, cpu_hz=None, vms=truth["vms"])
+        (tmp / "host.json").write_text(json.dumps(host, indent=1) + "\n")
+        files = []
+        for fname, kind in (("trace.dat", "tracedat"), ("host.json", "host")):
+            data = (tmp / fname).read_bytes()
+            files.append(dict(path=fname, kind=kind, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)))
+        manifest = dict(format="cratrace-raw", version=1, preset=f"synth:{name}",
+                        question=f"synthetic scenario {name} (seed {seed}); truth in trace.dat.truth.json",
+                        files=files, tools=dict(synth=f"cratrace synth {name} v{truth['scenario_version']}"))
+        (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+        os.chmod(tmp, 0o777 & ~_umask())
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return truth
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,315 @@
+//! xentrace binary files (Xen's `xentrace` output).
+//!
+//! A record is a 32-bit header (event id: 28 bits, extra-word count: 3
+//! bits, TSC-present: 1 bit), an optional 64-bit TSC and up to seven u32
+//! words. xentrace writes per-pCPU *windows*: a `TRC_TRACE_CPU_CHANGE`
+//! record (cpu, byte count) followed by that many bytes of the pCPU's
+//! records. The **tokenizer** indexes the windows; the **sorter** walks
+//! every pCPU's windows in file order (one window in memory per pCPU) and
+//! merges the pCPUs by TSC with a heap, ties by pCPU number; a record
+//! without a TSC inherits the last TSC of its pCPU. The **parser** decodes
+//! scheduler, HVM and power-management records into typed tables and
+//! everything else into `xen_record` (id, words): nothing is dropped.
+
+use crate::error::{ReadError, ReadResult};
+use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+/// TRC_TRACE_CPU_CHANGE: a window of one pCPU's records follows.
+pub const CPU_CHANGE: u32 = 0x0001_f003;
+/// TRC_LOST_RECORDS.
+pub const LOST_RECORDS: u32 = 0x0001_f001;
+/// TRC_TRACE_WRAP_BUFFER: padding.
+pub const WRAP_BUFFER: u32 = 0x0001_f004;
+const RUNSTATES: [&str; 4] = ["running", "runnable", "blocked", "offline"];
+
+/// What a read found.
+#[derive(Clone, Debug, Default)]
+pub struct XenSummary {
+    /// Records read (windows' cpu-change records included).
+    pub records: u64,
+    /// pCPUs seen.
+    pub cpus: u32,
+    /// Rows per table.
+    pub rows: BTreeMap<String, u64>,
+    /// Bytes per (pCPU, class name), as xenalyze's log-volume summary counts them.
+    pub volume: BTreeMap<(u32, String), u64>,
+    /// Lost records per pCPU.
+    pub lost: BTreeMap<u32, u64>,
+    /// First and last TSC.
+    pub tsc_range: Option<(u64, u64)>,
+    /// First and last timestamp in ns.
+    pub time_range: Option<(i64, i64)>,
+    /// Warnings (one line each).
+    pub warnings: Vec<String>,
+    /// Bytes after the last complete record.
+    pub truncated_bytes: u64,
+}
+
+struct Window {
+    cpu: u32,
+    start: u64,
+    len: u64,
+}
+
+/// The class name xenalyze uses for an event id.
+pub fn class_name(ev: u32) -> &'static str {
+    match (ev >> 16) & 0xfff {
+        0x001 => "gen",
+        0x002 => "sched",
+        0x004 => "dom0op",
+        0x008 => "hvm",
+        0x010 => "mem",
+        0x020 => "pv",
+        0x040 => "shadow",
+        0x080 => "hw",
+        _ => "other",
+    }
+}
+
+fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64)> {
+    let mut windows = Vec::new();
+    let mut pos = 0u64;
+    let mut head = [0u8; 12];
+    while pos + 12 <= size {
+        file.read_exact_at(&mut head, pos).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
+        let w = u32::from_le_bytes(head[0..4].try_into().expect("4"));
+        if w & 0x0fff_ffff != CPU_CHANGE || (w >> 28) & 7 != 2 || w >> 31 != 0 {
+            return Err(ReadError::corrupt(path, pos, "corrupt-window", format!("expected a cpu-change record (0x{CPU_CHANGE:x}), found header 0x{w:08x}")));
+        }
+        let cpu = u32::from_le_bytes(head[4..8].try_into().expect("4"));
+        let len = u32::from_le_bytes(head[8..12].try_into().expect("4")) as u64;
+        if cpu > 4096 {
+            return Err(ReadError::corrupt(path, pos, "corrupt-window", format!("cpu {cpu} in a cpu-change record")));
+        }
+        let start = pos + 12;
+        if start + len > size {
+            windows.push(Window { cpu, start, len: size - start });
+            return Ok((windows, start + len - size));
+        }
+        windows.push(Window { cpu, start, len });
+        pos = start + len;
+    }
+    Ok((windows, size - pos))
+}
+
+/// One record: header word, TSC (inherited when absent) and words.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    ev: u32,
+    tsc: u64,
+    n: usize,
+    words: [u32; 7],
+    bytes: u64,
+}
+
+struct Stream {
+    cpu: u32,
+    windows: Vec<(u64, u64)>,
+    next_window: usize,
+    buf: Vec<u8>,
+    pos: usize,
+    last_tsc: u64,
+    cur: Option<Rec>,
+}
+
+impl Stream {
+    fn advance(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<bool> {
+        loop {
+            if self.pos + 4 <= self.buf.len() {
+                let b = &self.buf[self.pos..];
+                let w = u32::from_le_bytes(b[0..4].try_into().expect("4"));
+                let n = ((w >> 28) & 7) as usize;
+                let has_tsc = w >> 31 == 1;
+                let size = 4 + if has_tsc { 8 } else { 0 } + 4 * n;
+                if b.len() < size {
+                    s.warnings.push(format!("{}: cpu {}: a record is cut at the end of its window; rest of window skipped", path.display(), self.cpu));
+                    self.pos = self.buf.len();
+                    continue;
+                }
+                let mut off = 4;
+                if has_tsc {
+                    self.last_tsc = u64::from_le_bytes(b[4..12].try_into().expect("8"));
+                    off = 12;
+                }
+                let mut words = [0u32; 7];
+                for (i, wd) in words.iter_mut().enumerate().take(n) {
+                    *wd = u32::from_le_bytes(b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"));
+                }
+                self.pos += size;
+                self.cur = Some(Rec { ev: w & 0x0fff_ffff, tsc: self.last_tsc, n, words, bytes: size as u64 });
+                return Ok(true);
+            }
+            let Some(&(start, len)) = self.windows.get(self.next_window) else {
+                self.cur = None;
+                return Ok(false);
+            };
+            self.next_window += 1;
+            self.buf.resize(len as usize, 0);
+            file.read_exact_at(&mut self.buf, start).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
+            self.pos = 0;
+        }
+    }
+}
+
+fn col(name: &str, ty: ColumnType) -> ColumnSpec {
+    ColumnSpec { name: name.into(), ty }
+}
+
+struct Tables {
+    ids: BTreeMap<&'static str, TableId>,
+}
+
+impl Tables {
+    fn get(&mut self, sink: &mut dyn EventSink, name: &'static str, cols: &[(&str, ColumnType)]) -> ReadResult<TableId> {
+        if let Some(t) = self.ids.get(name) {
+            return Ok(*t);
+        }
+        let mut columns = vec![col("tsc", ColumnType::U64)];
+        columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
+        let t = sink.declare_table(&TableSpec { name: name.into(), system: "xen".into(), columns }).map_err(|what| ReadError::Sink { what })?;
+        self.ids.insert(name, t);
+        Ok(t)
+    }
+}
+
+fn dom_vcpu(w: u32) -> (i64, i64) {
+    ((w >> 16) as i64, (w & 0xffff) as i64)
+}
+
+/// Read `path` into `sink`. `cpu_hz` converts TSC to ns (required).
+pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progress: &mut dyn FnMut(u64, u64) -> bool) -> ReadResult<XenSummary> {
+    let file = File::open(path).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
+    let size = file.metadata().map_err(|e| ReadError::Io { path: path.into(), source: e })?.len();
+    if size == 0 {
+        return Err(ReadError::corrupt(path, 0, "empty", "empty file, not a xentrace file"));
+    }
+    if !(cpu_hz.is_finite() && cpu_hz > 1e6) {
+        return Err(ReadError::Unsupported { path: path.into(), offset: 0, what: format!("cpu frequency {cpu_hz} Hz; pass the host's (e.g. --cpu-hz 2.4e9)") });
+    }
+    let (windows, truncated) = tokenize(path, &file, size)?;
+    let mut s = XenSummary { truncated_bytes: truncated, ..Default::default() };
+    if truncated > 0 {
+        s.warnings.push(format!("{}: at byte {}: file is truncated: {truncated} bytes of the last window missing", path.display(), size));
+    }
+    let mut per_cpu: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
+    for w in &windows {
+        per_cpu.entry(w.cpu).or_default().push((w.start, w.len));
+        // xenalyze does not count the window headers in any class
+        *s.volume.entry((w.cpu, "window".into())).or_default() += 12;
+        s.records += 1;
+    }
+    s.cpus = per_cpu.keys().max().map_or(0, |m| m + 1);
+    sink.set_instances(&[String::new()]);
+    let mut streams: Vec<Stream> = per_cpu.into_iter().map(|(cpu, windows)| Stream { cpu, windows, next_window: 0, buf: Vec::new(), pos: 0, last_tsc: 0, cur: None }).collect();
+    let mut heap = BinaryHeap::new();
+    for (i, st) in streams.iter_mut().enumerate() {
+        if st.advance(&file, path, &mut s)? {
+            heap.push(Reverse((st.cur.expect("advanced").tsc, st.cpu, i)));
+        }
+    }
+    let mut t = Tables { ids: BTreeMap::new() };
+    let ns = |tsc: u64| (tsc as f64 * 1e9 / cpu_hz).round() as i64;
+    let mut done = 0u64;
+    let mut list: Vec<u64> = Vec::with_capacity(7);
+    use ColumnType::{ListU64, Str, I64, U32, U64};
+    while let Some(Reverse((_, _, i))) = heap.pop() {
+        let r = streams[i].cur.expect("in heap");
+        let cpu = streams[i].cpu;
+        s.records += 1;
+        *s.volume.entry((cpu, class_name(r.ev).into())).or_default() += r.bytes;
+        let head = RowHeader { ts: ns(r.tsc), cpu, pid: None, instance: 0 };
+        let w = &r.words;
+        let tsc = Value::U64(r.tsc);
+        let row = |sink: &mut dyn EventSink, tid: TableId, vals: &[Value<'_>]| sink.write_row(tid, &head, vals).map_err(|what| ReadError::Sink { what });
+        let name: &'static str = match r.ev {
+            ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
+                let tid = t.get(sink, "xen_runstate_change", &[("dom", I64), ("vcpu", I64), ("old_state", Str), ("new_state", Str)])?;
+                let (d, v) = dom_vcpu(w[0]);
+                let old = RUNSTATES.get(((ev >> 8) & 0xf) as usize).copied().unwrap_or("unknown");
+                let new = RUNSTATES.get(((ev >> 4) & 0xf) as usize).copied().unwrap_or("unknown");
+                row(sink, tid, &[tsc, Value::I64(d), Value::I64(v), Value::Str(old), Value::Str(new)])?;
+                "xen_runstate_change"
+            }
+            0x0002_1002 if r.n >= 1 => {
+                let tid = t.get(sink, "xen_continue_running", &[("dom", I64), ("vcpu", I64)])?;
+                let (d, v) = dom_vcpu(w[0]);
+                row(sink, tid, &[tsc, Value::I64(d), Value::I64(v)])?;
+                "xen_continue_running"
+            }
+            0x0002_800a if r.n >= 4 => {
+                let tid = t.get(sink, "xen_switch", &[("prev_dom", I64), ("prev_vcpu", I64), ("next_dom", I64), ("next_vcpu", I64)])?;
+                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::I64(w[2] as i64), Value::I64(w[3] as i64)])?;
+                "xen_switch"
+            }
+            0x0002_800e if r.n >= 3 => {
+                let tid = t.get(sink, "xen_switch_infprev", &[("dom", I64), ("vcpu", I64), ("runtime", U64)])?;
+                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64)])?;
+                "xen_switch_infprev"
+            }
+            0x0002_800f if r.n >= 4 => {
+                let tid = t.get(sink, "xen_switch_infnext", &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)])?;
+                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64), Value::I64(w[3] as i32 as i64)])?;
+                "xen_switch_infnext"
+            }
+            0x0002_8003..=0x0002_8006 if r.n >= 2 => {
+                let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"][(r.ev - 0x0002_8003) as usize];
+                let tid = t.get(sink, name, &[("dom", I64), ("vcpu", I64)])?;
+                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64)])?;
+                name
+            }
+            0x0008_1001 | 0x0008_1101 => {
+                let tid = t.get(sink, "xen_hvm_vmentry", &[])?;
+                row(sink, tid, &[tsc])?;
+                "xen_hvm_vmentry"
+            }
+            0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
+                let tid = t.get(sink, "xen_hvm_vmexit", &[("exit_reason", U32), ("rip", U64)])?;
+                let rip = if r.ev & 0x100 != 0 && r.n >= 3 { w[1] as u64 | (w[2] as u64) << 32 } else { w[1] as u64 };
+                row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(rip)])?;
+                "xen_hvm_vmexit"
+            }
+            0x0080_1001 if r.n >= 2 => {
+                let tid = t.get(sink, "xen_pm_freq_change", &[("old_mhz", U32), ("new_mhz", U32)])?;
+                row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(w[1] as u64)])?;
+                "xen_pm_freq_change"
+            }
+            0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
+                let name = if r.ev == 0x0080_1002 { "xen_pm_idle_entry" } else { "xen_pm_idle_exit" };
+                let tid = t.get(sink, name, &[("cstate", U32)])?;
+                row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
+                name
+            }
+            LOST_RECORDS => {
+                *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };
+                "xen_lost_records_marker"
+            }
+            WRAP_BUFFER => "xen_wrap",
+            _ => {
+                let tid = t.get(sink, "xen_record", &[("id", U32), ("words", ListU64)])?;
+                list.clear();
+                list.extend(w[..r.n].iter().map(|&x| x as u64));
+                row(sink, tid, &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)])?;
+                "xen_record"
+            }
+        };
+        if !name.ends_with("_marker") && name != "xen_wrap" {
+            *s.rows.entry(name.to_string()).or_default() += 1;
+        }
+        s.tsc_range = Some(s.tsc_range.map_or((r.tsc, r.tsc), |(a, b)| (a.min(r.tsc), b.max(r.tsc))));
+        done += r.bytes;
+        if done % (1 << 20) < r.bytes && !progress(done, size) {
+            return Err(ReadError::Interrupted);
+        }
+        if streams[i].advance(&file, path, &mut s)? {
+            heap.push(Reverse((streams[i].cur.expect("advanced").tsc, cpu, i)));
+        }
+    }
+    s.time_range = s.tsc_range.map(|(a, b)| (ns(a), ns(b)));
+    progress(size, size);
+    Ok(s)
+}

@@ -1,0 +1,153 @@
+"""The native xentrace reader: exact results on files with known content
+(cratrace's own writer), and agreement with xenalyze on a real Xen host's
+trace (8 pCPUs, credit2, dom0 + one HVM guest).
+
+Reconciliation conventions with xenalyze: pCPUs are merged by TSC (ties by
+pCPU number); a record without a TSC takes its pCPU's last TSC; runstate
+intervals still open at the start or end of the trace are not counted
+(xenalyze only sums closed ones); continue-running records do not end an
+interval, except for a vCPU that has continue-running records: those prove
+it ran, and its open head and tail intervals count from the trace's first
+record and to its last (xenalyze's totals match exactly this); window
+(cpu-change) headers belong to no class."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import polars as pl
+import pytest
+
+from cratrace.synth.xentrace_writer import XentraceWriter
+from tests.helpers import cratrace as run_cli
+
+HZ = 2.4e9
+
+
+def _import(src, out, hz=HZ):
+    run_cli("import", src, "-o", out, "--cpu-hz", str(hz), "-q", check=True)
+    return json.loads((out / "capture.json").read_text())
+
+
+def test_known_content_decodes_exactly_in_tsc_order(tmp_path):
+    w = XentraceWriter()
+    w.record(0, 0x00021011, [(14 << 16) | 2], tsc=1000)  # dom14 v2 running -> runnable? (old 1 new 1)
+    w.record(0, 0x00081001)  # vmentry without TSC: inherits 1000
+    w.record(1, 0x0002800A, [0, 1, 0x7FFF, 0], tsc=500)
+    w.record(1, 0x00081102, [30, 0x8CC0007E, 0xFFFFFFFF], tsc=1500)
+    w.record(1, 0x0003_1234, [7, 8, 9], tsc=2000)  # unknown: generic table
+    w.record(0, 0x00021101, [(14 << 16) | 2], tsc=3000)
+    f = tmp_path / "x.bin"
+    w.write(f, window_records=2)
+    meta = _import(f, tmp_path / "cap")
+    assert meta["events"] == {"xen_runstate_change": 2, "xen_hvm_vmentry": 1, "xen_switch": 1, "xen_hvm_vmexit": 1, "xen_record": 1}
+    ev = tmp_path / "cap" / "events"
+    rs = pl.read_parquet(ev / "xen_runstate_change.parquet")
+    # the state change is encoded in the event id: old in bits 8-11, new in bits 4-7
+    assert rs.select("tsc", "dom", "vcpu", "old_state", "new_state").rows() == [(1000, 14, 2, "running", "runnable"), (3000, 14, 2, "runnable", "running")]
+    assert rs["ts"].to_list() == [round(1000 * 1e9 / HZ), round(3000 * 1e9 / HZ)]
+    assert pl.read_parquet(ev / "xen_hvm_vmentry.parquet")["tsc"].to_list() == [1000]
+    assert pl.read_parquet(ev / "xen_switch.parquet").select("prev_dom", "prev_vcpu", "next_dom", "next_vcpu").rows() == [(0, 1, 0x7FFF, 0)]
+    ex = pl.read_parquet(ev / "xen_hvm_vmexit.parquet").row(0, named=True)
+    assert ex["exit_reason"] == 30 and ex["rip"] == 0xFFFFFFFF8CC0007E
+    gen = pl.read_parquet(ev / "xen_record.parquet").row(0, named=True)
+    assert gen["id"] == 0x31234 and gen["words"] == [7, 8, 9] and gen["cpu"] == 1
+
+
+def test_missing_cpu_frequency_is_a_one_line_error(tmp_path):
+    w = XentraceWriter()
+    w.record(0, 0x00021011, [1], tsc=1)
+    w.write(tmp_path / "x.bin")
+    p = run_cli("import", tmp_path / "x.bin", "-o", tmp_path / "cap")
+    assert p.returncode == 2 and "--cpu-hz" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_damaged_window_header_names_the_offset(tmp_path):
+    w = XentraceWriter()
+    for i in range(10):
+        w.record(0, 0x00021011, [1], tsc=i)
+    w.write(tmp_path / "x.bin", window_records=4)
+    data = bytearray((tmp_path / "x.bin").read_bytes())
+    second = 12 + 4 * 16
+    data[second : second + 4] = b"\xff\xff\xff\xff"
+    (tmp_path / "bad.bin").write_bytes(bytes(data))
+    p = run_cli("import", tmp_path / "bad.bin", "-o", tmp_path / "cap", "--cpu-hz", "2e9")
+    assert p.returncode == 2 and f"at byte {second}" in p.stderr and "cpu-change" in p.stderr
+
+
+@pytest.fixture(scope="module")
+def xen(fixtures_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("xen") / "cap"
+    meta = _import(fixtures_dir / "xen_credit2.bin", out)
+    return fixtures_dir / "xen_credit2.bin", out, meta
+
+
+def test_every_record_is_kept(xen):
+    _, _, meta = xen
+    s = meta["sources"][0]["summary"]
+    assert s["records"] == 180_680  # the fixture's documented record count
+    assert sum(meta["events"].values()) + sum(v for k, v in s["volume_bytes"].items() if k.endswith(":window")) // 12 == 180_680
+
+
+def _xenalyze(path) -> str:
+    if shutil.which("xenalyze") is None:
+        pytest.skip("xenalyze is not installed (Debian: xen-utils-common)")
+    return subprocess.run(["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], capture_output=True, text=True, check=True).stdout
+
+
+def test_per_pcpu_volume_per_class_equals_xenalyze(xen):
+    path, _, meta = xen
+    text = _xenalyze(path)
+    theirs, cpu = {}, None
+    for line in text.split("|-- Domain")[0].splitlines():
+        m = re.match(r"\s*- cpu (\d+) -", line)
+        if m:
+            cpu = int(m.group(1))
+            continue
+        m = re.match(r"\s*(gen|sched|hvm|mem|pm|pv|hw)\s*:\s*(\d+)", line)
+        if m and cpu is not None:
+            theirs[f"{cpu}:{m.group(1)}"] = int(m.group(2))
+    ours = {k: v for k, v in meta["sources"][0]["summary"]["volume_bytes"].items() if not k.endswith(":window")}
+    assert len(theirs) >= 16
+    assert ours == theirs
+
+
+def test_per_vcpu_running_time_within_one_percent_of_xenalyze(xen):
+    path, cap, _ = xen
+    text = _xenalyze(path)
+    theirs, dom = {}, None
+    vcpu = None
+    for line in text.splitlines():
+        m = re.match(r"\|-- Domain (\d+) --\|", line)
+        if m:
+            dom, vcpu = int(m.group(1)), None
+            continue
+        m = re.match(r"-- v(\d+) --", line)
+        if m:
+            vcpu = int(m.group(1))
+            continue
+        m = re.match(r"\s+running:\s+(\d+)\s+[\d.]+s\s+(\d+)", line)
+        if m and dom is not None and vcpu is not None and (dom, vcpu) not in theirs:
+            theirs[(dom, vcpu)] = int(m.group(1)) * int(m.group(2))  # count x mean cycles
+    lo = min(pl.read_parquet(f)["tsc"].min() for f in (cap / "events").glob("*.parquet"))
+    hi = max(pl.read_parquet(f)["tsc"].max() for f in (cap / "events").glob("*.parquet"))
+    rs = pl.read_parquet(cap / "events" / "xen_runstate_change.parquet").sort("tsc", maintain_order=True)
+    cont = set(pl.read_parquet(cap / "events" / "xen_continue_running.parquet").select("dom", "vcpu").unique().iter_rows())
+    rs = rs.with_columns(pl.col("tsc").shift(-1).over("dom", "vcpu").alias("next"), pl.col("tsc").shift(1).over("dom", "vcpu").alias("prev"))
+    run = rs.filter(pl.col("new_state") == "running")
+    ours = {(d, v): c for d, v, c in run.filter(pl.col("next").is_not_null()).group_by("dom", "vcpu").agg((pl.col("next") - pl.col("tsc")).sum()).iter_rows()}
+    for d, v, t in run.filter(pl.col("next").is_null()).select("dom", "vcpu", "tsc").iter_rows():
+        if (d, v) in cont:
+            ours[(d, v)] = ours.get((d, v), 0) + hi - t
+    for d, v, t in rs.filter(pl.col("prev").is_null() & (pl.col("old_state") == "running")).select("dom", "vcpu", "tsc").iter_rows():
+        if (d, v) in cont:
+            ours[(d, v)] = ours.get((d, v), 0) + t - lo
+    checked = 0
+    for key, cycles in theirs.items():
+        if cycles > 2_400_000:  # above 1 ms of running time
+            assert ours.get(key, 0) == pytest.approx(cycles, rel=0.01), key
+            checked += 1
+    assert checked >= 5
