@@ -53,10 +53,26 @@ def load_preset(name: str, preset_dir: Path = PRESET_DIR) -> dict:
     if not re.fullmatch(r"[a-z0-9-]+", name):
         raise CollectError(f"preset name {name!r}: only lowercase letters, digits and '-'")
     p = preset_dir / f"{name}.json"
+    packed = _zipped_presets(preset_dir)
+    if packed is not None:  # running as a zipapp: presets are archive members
+        if name not in packed:
+            raise CollectError(f"unknown preset {name!r} (known: {', '.join(sorted(packed))})")
+        return json.loads(packed[name])
     if not p.is_file():
         known = sorted(x.stem for x in preset_dir.glob("*.json"))
         raise CollectError(f"unknown preset {name!r} (known: {', '.join(known)})")
     return json.loads(p.read_text())
+
+
+def _zipped_presets(preset_dir: Path) -> dict[str, bytes] | None:
+    """{name: json bytes} when preset_dir lies inside a zipapp, else None."""
+    import zipfile
+
+    archive = preset_dir.parent
+    if preset_dir.is_dir() or not zipfile.is_zipfile(archive):
+        return None
+    with zipfile.ZipFile(archive) as z:
+        return {Path(n).stem: z.read(n) for n in z.namelist() if n.startswith("presets/") and n.endswith(".json")}
 
 
 def validate_events(events: list[str]) -> list[str]:

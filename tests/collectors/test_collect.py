@@ -182,6 +182,21 @@ def test_zipapp_runs_stand_alone(tmp_path):
     cc.build_zipapp(target)
     p = subprocess.run([sys.executable, str(target), "--help"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert p.returncode == 0 and "--preset" in p.stdout
+    # Presets travel inside the archive: a bad name lists them all.
+    p = subprocess.run([sys.executable, str(target), "-o", str(tmp_path / "x"), "--preset", "nope"], capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    known = sorted(f.stem for f in (Path(cc.__file__).parent / "presets").glob("*.json"))
+    assert p.returncode == 2 and f"known: {', '.join(known)}" in p.stderr
+
+
+def test_zipapp_records_with_a_packed_preset(tracing_lock, tmp_path):
+    target = tmp_path / "collect.pyz"
+    cc.build_zipapp(target)
+    p = subprocess.run([sys.executable, str(target), "-o", str(tmp_path / "raw"), "--preset", "kvm-spin", "--duration", "0.5", "--no-perf-stat"],
+                       capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = json.loads((tmp_path / "raw" / "manifest.json").read_text())
+    assert m["preset"] == "kvm-spin" and "sched:sched_switch" in m["events"]["recorded"]
 
 
 def test_lost_events_with_a_tiny_buffer_exit_1_and_are_counted(tracing_lock, tmp_path):
