@@ -53,10 +53,26 @@ def load_preset(name: str, preset_dir: Path = PRESET_DIR) -> dict:
     if not re.fullmatch(r"[a-z0-9-]+", name):
         raise CollectError(f"preset name {name!r}: only lowercase letters, digits and '-'")
     p = preset_dir / f"{name}.json"
+    packed = _zipped_presets(preset_dir)
+    if packed is not None:  # running as a zipapp: presets are archive members
+        if name not in packed:
+            raise CollectError(f"unknown preset {name!r} (known: {', '.join(sorted(packed))})")
+        return json.loads(packed[name])
     if not p.is_file():
         known = sorted(x.stem for x in preset_dir.glob("*.json"))
         raise CollectError(f"unknown preset {name!r} (known: {', '.join(known)})")
     return json.loads(p.read_text())
+
+
+def _zipped_presets(preset_dir: Path) -> dict[str, bytes] | None:
+    """{name: json bytes} when preset_dir lies inside a zipapp, else None."""
+    import zipfile
+
+    archive = preset_dir.parent
+    if preset_dir.is_dir() or not zipfile.is_zipfile(archive):
+        return None
+    with zipfile.ZipFile(archive) as z:
+        return {Path(n).stem: z.read(n) for n in z.namelist() if n.startswith("presets/") and n.endswith(".json")}
 
 
 def validate_events(events: list[str]) -> list[str]:
@@ -192,9 +208,20 @@ def _int(s):
 
 
 def _tsc_hz() -> int | None:
+    """The TSC rate the kernel uses: sysfs when exported, else its boot-time
+    calibration from the kernel log (refined value preferred); None when
+    neither is readable (e.g. dmesg restricted)."""
     khz = _int(_read(Path("/sys/devices/system/cpu/cpu0/tsc_freq_khz")))
     if khz:
         return khz * 1000
+    return tsc_hz_from_kernel_log(_run(["dmesg"]) or "")
+
+
+def tsc_hz_from_kernel_log(log: str) -> int | None:
+    for pattern in (r"tsc: Refined TSC clocksource calibration: ([0-9.]+) MHz", r"tsc: Detected ([0-9.]+) MHz"):
+        found = re.findall(pattern, log)
+        if found:
+            return int(round(float(found[-1]) * 1e6))
     return None
 
 
@@ -404,7 +431,34 @@ class Capture:
 
 
 def overruns(trace_cmd_stderr: str) -> int:
-    return sum(int(m) for m in re.findall(r"overrun:\s*(\d+)", trace_cmd_stderr))
+    return sum(int(m) for m in re.findall(r"^overrun:\s*(\d+)", trace_cmd_stderr, re.M))
+
+
+def buffer_stats(report_stat: str) -> dict[str, dict[str, int]]:
+    """Per-CPU ring-buffer statistics from `trace-cmd report --stat`:
+    {cpu: {"overrun", "commit_overrun", "dropped_events"}}. trace-cmd 3.x
+    stores them in trace.dat instead of printing them when recording; when
+    several snapshots are stored the last (end of capture) wins."""
+    per_cpu: dict[str, dict[str, int]] = {}
+    cpu = None
+    for line in report_stat.splitlines():
+        line = line.strip()
+        if m := re.fullmatch(r"CPU:\s*(\d+)", line):
+            cpu = m.group(1)
+            per_cpu[cpu] = {}
+        elif cpu is not None and (m := re.fullmatch(r"(overrun|commit overrun|dropped events):\s*(\d+)", line)):
+            per_cpu[cpu][m.group(1).replace(" ", "_")] = int(m.group(2))
+    return per_cpu
+
+
+def tracedat_lost_events(path: Path) -> dict:
+    """Lost events recorded in trace.dat's buffer statistics (None if unreadable)."""
+    out = _run(["trace-cmd", "report", "--stat", "-i", str(path)], timeout=60)
+    if out is None:
+        return {"trace_cmd_overruns": None, "dropped": None, "per_cpu": None}
+    per_cpu = buffer_stats(out)
+    return {"trace_cmd_overruns": sum(c.get("overrun", 0) + c.get("commit_overrun", 0) for c in per_cpu.values()),
+            "dropped": sum(c.get("dropped_events", 0) for c in per_cpu.values()), "per_cpu": per_cpu}
 
 
 def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None = None, duration: float = 10.0, max_size: str = "1G", perf_stat: bool = True, perf_record: bool = False, use_xentrace: bool = False, buffer_kb: int = 8192, interval_ms: int = 100, force: bool = False, command: list[str] | None = None, preset_dir: Path = PRESET_DIR, workload_popen=None) -> dict:
@@ -416,7 +470,11 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     preset = load_preset(preset_name, preset_dir)
     wanted = validate_events(list(events) if events else list(preset.get("ftrace_events", [])))
     limit = parse_size(max_size)
+    if buffer_kb < 1 or interval_ms < 10:
+        raise CollectError(f"--buffer-kb must be >= 1 (got {buffer_kb}) and the perf interval >= 10 ms (got {interval_ms})")
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"{out}: exists and is not a directory")
     if out.exists() and any(out.iterdir()):
         if not force:
             raise CollectError(f"{out}: exists and is not empty; pass --force to overwrite")
@@ -452,6 +510,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
 
     started = _dt.datetime.now(_dt.timezone.utc)
     t0 = time.time()
+    self_ru0 = resource.getrusage(resource.RUSAGE_SELF)
     workload = None
     restore_problems: list[str] = []
     try:
@@ -459,7 +518,8 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         signal.signal(signal.SIGTERM, on_signal)
         cap.start(present)
         if command:
-            workload = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+            # Own process group, so stopping it reaches everything it forked.
+            workload = subprocess.Popen(command, stdin=subprocess.DEVNULL, start_new_session=True)
         elif workload_popen is not None:
             workload = workload_popen()
         def refresh_inventory():
@@ -475,25 +535,31 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         cap.wait(workload, on_tick=refresh_inventory)
         (out / "host.json").write_text(json.dumps(host, indent=2))
     finally:
-        if workload is not None and workload.poll() is None:
-            workload.terminate()
-            try:
-                workload.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                workload.kill()
+        if workload is not None:
+            _stop_group(workload, own_group=bool(command))
         errors = cap.stop()
         if tfs:
             restore_problems = restore_state(tfs, state)
         for s, h in old.items():
             signal.signal(s, h)
     elapsed = time.time() - t0
+    self_ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    self_cpu_s = (self_ru1.ru_utime - self_ru0.ru_utime) + (self_ru1.ru_stime - self_ru0.ru_stime)
+    # The data file the chosen backend must have written; without it the
+    # capture failed, whatever the tools' exit codes said.
+    primary = {"trace-cmd": "trace.dat", "perf-record": "perf.data", "xentrace": "xentrace.bin"}
+    for name, p in cap.children:
+        if name in primary and not ((out / primary[name]).is_file() and (out / primary[name]).stat().st_size > 0):
+            tail = " | ".join(errors.get(name, "").strip().splitlines()[-2:]) or f"exit status {p.returncode}"
+            raise CollectError(f"{name} wrote no {primary[name]} ({tail}); partial output left in {out}")
     files = []
     kinds = {"trace.dat": "tracedat", "perf.data": "perfdata", "perf-stat.csv": "perfstat", "xentrace.bin": "xentrace", "host.json": "host"}
     for name, kind in kinds.items():
         p = out / name
         if p.is_file() and p.stat().st_size > 0:
             files.append({"path": name, "kind": kind, "sha256": _sha256(p), "bytes": p.stat().st_size})
-    cpu_s = sum(cap.rusage.values())
+    cpu_s = sum(cap.rusage.values()) + self_cpu_s
+    lost = tracedat_lost_events(out / "trace.dat") if (out / "trace.dat").is_file() else {"trace_cmd_overruns": 0}
     manifest = {
         "format": "cratrace-raw",
         "version": 1,
@@ -507,14 +573,41 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         "tools": {"trace-cmd": _version(["trace-cmd", "--version"]) if not perf_record else None, "perf": _version(["perf", "--version"]), "xentrace": "present" if use_xentrace else None, "python": platform.python_version()},
         "cpu_hz": (host.get("xen") or {}).get("cpu_hz"),
         "perf_stat_start_monotonic_ns": cap.perf_stat_start_ns,
-        "lost_events": {"trace_cmd_overruns": overruns(errors.get("trace-cmd", ""))},
-        "collector_overhead": {"cpu_s": round(cpu_s, 3), "pct_of_one_cpu": round(100 * cpu_s / max(elapsed, 1e-9), 2)},
+        "lost_events": lost,
+        # Tools plus this process; pct is of the whole machine (all CPUs).
+        "collector_overhead": {"cpu_s": round(cpu_s, 3), "tools_cpu_s": {k: round(v, 3) for k, v in cap.rusage.items()},
+                               "pct_of_one_cpu": round(100 * cpu_s / max(elapsed, 1e-9), 2),
+                               "pct": round(100 * cpu_s / max(elapsed, 1e-9) / (os.cpu_count() or 1), 2)},
         "tracing_state_restored": not restore_problems,
         "restore_problems": restore_problems,
         "tool_errors": {k: v.strip().splitlines()[-3:] for k, v in errors.items() if v.strip() and not files},
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+def _stop_group(proc: subprocess.Popen, own_group: bool) -> None:
+    """SIGTERM the workload's whole process group, SIGKILL it after 10 s."""
+    if proc.poll() is not None and not own_group:
+        return
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+        try:
+            # A workload we started in its own session leads its group; one
+            # handed to us (workload_popen) may not, so signal just it.
+            os.killpg(proc.pid, sig) if own_group else proc.send_signal(sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def lost_total(manifest: dict) -> int:
+    """Events the kernel lost during the capture (overruns + dropped)."""
+    lost = manifest.get("lost_events") or {}
+    return (lost.get("trace_cmd_overruns") or 0) + (lost.get("dropped") or 0)
 
 
 def build_zipapp(target: Path) -> None:
@@ -553,8 +646,14 @@ def main(argv: list[str] | None = None) -> int:
     except CollectError as e:
         print(f"cratrace-collect: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # ^C before the capture's own handler was installed
+        print("cratrace-collect: interrupted before capturing; nothing recorded", file=sys.stderr)
+        return 130
     print(f"captured {len(m['files'])} files in {m['duration_s']} s ({m['stop_reason']}); missing events: {', '.join(m['events']['missing']) or 'none'}; "
           f"overruns: {m['lost_events']['trace_cmd_overruns']}; collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU")
+    if lost_total(m):
+        print(f"cratrace-collect: warning: {lost_total(m)} events lost; raise --buffer-kb", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -27,9 +27,11 @@ def run_cmd(
     """Run the lab workload in the foreground."""
     from cratrace.lab import LabParams, run
 
+    from cratrace.lab import LabError
+
     r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration))
     if r.returncode != 0:
-        raise typer.Exit(1)
+        raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
     console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
 
 
@@ -55,7 +57,11 @@ def capture_cmd(
     from cratrace.lab import LabParams, start
     from cratrace.model import build_model
 
+    from cratrace.errors import OutputExistsError
+
     params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration)
+    if out.exists() and not force:  # refuse before spending the capture, not after
+        raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))
     try:
         try:

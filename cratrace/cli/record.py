@@ -26,6 +26,7 @@ def record_cmd(
     perf_record: Annotated[bool, typer.Option("--perf-record", help="Record tracepoints with `perf record` instead of trace-cmd.")] = False,
     no_perf_stat: Annotated[bool, typer.Option("--no-perf-stat", help="Skip per-CPU hardware counters.")] = False,
     xentrace: Annotated[bool, typer.Option("--xentrace", help="Also run xentrace (Xen dom0 only).")] = False,
+    buffer_kb: Annotated[int, typer.Option(help="Per-CPU ftrace buffer size in KiB (raise it if events are lost).")] = 8192,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a non-empty OUT.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
     command: Annotated[Optional[list[str]], typer.Argument(help="Optional workload to run during the capture (after --).")] = None,
@@ -36,19 +37,27 @@ def record_cmd(
     or on Ctrl-C, always leaving an importable directory and restoring the
     kernel's tracing state. Then: `cratrace import OUT -o CAPTURE`.
     """
-    from collectors.cratrace_collect import CollectError, collect
+    from collectors.cratrace_collect import CollectError, collect, lost_total
 
+    if buffer_kb < 1:
+        raise RecordError(f"--buffer-kb must be >= 1, got {buffer_kb}")
     try:
-        m = collect(out, preset, events.split(",") if events else None, duration, max_size, not no_perf_stat, perf_record, xentrace, force=force, command=command or None)
+        m = collect(out, preset, events.split(",") if events else None, duration, max_size, not no_perf_stat, perf_record, xentrace, buffer_kb, force=force, command=command or None)
     except CollectError as e:
         raise RecordError(str(e)) from None
     if as_json:
         print(json.dumps(m, indent=2))
-        return
+    else:
+        _summary(out, m)
+    if lost_total(m):  # the capture is usable but incomplete: exit 1 (see cli/main.py)
+        raise typer.Exit(1)
+
+
+def _summary(out: Path, m: dict) -> None:
     console.print(f"[green]captured[/] {', '.join(f['path'] for f in m['files'])} into [bold]{out}[/] in {m['duration_s']} s ({m['stop_reason']})")
     if m["events"]["missing"]:
         console.print(f"[yellow]not on this host, skipped:[/] {', '.join(m['events']['missing'])}")
-    console.print(f"overruns {m['lost_events']['trace_cmd_overruns']}, collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU, tracing state restored: {m['tracing_state_restored']}")
+    console.print(f"lost events {m['lost_events'].get('trace_cmd_overruns')} overrun + {m['lost_events'].get('dropped') or 0} dropped, collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU, tracing state restored: {m['tracing_state_restored']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,10 @@ from cratrace.errors import CratraceError
 SOURCE = Path(__file__).with_name("vmlab.c")
 
 
+class LabError(CratraceError):
+    """The lab's parameters are invalid, or it could not be built or run."""
+
+
 @dataclass(frozen=True)
 class LabParams:
     """One lab run: `vms` processes of `vcpus` threads each."""
@@ -27,6 +31,19 @@ class LabParams:
     hold_us: int = 100
     sleep_us: int = 200
     duration_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        # vmlab.c clamps or zeroes nonsense silently (atoi, fixed arrays), so
+        # refuse it here where the option names are known.
+        if not 1 <= self.vms <= 64:
+            raise LabError(f"--vms must be 1..64, got {self.vms}")
+        if not 1 <= self.vcpus <= 256:
+            raise LabError(f"--vcpus must be 1..256, got {self.vcpus}")
+        for name in ("burst_us", "hold_us", "sleep_us"):
+            if getattr(self, name) < 0:
+                raise LabError(f"--{name.replace('_', '-')} must be >= 0 µs, got {getattr(self, name)}")
+        if not 0 < self.duration_s <= 86400:
+            raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
 
     def argv(self, exe: Path) -> list[str]:
         return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s)]

@@ -106,8 +106,15 @@ static int run_vm(int vcpus, double duration) {
 }
 
 int main(int argc, char **argv) {
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    /* No SA_RESTART: the parent's waitpid must return EINTR on SIGTERM so
+     * it can pass the stop on to its VM processes (signal() would restart
+     * it, leaving the VMs running until their own deadline). */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION */
     if (argc == 9 && strcmp(argv[1], "-name") == 0) {
         vm_name = argv[2] + strlen("guest=");

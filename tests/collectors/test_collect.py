@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,8 +64,10 @@ def test_perf_backend_records_tracepoints_and_counters(tmp_path):
         assert any(",CPU0," in line for line in lines)
 
 
-def test_sigint_mid_capture_leaves_an_importable_output(tracing_lock, tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_sigint_mid_capture_leaves_an_importable_output(tracing_lock, tmp_path, sig):
     raw = tmp_path / "raw"
+    before = cc.snapshot_state(cc.tracefs())
     p = subprocess.Popen(
         [sys.executable, str(Path(cc.__file__)), "-o", str(raw), "--duration", "30", "--no-perf-stat", "--", *_lab_cmd(30)],
         stdout=subprocess.PIPE,
@@ -72,11 +75,12 @@ def test_sigint_mid_capture_leaves_an_importable_output(tracing_lock, tmp_path):
         text=True,
     )
     time.sleep(2.5)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     m = json.loads((raw / "manifest.json").read_text())
     assert m["stop_reason"] == "signal" and m["duration_s"] < 20
+    assert m["tracing_state_restored"] and cc.snapshot_state(cc.tracefs()) == before
     r = run_cli("import", raw, "-o", tmp_path / "cap", "-q")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "cap" / "capture.json").read_text())["events"]["sched_switch"] > 0
@@ -128,6 +132,49 @@ def test_bad_options_are_one_line_errors(tmp_path, monkeypatch):
 def test_missing_events_are_reported_and_skipped(tracing_lock, tmp_path):
     m = cc.collect(tmp_path / "raw", "kvm-sched", events=["sched:sched_switch", "nosuchsys:nosuchevent"], duration=0.5, perf_stat=False)
     assert m["events"]["missing"] == ["nosuchsys:nosuchevent"] and m["events"]["recorded"] == ["sched:sched_switch"]
+    # Lost events come from the buffer statistics trace-cmd stored in trace.dat:
+    # one entry per CPU of this machine, and the totals are their sums.
+    lost = m["lost_events"]
+    assert sorted(lost["per_cpu"], key=int) == [str(c) for c in range(os.cpu_count())]
+    assert lost["trace_cmd_overruns"] == sum(c["overrun"] + c["commit_overrun"] for c in lost["per_cpu"].values())
+    # The collector's own CPU time counts, not only its tools'.
+    ov = m["collector_overhead"]
+    assert ov["cpu_s"] > sum(ov["tools_cpu_s"].values()) and 0 < ov["pct"] <= ov["pct_of_one_cpu"]
+
+
+def test_buffer_stats_parse_trace_cmd_report_stat():
+    text = "cpus=2\n\nCPU: 0\nentries: 5\noverrun: 3\ncommit overrun: 1\ndropped events: 0\n\nCPU: 1\noverrun: 0\ndropped events: 7\n"
+    assert cc.buffer_stats(text) == {"0": {"overrun": 3, "commit_overrun": 1, "dropped_events": 0},
+                                     "1": {"overrun": 0, "dropped_events": 7}}
+
+
+def test_tsc_rate_from_the_kernel_log_prefers_the_refined_calibration():
+    log = "[0.000063] tsc: Detected 2596.138 MHz processor\n[1.2] tsc: Refined TSC clocksource calibration: 2596.001 MHz\n"
+    assert cc.tsc_hz_from_kernel_log(log) == 2_596_001_000
+    assert cc.tsc_hz_from_kernel_log("[0.1] tsc: Detected 2596.138 MHz processor") == 2_596_138_000
+    assert cc.tsc_hz_from_kernel_log("nothing here") is None
+
+
+def test_a_tracer_that_writes_nothing_is_an_error_and_state_is_restored(tracing_lock, tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "trace-cmd").write_text("#!/bin/sh\necho 'trace-cmd: cannot open tracefs' >&2\nexit 1\n")
+    (fake / "trace-cmd").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    before = cc.snapshot_state(cc.tracefs())
+    with pytest.raises(cc.CollectError, match=r"trace-cmd wrote no trace.dat \(trace-cmd: cannot open tracefs\)"):
+        cc.collect(tmp_path / "raw", "kvm-sched", events=["sched:sched_switch"], duration=2, perf_stat=False)
+    assert cc.snapshot_state(cc.tracefs()) == before
+
+
+def test_output_that_is_a_file_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    f = tmp_path / "notadir"
+    f.write_text("user data")
+    with pytest.raises(cc.CollectError, match="not a directory"):
+        cc.collect(f, "kvm-sched", duration=1)
+    assert f.read_text() == "user data"
 
 
 def test_zipapp_runs_stand_alone(tmp_path):
@@ -135,3 +182,53 @@ def test_zipapp_runs_stand_alone(tmp_path):
     cc.build_zipapp(target)
     p = subprocess.run([sys.executable, str(target), "--help"], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     assert p.returncode == 0 and "--preset" in p.stdout
+    # Presets travel inside the archive: a bad name lists them all.
+    p = subprocess.run([sys.executable, str(target), "-o", str(tmp_path / "x"), "--preset", "nope"], capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    known = sorted(f.stem for f in (Path(cc.__file__).parent / "presets").glob("*.json"))
+    assert p.returncode == 2 and f"known: {', '.join(known)}" in p.stderr
+
+
+def test_zipapp_records_with_a_packed_preset(tracing_lock, tmp_path):
+    target = tmp_path / "collect.pyz"
+    cc.build_zipapp(target)
+    p = subprocess.run([sys.executable, str(target), "-o", str(tmp_path / "raw"), "--preset", "kvm-spin", "--duration", "0.5", "--no-perf-stat"],
+                       capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, cwd=tmp_path, timeout=60)
+    assert p.returncode == 0, p.stderr
+    m = json.loads((tmp_path / "raw" / "manifest.json").read_text())
+    assert m["preset"] == "kvm-spin" and "sched:sched_switch" in m["events"]["recorded"]
+
+
+def test_lost_events_with_a_tiny_buffer_exit_1_and_are_counted(tracing_lock, tmp_path):
+    # ~600k syscalls traced into 4 KiB per CPU: the ring buffer must overrun.
+    raw = tmp_path / "raw"
+    p = subprocess.run([sys.executable, "-m", "cratrace", "record", "-o", str(raw), "--events", "raw_syscalls:sys_enter,raw_syscalls:sys_exit",
+                        "--buffer-kb", "4", "--duration", "20", "--no-perf-stat", "--",
+                        "dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=300000"], capture_output=True, text=True, timeout=90)
+    m = json.loads((raw / "manifest.json").read_text())
+    # trace-cmd's own view of the same file, summed here independently.
+    stat = subprocess.run(["trace-cmd", "report", "--stat", "-i", str(raw / "trace.dat")], capture_output=True, text=True).stdout
+    overrun = sum(int(x) for x in re.findall(r"^(?:commit )?overrun:\s*(\d+)", stat, re.M))
+    assert m["lost_events"]["trace_cmd_overruns"] == overrun > 0
+    assert p.returncode == 1, p.stderr
+
+
+def test_xentrace_standin_stops_itself_at_its_T_bound(tmp_path, monkeypatch):
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    # -T is duration+1 s; the collector's own clock (duration) comes first,
+    # so the stand-in is stopped by SIGINT and still leaves its file.
+    monkeypatch.setenv("PATH", f"{STANDINS}:{os.environ['PATH']}")
+    t0 = time.time()
+    m = cc.collect(tmp_path / "raw", "xen", duration=0.5, use_xentrace=True, perf_stat=False)
+    assert time.time() - t0 < 5 and m["stop_reason"] == "duration"
+    assert (tmp_path / "raw" / "xentrace.bin").read_bytes() == b"XENTRACE"
+
+
+def test_max_size_stops_the_capture_early_and_output_stays_readable(tracing_lock, tmp_path):
+    raw = tmp_path / "raw"
+    m = cc.collect(raw, "kvm-sched", events=["raw_syscalls:sys_enter", "raw_syscalls:sys_exit", "sched:sched_switch"], duration=20,
+                   max_size="300K", perf_stat=False, command=["dd", "if=/dev/zero", "of=/dev/null", "bs=1", "count=3000000"])
+    assert m["stop_reason"] == "max-size reached" and m["duration_s"] < 15
+    r = subprocess.run(["trace-cmd", "report", "-i", str(raw / "trace.dat")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "sys_enter" in r.stdout
