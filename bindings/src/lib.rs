@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod perfdata;
 mod replay;
 mod tracedat;
 mod xentrace;
@@ -15,5 +16,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
+    m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     Ok(())
 }

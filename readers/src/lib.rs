@@ -20,6 +20,7 @@ pub mod bytes;
 pub mod error;
 pub mod ftrace;
 pub mod sink;
+pub mod perfdata;
 pub mod tracedat;
 pub mod xentrace;
 

@@ -1,0 +1,43 @@
+//! `read_perfdata`: perf.data → the same tables as trace.dat (+ perf_sample).
+
+use crate::errors::to_py;
+use cratrace_arrow::ParquetSink;
+use cratrace_format::perfdata::read_perfdata as read;
+use cratrace_format::ReadError;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use std::path::PathBuf;
+
+/// Read a perf.data file into `out_dir/<table>.parquet`; returns a summary.
+#[pyfunction]
+#[pyo3(signature = (path, out_dir, *, batch_rows = 65536, progress = None))]
+pub fn read_perfdata(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+    let result = py.detach(|| {
+        let mut sink = ParquetSink::new(&out_dir, batch_rows);
+        let mut cb = |done: u64, total: u64| -> bool {
+            Python::attach(|py| {
+                if py.check_signals().is_err() {
+                    return false;
+                }
+                progress.as_ref().is_none_or(|p| p.call1(py, (done, total)).is_ok())
+            })
+        };
+        let s = read(&path, &mut sink, &mut cb)?;
+        sink.finish().map_err(|what| ReadError::Sink { what })?;
+        Ok::<_, ReadError>(s)
+    });
+    let s = result.map_err(to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("format", "perf.data")?;
+    d.set_item("events", s.rows)?;
+    d.set_item("records_by_type", s.records.iter().map(|(k, v)| (k.to_string(), *v)).collect::<std::collections::BTreeMap<_, _>>())?;
+    d.set_item("lost", s.lost)?;
+    d.set_item("attrs", s.attrs)?;
+    d.set_item("hostname", s.hostname)?;
+    d.set_item("osrelease", s.osrelease)?;
+    d.set_item("cpus", s.cpus)?;
+    d.set_item("time_range", s.time_range.map(|(a, b)| vec![a, b]))?;
+    d.set_item("clock", "perf")?;
+    d.set_item("warnings", s.warnings)?;
+    Ok(d.unbind())
+}

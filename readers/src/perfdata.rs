@@ -1,0 +1,472 @@
+//! perf.data files (`perf record`).
+//!
+//! Layout: a `PERFILE2` header pointing at the attribute table, the data
+//! section and a table of feature sections (one (offset, size) pair per set
+//! feature bit, after the data). Records in the data section are
+//! `{type u32, misc u16, size u16}` plus a body; a `SAMPLE` body holds the
+//! fields its attribute's `sample_type` selects, in a fixed order.
+//!
+//! Tracepoint samples carry the ftrace record in their `RAW` field; it is
+//! decoded with the event formats perf stores in its tracing-data feature
+//! (the same layout as a trace.dat header) into the **same tables and
+//! schemas as trace.dat** (a perf `sched_switch` and a trace-cmd one are
+//! the same table). Other samples (hardware counters) go to
+//! `perf_sample`. perf writes per-CPU buffers in *rounds*: the **sorter**
+//! keeps the current round in a heap and, at each `FINISHED_ROUND`, emits
+//! everything up to the previous round's latest time, so memory is one
+//! round, not the file.
+
+use crate::bytes::{Bytes, Endian};
+use crate::error::{ReadError, ReadResult};
+use crate::ftrace::field::{FieldDecoder, FieldKind};
+use crate::ftrace::format::{parse_format, EventFormat};
+use crate::sink::{field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const SAMPLE: u32 = 9;
+const LOST: u32 = 2;
+const FINISHED_ROUND: u32 = 68;
+const TRACEPOINT: u32 = 2;
+
+/// One `perf_event_attr` with its sample ids.
+#[derive(Clone, Debug)]
+pub struct Attr {
+    /// PERF_TYPE_*.
+    pub kind: u32,
+    /// Event config (tracepoint id for tracepoints).
+    pub config: u64,
+    /// sample_type bits.
+    pub sample_type: u64,
+    /// read_format bits.
+    pub read_format: u64,
+    /// Name from the EVENT_DESC feature, if any.
+    pub name: String,
+}
+
+/// What a read found.
+#[derive(Clone, Debug, Default)]
+pub struct PerfSummary {
+    /// Rows per table.
+    pub rows: BTreeMap<String, u64>,
+    /// Records by type.
+    pub records: BTreeMap<u32, u64>,
+    /// LOST records' lost counts.
+    pub lost: u64,
+    /// Attributes (name, type, config).
+    pub attrs: Vec<(String, u32, u64)>,
+    /// Hostname feature.
+    pub hostname: Option<String>,
+    /// OS release feature.
+    pub osrelease: Option<String>,
+    /// CPUs online.
+    pub cpus: u32,
+    /// First and last sample time (ns).
+    pub time_range: Option<(i64, i64)>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+fn io(path: &Path, e: std::io::Error) -> ReadError {
+    ReadError::Io { path: path.into(), source: e }
+}
+
+fn read_at(f: &File, path: &Path, off: u64, len: u64, size: u64, what: &str) -> ReadResult<Vec<u8>> {
+    if off > size || len > size - off || len > (1 << 31) {
+        return Err(ReadError::corrupt(path, off, "past-eof", format!("{what}: {len} bytes at {off} run past the end of the file ({size} bytes)")));
+    }
+    let mut v = vec![0u8; len as usize];
+    f.read_exact_at(&mut v, off).map_err(|e| io(path, e))?;
+    Ok(v)
+}
+
+fn perf_string(b: &mut Bytes<'_>) -> ReadResult<String> {
+    let n = b.u32("string length")? as usize;
+    let raw = b.take(n, "string")?;
+    Ok(String::from_utf8_lossy(raw.split(|&c| c == 0).next().unwrap_or(&[])).into_owned())
+}
+
+/// Event formats from the tracing-data feature (trace.dat-style header).
+fn tracing_formats(data: &[u8], base: u64, path: &Path) -> ReadResult<(Vec<EventFormat>, usize)> {
+    let mut b = Bytes::new(data, base, Endian::Little, path);
+    if b.take(10, "tracing magic")? != b"\x17\x08\x44tracing" {
+        return Err(b.corrupt("corrupt-header", "tracing data lacks its magic"));
+    }
+    b.cstr("tracing version")?;
+    let endian = if b.u8("endian")? == 1 { Endian::Big } else { Endian::Little };
+    b.set_endian(endian);
+    let _user_long = b.u8("long size")?;
+    b.u32("page size")?;
+    let mut long = 8;
+    for tag in ["header_page\0", "header_event\0"] {
+        if b.take(tag.len(), "header tag")? != tag.as_bytes() {
+            return Err(b.corrupt("corrupt-header", format!("tracing data: expected {}", tag.trim_end_matches('\0'))));
+        }
+        let text = b.sized_text(8, tag)?;
+        if tag.starts_with("header_page") {
+            if let Ok(hp) = crate::ftrace::format::parse_header_page(&text) {
+                long = hp.commit_size;
+            }
+        }
+    }
+    let mut formats = Vec::new();
+    let n = b.u32("ftrace format count")?;
+    for _ in 0..n {
+        let t = b.sized_text(8, "ftrace format")?;
+        if let Ok(f) = parse_format("ftrace", &t) {
+            formats.push(f);
+        }
+    }
+    let systems = b.u32("system count")?;
+    for _ in 0..systems {
+        let sys = b.cstr("system")?;
+        let n = b.u32("format count")?;
+        for _ in 0..n {
+            let t = b.sized_text(8, "event format")?;
+            if let Ok(f) = parse_format(&sys, &t) {
+                formats.push(f);
+            }
+        }
+    }
+    Ok((formats, long))
+}
+
+struct Tp {
+    spec: TableSpec,
+    table: Option<TableId>,
+    decoder: FieldDecoder,
+    pid_offset: usize,
+}
+
+/// Read `path` into `sink`.
+pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn FnMut(u64, u64) -> bool) -> ReadResult<PerfSummary> {
+    let f = File::open(path).map_err(|e| io(path, e))?;
+    let size = f.metadata().map_err(|e| io(path, e))?.len();
+    if size < 104 {
+        return Err(ReadError::NotThisFormat { path: path.into(), expected: "perf.data (PERFILE2)" });
+    }
+    let head = read_at(&f, path, 0, 104, size, "header")?;
+    if &head[0..8] != b"PERFILE2" {
+        return Err(ReadError::NotThisFormat { path: path.into(), expected: "perf.data (PERFILE2)" });
+    }
+    let mut h = Bytes::new(&head, 0, Endian::Little, path);
+    h.skip(8, "magic")?;
+    let _hsize = h.u64("header size")?;
+    let attr_size = h.u64("attr size")?;
+    let (attrs_off, attrs_len) = (h.u64("attrs offset")?, h.u64("attrs size")?);
+    let (data_off, data_len) = (h.u64("data offset")?, h.u64("data size")?);
+    h.skip(16, "event types")?;
+    let feat = h.take(32, "features")?.to_vec();
+    if !(64..=4096).contains(&attr_size) || attrs_len % attr_size != 0 {
+        return Err(ReadError::corrupt(path, 16, "corrupt-header", format!("attr size {attr_size} / attrs section {attrs_len}")));
+    }
+    let mut s = PerfSummary::default();
+    // attributes and their ids
+    let table = read_at(&f, path, attrs_off, attrs_len, size, "attrs")?;
+    let mut attrs = Vec::new();
+    let mut id_to_attr: HashMap<u64, usize> = HashMap::new();
+    for (i, chunk) in table.chunks(attr_size as usize).enumerate() {
+        let mut b = Bytes::new(chunk, attrs_off + i as u64 * attr_size, Endian::Little, path);
+        let kind = b.u32("type")?;
+        b.u32("attr size")?;
+        let config = b.u64("config")?;
+        b.u64("period")?;
+        let sample_type = b.u64("sample type")?;
+        let read_format = b.u64("read format")?;
+        let ids_at = chunk.len() - 16;
+        let mut ib = Bytes::new(&chunk[ids_at..], 0, Endian::Little, path);
+        let (ioff, ilen) = (ib.u64("ids offset")?, ib.u64("ids size")?);
+        let ids = read_at(&f, path, ioff, ilen, size, "ids")?;
+        for id in ids.chunks_exact(8) {
+            id_to_attr.insert(u64::from_le_bytes(id.try_into().expect("8")), i);
+        }
+        attrs.push(Attr { kind, config, sample_type, read_format, name: format!("{kind}:{config}") });
+    }
+    if attrs.is_empty() {
+        return Err(ReadError::corrupt(path, attrs_off, "corrupt-header", "no event attributes"));
+    }
+    // feature sections follow the data section, one pair per set bit
+    let mut formats = Vec::new();
+    let mut long = 8;
+    let bits: Vec<usize> = (0..256).filter(|&i| feat[i / 8] >> (i % 8) & 1 == 1).collect();
+    let ft_at = data_off + data_len;
+    if let Ok(ft) = read_at(&f, path, ft_at, 16 * bits.len() as u64, size, "feature table") {
+        for (k, &bit) in bits.iter().enumerate() {
+            let off = u64::from_le_bytes(ft[16 * k..16 * k + 8].try_into().expect("8"));
+            let len = u64::from_le_bytes(ft[16 * k + 8..16 * k + 16].try_into().expect("8"));
+            let Ok(sec) = read_at(&f, path, off, len, size, "feature") else {
+                s.warnings.push(format!("{}: feature {bit} points past the end of the file; skipped", path.display()));
+                continue;
+            };
+            let mut b = Bytes::new(&sec, off, Endian::Little, path);
+            match bit {
+                1 => match tracing_formats(&sec, off, path) {
+                    Ok((fm, l)) => {
+                        formats = fm;
+                        long = l;
+                    }
+                    Err(e) => s.warnings.push(format!("tracing data unreadable: {e}")),
+                },
+                3 => s.hostname = perf_string(&mut b).ok(),
+                4 => s.osrelease = perf_string(&mut b).ok(),
+                7 => {
+                    let _avail = b.u32("nr cpus available").unwrap_or(0);
+                    s.cpus = b.u32("nr cpus online").unwrap_or(0);
+                }
+                12 => {
+                    // EVENT_DESC: names for the attributes, matched by id
+                    let n = b.u32("event count").unwrap_or(0);
+                    let asz = b.u32("attr size").unwrap_or(0) as usize;
+                    for _ in 0..n {
+                        if b.skip(asz, "attr").is_err() {
+                            break;
+                        }
+                        let nr = b.u32("id count").unwrap_or(0);
+                        let name = perf_string(&mut b).unwrap_or_default();
+                        for _ in 0..nr {
+                            if let Ok(id) = b.u64("id") {
+                                if let Some(&a) = id_to_attr.get(&id) {
+                                    attrs[a].name = name.clone();
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    s.attrs = attrs.iter().map(|a| (a.name.clone(), a.kind, a.config)).collect();
+    // tracepoint tables keyed by ftrace event id
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for fm in &formats {
+        *count.entry(fm.name.as_str()).or_default() += 1;
+    }
+    let mut tps: HashMap<u32, Tp> = HashMap::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for fm in &formats {
+        let n = seen.entry(fm.name.as_str()).or_default();
+        *n += 1;
+        let name = if count[fm.name.as_str()] > 1 && *n > 1 { format!("{}__{}", fm.system, fm.name) } else { fm.name.clone() };
+        let mut typed = Vec::new();
+        let mut columns = Vec::new();
+        for fld in &fm.fields {
+            let kind = FieldKind::classify(fld, long);
+            if let Some(ty) = kind.column_type() {
+                columns.push(ColumnSpec { name: field_column_name(&fld.name), ty });
+                typed.push((fld, kind));
+            }
+        }
+        let pid_offset = fm.common.iter().find(|c| c.name == "common_pid").map_or(4, |c| c.offset);
+        tps.insert(fm.id, Tp { spec: TableSpec { name, system: fm.system.clone(), columns }, table: None, decoder: FieldDecoder::new(&typed, Endian::Little, long), pid_offset });
+    }
+    sink.set_instances(&[String::new()]);
+    let mut sample_table: Option<TableId> = None;
+    // the sorter: (time, seq) → record bytes, flushed per round
+    let mut heap: BinaryHeap<Reverse<(u64, u64, Vec<u8>)>> = BinaryHeap::new();
+    let mut seq = 0u64;
+    let mut round_max = 0u64;
+    let mut prev_round_max = 0u64;
+    let mut pos = data_off;
+    let end = (data_off + data_len).min(size);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut buf_at = u64::MAX;
+    let mut buf_len = 0usize;
+    let mut last_progress = 0;
+    while pos + 8 <= end {
+        if buf_at == u64::MAX || pos < buf_at || pos + 8 > buf_at + buf_len as u64 {
+            buf_len = (end - pos).min(buf.len() as u64) as usize;
+            f.read_exact_at(&mut buf[..buf_len], pos).map_err(|e| io(path, e))?;
+            buf_at = pos;
+        }
+        let rel = (pos - buf_at) as usize;
+        let rtype = u32::from_le_bytes(buf[rel..rel + 4].try_into().expect("4"));
+        let rsize = u16::from_le_bytes(buf[rel + 6..rel + 8].try_into().expect("2")) as u64;
+        if rsize < 8 {
+            return Err(ReadError::corrupt(path, pos, "corrupt-record", format!("record of size {rsize}")));
+        }
+        if pos + rsize > end {
+            s.warnings.push(format!("{}: at byte {pos}: last record cut off; file truncated", path.display()));
+            break;
+        }
+        if rel + rsize as usize > buf_len {
+            buf_at = u64::MAX;
+            continue;
+        }
+        let rec = &buf[rel..rel + rsize as usize];
+        *s.records.entry(rtype).or_default() += 1;
+        match rtype {
+            SAMPLE => {
+                let t = sample_time(rec, &attrs, &id_to_attr).unwrap_or(0);
+                round_max = round_max.max(t);
+                seq += 1;
+                heap.push(Reverse((t, seq, rec.to_vec())));
+            }
+            LOST if rec.len() >= 24 => s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8")),
+            FINISHED_ROUND => {
+                while heap.peek().is_some_and(|Reverse((t, _, _))| *t <= prev_round_max) {
+                    let Reverse((_, _, r)) = heap.pop().expect("peeked");
+                    emit(&r, &attrs, &id_to_attr, &mut tps, &mut sample_table, sink, &mut s)?;
+                }
+                prev_round_max = round_max;
+            }
+            _ => {}
+        }
+        pos += rsize;
+        if pos - last_progress > (8 << 20) {
+            last_progress = pos;
+            if !progress(pos - data_off, data_len) {
+                return Err(ReadError::Interrupted);
+            }
+        }
+    }
+    while let Some(Reverse((_, _, r))) = heap.pop() {
+        emit(&r, &attrs, &id_to_attr, &mut tps, &mut sample_table, sink, &mut s)?;
+    }
+    progress(data_len, data_len);
+    Ok(s)
+}
+
+/// Offsets of the sample fields we use, walking `sample_type` in order.
+struct Parsed<'a> {
+    ip: Option<u64>,
+    tid: Option<(u32, u32)>,
+    time: Option<u64>,
+    cpu: Option<u32>,
+    period: Option<u64>,
+    raw: Option<&'a [u8]>,
+}
+
+fn attr_of<'a>(rec: &[u8], attrs: &'a [Attr], ids: &HashMap<u64, usize>) -> Option<&'a Attr> {
+    if attrs.len() == 1 {
+        return attrs.first();
+    }
+    // with several attrs, sample_type includes IDENTIFIER: the id comes first
+    let id = u64::from_le_bytes(rec.get(8..16)?.try_into().ok()?);
+    ids.get(&id).map(|&i| &attrs[i])
+}
+
+fn parse<'a>(rec: &'a [u8], a: &Attr) -> Option<Parsed<'a>> {
+    let st = a.sample_type;
+    let mut p = 8usize;
+    let u64_at = |p: &mut usize| -> Option<u64> {
+        let v = u64::from_le_bytes(rec.get(*p..*p + 8)?.try_into().ok()?);
+        *p += 8;
+        Some(v)
+    };
+    let mut out = Parsed { ip: None, tid: None, time: None, cpu: None, period: None, raw: None };
+    if st & (1 << 16) != 0 {
+        u64_at(&mut p)?;
+    }
+    if st & 1 != 0 {
+        out.ip = Some(u64_at(&mut p)?);
+    }
+    if st & 2 != 0 {
+        let v = u64_at(&mut p)?;
+        out.tid = Some((v as u32, (v >> 32) as u32));
+    }
+    if st & 4 != 0 {
+        out.time = Some(u64_at(&mut p)?);
+    }
+    if st & 8 != 0 {
+        u64_at(&mut p)?;
+    }
+    if st & (1 << 6) != 0 {
+        u64_at(&mut p)?;
+    }
+    if st & (1 << 9) != 0 {
+        u64_at(&mut p)?;
+    }
+    if st & (1 << 7) != 0 {
+        out.cpu = Some(u64_at(&mut p)? as u32);
+    }
+    if st & (1 << 8) != 0 {
+        out.period = Some(u64_at(&mut p)?);
+    }
+    if st & (1 << 4) != 0 {
+        // READ: a value (and optional fields) or a group; skip by read_format
+        let rf = a.read_format;
+        let extra = (rf & 1 != 0) as usize + (rf & 2 != 0) as usize;
+        let id = (rf & 4 != 0) as usize;
+        let lost = (rf & 16 != 0) as usize;
+        if rf & 8 != 0 {
+            let nr = u64_at(&mut p)? as usize;
+            p += 8 * extra + nr * 8 * (1 + id + lost);
+        } else {
+            p += 8 * (1 + extra + id + lost);
+        }
+    }
+    if st & (1 << 5) != 0 {
+        let nr = u64_at(&mut p)? as usize;
+        p = p.checked_add(nr.checked_mul(8)?)?;
+    }
+    if st & (1 << 10) != 0 {
+        let n = u32::from_le_bytes(rec.get(p..p + 4)?.try_into().ok()?) as usize;
+        out.raw = rec.get(p + 4..p + 4 + n);
+    }
+    Some(out)
+}
+
+fn sample_time(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>) -> Option<u64> {
+    parse(rec, attr_of(rec, attrs, ids)?)?.time
+}
+
+#[allow(clippy::too_many_arguments)]
+fn emit(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>, tps: &mut HashMap<u32, Tp>, sample_table: &mut Option<TableId>, sink: &mut dyn EventSink, s: &mut PerfSummary) -> ReadResult<()> {
+    let Some(a) = attr_of(rec, attrs, ids) else {
+        *s.records.entry(u32::MAX).or_default() += 1;
+        return Ok(());
+    };
+    let Some(p) = parse(rec, a) else {
+        s.warnings.push("a sample shorter than its sample_type; skipped".into());
+        return Ok(());
+    };
+    let ts = p.time.unwrap_or(0) as i64;
+    s.time_range = Some(s.time_range.map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))));
+    let cpu = p.cpu.unwrap_or(0);
+    if a.kind == TRACEPOINT {
+        if let (Some(raw), Some(tp)) = (p.raw, tps.get_mut(&(a.config as u32))) {
+            let t = match tp.table {
+                Some(t) => t,
+                None => {
+                    let t = sink.declare_table(&tp.spec).map_err(|what| ReadError::Sink { what })?;
+                    tp.table = Some(t);
+                    t
+                }
+            };
+            let pid = Endian::Little.uint(raw, tp.pid_offset, 4).map(|v| v as u32 as i32);
+            tp.decoder.prepare(raw);
+            let mut vals = Vec::with_capacity(tp.spec.columns.len());
+            tp.decoder.values(raw, &mut vals);
+            sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
+            *s.rows.entry(tp.spec.name.clone()).or_default() += 1;
+            return Ok(());
+        }
+    }
+    let t = match *sample_table {
+        Some(t) => t,
+        None => {
+            let spec = TableSpec {
+                name: "perf_sample".into(),
+                system: "perf".into(),
+                columns: vec![
+                    ColumnSpec { name: "event".into(), ty: ColumnType::Str },
+                    ColumnSpec { name: "ip".into(), ty: ColumnType::U64 },
+                    ColumnSpec { name: "period".into(), ty: ColumnType::U64 },
+                    ColumnSpec { name: "tid".into(), ty: ColumnType::I64 },
+                ],
+            };
+            let t = sink.declare_table(&spec).map_err(|what| ReadError::Sink { what })?;
+            *sample_table = Some(t);
+            t
+        }
+    };
+    let (pid, tid) = p.tid.map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
+    let vals = [Value::Str(&a.name), p.ip.map_or(Value::Null, Value::U64), p.period.map_or(Value::Null, Value::U64), tid.map_or(Value::Null, Value::I64)];
+    sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
+    *s.rows.entry("perf_sample".into()).or_default() += 1;
+    Ok(())
+}

@@ -1,0 +1,86 @@
+"""The native perf.data reader against `perf script`, on files recorded
+here, and the promise that a perf tracepoint lands in the same table (same
+columns, same types) as the trace-cmd one."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+
+import polars as pl
+import pytest
+
+from tests.helpers import cratrace as run_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("perf") is None or os.geteuid() != 0, reason="needs perf and root")
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    d = tmp_path_factory.mktemp("perf")
+    f = d / "perf.data"
+    r = subprocess.run(
+        ["perf", "record", "-q", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "-e", "cpu-clock", "-a", "-o", str(f), "--", "sh", "-c", "for i in $(seq 50); do sleep 0.002; done"],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0 or not f.exists():
+        pytest.skip(f"perf record failed here: {r.stderr.strip()[-200:]}")
+    cap = d / "cap"
+    run_cli("import", f, "-o", cap, "-q", check=True)
+    return f, cap
+
+
+def _script(f, event):
+    out = subprocess.run(["perf", "script", "-i", str(f), "-F", "tid,cpu,time,event,trace", "--ns"], capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        m = re.match(r"\s*(\d+)\s+\[(\d+)\]\s+(\d+)\.(\d+):\s+(\S+):\s*(.*)$", line)
+        if m and m.group(5) == event:
+            rows.append((int(m.group(1)), int(m.group(2)), int(m.group(3)) * 10**9 + int(m.group(4)), m.group(6)))
+    return rows
+
+
+def test_counts_and_fields_equal_perf_script(recorded):
+    f, cap = recorded
+    for event, table in (("sched:sched_switch", "sched_switch"), ("sched:sched_wakeup", "sched_wakeup")):
+        theirs = _script(f, event)
+        ours = pl.read_parquet(cap / "events" / f"{table}.parquet")
+        assert ours.height == len(theirs) > 0, event
+        assert sorted(zip(ours["pid"], ours["cpu"], ours["ts"])) == sorted((t, c, ts) for t, c, ts, _ in theirs), event
+    sw = pl.read_parquet(cap / "events" / "sched_switch.parquet").sort("ts", "cpu")
+    theirs = sorted(_script(f, "sched:sched_switch"), key=lambda r: (r[2], r[1]))
+    for row, (_, _, _, text) in zip(sw.iter_rows(named=True), theirs):
+        assert f"prev_comm={row['prev_comm']} prev_pid={row['prev_pid']}" in text
+        assert f"next_comm={row['next_comm']} next_pid={row['next_pid']}" in text
+
+
+def test_rows_are_time_ordered_and_hardware_samples_have_their_table(recorded):
+    f, cap = recorded
+    for p in (cap / "events").glob("*.parquet"):
+        assert pl.read_parquet(p)["ts"].is_sorted(), p.name
+    hw = pl.read_parquet(cap / "events" / "perf_sample.parquet")
+    assert hw.height > 0 and set(hw["event"]) == {"cpu-clock"}
+
+
+def test_perf_and_trace_cmd_tables_share_a_schema(recorded, tracing_lock, tmp_path):
+    _, cap = recorded
+    dat = tmp_path / "t.dat"
+    r = subprocess.run(["trace-cmd", "record", "-q", "-e", "sched:sched_switch", "-o", str(dat), "--", "sleep", "0.1"], capture_output=True, text=True, cwd=tmp_path)
+    if r.returncode != 0:
+        pytest.skip("trace-cmd record failed here")
+    run_cli("import", dat, "-o", tmp_path / "tc", "-q", check=True)
+    a = pl.read_parquet(cap / "events" / "sched_switch.parquet").schema
+    b = pl.read_parquet(tmp_path / "tc" / "events" / "sched_switch.parquet").schema
+    assert a == b
+
+
+def test_not_perf_data_and_cut_files(tmp_path, recorded):
+    f, _ = recorded
+    data = f.read_bytes()
+    bad = tmp_path / "cut.data"
+    bad.write_bytes(data[:60])
+    p = run_cli("import", bad, "-o", tmp_path / "c1")
+    assert p.returncode == 2 and "cut.data" in p.stderr and "Traceback" not in p.stderr
