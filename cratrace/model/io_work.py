@@ -39,7 +39,7 @@ def io_work(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataF
     if workers.height and slices.height:
         w = slices.join(workers, on="tid").select("tid", "vm", "worker", "start", "end")
         w = _clip_to_windows(w, window_ns, t0)
-        kind = pl.when(pl.col("worker").str.starts_with("vhost")).then(pl.lit("vhost")).when(pl.col("worker").str.contains("netback|vif")).then(pl.lit("netback")).when(pl.col("worker").str.contains("blkback")).then(pl.lit("blkback")).otherwise(pl.lit("iothread"))
+        kind = pl.when(pl.col("worker").str.starts_with("vhost")).then(pl.lit("vhost")).when(pl.col("worker").str.contains("netback|^vif")).then(pl.lit("netback")).when(pl.col("worker").str.contains("blkback")).then(pl.lit("blkback")).otherwise(pl.lit("iothread"))
         parts.append(w.group_by("window_start", "vm", "tid", "worker").agg(pl.col("cpu_ns").sum()).with_columns(pl.col("tid").alias("worker_tid"), kind.alias("kind"), pl.lit(None, pl.String).alias("direction")))
     # softirq NET time: common pool
     if "softirq_entry" in ev and "softirq_exit" in ev:

@@ -127,6 +127,13 @@ def _infer_vms(df: pl.DataFrame, ev: dict[str, pl.LazyFrame]) -> pl.DataFrame:
         .then(pl.col("tid").replace_strict(vm_name, default=None, return_dtype=pl.String))
         .alias("vm"),
     )
+    # Xen dom0: netback (`vif<dom>.<n>...`) and blkback (`blkback.<dom>...`)
+    # threads work for the guest domain in their name
+    xen_dom = pl.coalesce(pl.col("comm").str.extract(r"^vif(\d+)\.\d+", 1), pl.col("comm").str.extract(r"^blkback\.(\d+)", 1))
+    df = df.with_columns(
+        pl.when(pl.col("vm").is_null() & xen_dom.is_not_null()).then(pl.concat_str(pl.lit("dom"), xen_dom)).otherwise(pl.col("vm")).alias("vm"),
+        pl.when(pl.col("role").is_null() & xen_dom.is_not_null()).then(pl.lit("io-worker")).otherwise(pl.col("role")).alias("role"),
+    )
     df = df.with_columns(
         pl.when(pl.col("role").is_not_null())
         .then(pl.col("role"))

@@ -65,3 +65,14 @@ def test_markers_parse_names_and_fields_with_quotes():
     assert json.loads(m["fields"][0]) == {"vm": "a", "vcpu": "1"}
     assert json.loads(m["fields"][1]) == {"msg": '"x"', "path": "C:\\d"}
     assert m["vm"].to_list() == ["a", None] and m["vcpu"].to_list() == [1, None]
+
+
+def test_xen_dom0_backend_threads_work_for_their_guest():
+    from cratrace.model.threads import _infer_vms
+
+    df = pl.DataFrame(
+        {"tid": [5, 6, 7], "comm": ["vif3.0-q0-guest-rx", "blkback.4.xvda", "kworker/0:1"], "first_ts": [0] * 3, "last_ts": [1] * 3, "pid": [None] * 3, "vm": [None] * 3, "vcpu": [None] * 3, "role": [None] * 3},
+        schema_overrides={"pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String},
+    )
+    out = _infer_vms(df, {})
+    assert out.select("vm", "role").rows() == [("dom3", "io-worker"), ("dom4", "io-worker"), (None, None)]
