@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 
 mod errors;
 mod perfdata;
+mod postcopy;
 mod replay;
 mod tracedat;
 mod xentrace;
@@ -17,5 +18,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
+    m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     Ok(())
 }

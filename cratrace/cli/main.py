@@ -64,9 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print("[red]aborted[/]")
         sys.exit(130)
     except Exception as e:  # click usage errors and the unexpected
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+        # click (or the copy typer vendors) usage errors know how to show themselves
+        if hasattr(e, "show") and hasattr(e, "exit_code"):
             e.show()
             sys.exit(2)
         if os.environ.get("CRATRACE_DEBUG"):

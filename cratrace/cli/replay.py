@@ -14,12 +14,13 @@ from cratrace.errors import UsageError
 
 
 def replay_cmd(
-    capture: Annotated[Path, typer.Argument(help="A modelled capture (`cratrace model` first).")],
     out: Annotated[Path, typer.Option("-o", "--output", help="Directory for OUT/<policy>/model/*.parquet and metrics.json.")],
+    capture: Annotated[Optional[Path], typer.Argument(help="A modelled capture (`cratrace model` first); optional for --scenario postcopy.")] = None,
     policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler and/or spin response: fair, credit, spin, yield, wapd, wopd, rslp, or compositions like credit+wapd. Repeatable.")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), throughput_marker, fidelity_tolerance_pct.")] = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the results (the built-in policies are deterministic).")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
+    scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, rtt_ns, fetch_overhead_ns, ready_delay_ns, ...).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
 ) -> None:
     """Replay the recorded demand under each policy and compare.
@@ -29,12 +30,28 @@ def replay_cmd(
     """
     from cratrace.replay import replay_capture
 
-    settings = {}
+    settings: dict[str, str] = {}
     for s in sets or []:
         if "=" not in s:
             raise UsageError(f"--set {s!r}: expected key=value")
         k, v = s.split("=", 1)
         settings[k.strip()] = v.strip()
+    if scenario is not None:
+        if scenario != "postcopy":
+            raise UsageError(f"--scenario {scenario!r}: allowed postcopy")
+        from cratrace.capture import Capture
+        from cratrace.replay.postcopy import run_postcopy
+
+        res = run_postcopy(Capture(capture) if capture else None, out, settings, force)
+        if as_json:
+            print(json.dumps(res, indent=2, sort_keys=True))
+        else:
+            for name, r in res["runs"].items():
+                console.print(f"{name:12} mean task {r['mean_task_s']:.3f} s, vCPU in guest {', '.join(f'{x:.0%}' for x in r['vcpu_guest_fraction'])}, faults {r['faults']}")
+            console.print(f"async page faults: {res['async_pf_speedup_pct']}% faster ({res['touches_from']}); outputs in [bold]{out}/postcopy[/]")
+        return
+    if capture is None:
+        raise UsageError("a capture is required (except for --scenario postcopy)")
     res = replay_capture(capture, policy or ["fair"], out, settings=settings, seed=seed, force=force)
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
