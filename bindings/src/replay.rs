@@ -108,5 +108,11 @@ pub fn replay(
     d.set_item("end_ns", out.end_ns)?;
     d.set_item("events", out.events)?;
     d.set_item("wall_s", wall)?;
+    d.set_item("swaps_decided", out.swaps_decided)?;
+    d.set_item("swaps_realised", out.swaps_realised)?;
+    d.set_item("bal_ts", out.bal_ts)?;
+    d.set_item("bal_core", out.bal_core)?;
+    d.set_item("bal_energy_j", out.bal_energy_j)?;
+    d.set_item("bal_temp_c", out.bal_temp_c)?;
     Ok(d.unbind())
 }

@@ -23,7 +23,12 @@ from cratrace.errors import OutputExistsError, UsageError
 from cratrace.model.frames import conform
 from cratrace.replay.workload import Workload, extract_workload
 
-ENGINE_PARAMS = {name for name, *_ in [("sched_latency_ns",), ("min_granularity_ns",), ("wakeup_granularity_ns",), ("credit_slice_ns",), ("credit_tick_ns",), ("credit_acct_ns",), ("ple_window_ns",), ("spin_budget_ns",), ("respin_ns",), ("excess_retries",)]}
+ENGINE_PARAMS = {
+    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns",
+    "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries",
+    "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
+    "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
+}
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
 OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s"}
@@ -108,6 +113,13 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
     }
     for name in ("thread_names", "io_work", "power", "faults"):
         out[name] = cap.model[name].collect() if name in cap.model else conform(pl.DataFrame(), name)
+    if r.get("bal_ts"):
+        # energy per core and accounting period, from the replay's power model
+        e = pl.DataFrame({"cpu": r["bal_core"], "end": r["bal_ts"], "value": r["bal_energy_j"]}, schema={"cpu": pl.Int32, "end": pl.Int64, "value": pl.Float64}).sort("cpu", "end")
+        e = e.with_columns(pl.col("end").shift(1).over("cpu").fill_null(0).alias("start")).with_columns(
+            (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("energy").alias("kind"), pl.lit("model").alias("name"), pl.lit("J").alias("unit")
+        )
+        out["power"] = conform(e, "power")
     return out
 
 
@@ -207,6 +219,24 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
         },
         "events": int(r["events"]),
         "critical_ns": w.critical_ns,
+    } | ({"energy_balance": _balance_metrics(r)} if r.get("bal_ts") else {})
+
+
+def _balance_metrics(r: dict) -> dict:
+    n = max(r["bal_core"]) + 1
+    per = [0.0] * n
+    for c, j in zip(r["bal_core"], r["bal_energy_j"]):
+        per[c] += j
+    temps = {}
+    for c, t in zip(r["bal_core"], r["bal_temp_c"]):
+        temps[c] = max(temps.get(c, 0.0), t)
+    total = sum(per)
+    return {
+        "swaps_decided": r["swaps_decided"],
+        "swaps_realised": r["swaps_realised"],
+        "core_energy_j": [round(x, 6) for x in per],
+        "core_energy_spread_pct": round(100 * (max(per) - min(per)) / total, 3) if total else None,
+        "max_core_temp_c": [round(temps[c], 3) for c in range(n)],
     }
 
 

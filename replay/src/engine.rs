@@ -8,7 +8,9 @@
 
 use crate::model::{CpuId, Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
-use crate::policy::{Policy, SchedulerKind, SpinResponse};
+use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
+use crate::energy::thermal::{ThermalModel, ThermalParams};
+use crate::policy::{Placement, Policy, SchedulerKind, SpinResponse};
 use crate::sched::{credit::Credit, fair::Fair, Scheduler, Sub};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -25,6 +27,8 @@ enum Ev {
     Unblock(u32, u64),
     /// Scheduler tick.
     Tick,
+    /// Energy-balance accounting period ends.
+    Balance,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,6 +94,9 @@ pub struct Engine<'a> {
     siblings: Vec<Vec<u32>>,
     gspw: Vec<u32>,
     last_boosted: Vec<usize>,
+    /// Core a thread is pinned to (energy-balance placement).
+    pin: Vec<Option<u32>>,
+    bal: Option<Balancer>,
     /// The output being built.
     pub out: Output,
     events: u64,
@@ -176,6 +183,8 @@ impl<'a> Engine<'a> {
             out: Output::new(w, h),
             events: 0,
             remaining_threads: n,
+            pin: vec![None; n],
+            bal: None,
         }
     }
 
@@ -198,6 +207,9 @@ impl<'a> Engine<'a> {
         }
         if let Some(t) = self.sched.tick_ns() {
             self.at(t, Ev::Tick);
+        }
+        if self.p.placement == Placement::EnergyBalance {
+            self.start_balancer();
         }
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             if t > limit_ns || self.remaining_threads == 0 {
@@ -222,6 +234,7 @@ impl<'a> Engine<'a> {
                         self.wake(th)
                     }
                 }
+                Ev::Balance => self.balance(),
                 Ev::Tick => {
                     self.sched.tick(self.now);
                     if let Some(p) = self.sched.tick_ns() {
@@ -256,6 +269,17 @@ impl<'a> Engine<'a> {
     }
 
     fn kick_idle_or_preempt(&mut self, t: u32) {
+        if let Some(p) = self.pin[t as usize] {
+            match self.cpus[p as usize].cur {
+                None => self.at(self.now, Ev::Dispatch(p)),
+                Some(r) if self.sched.preempts(ThreadId(t), ThreadId(r)) => {
+                    self.preempt(p, Sub::ProperReady);
+                    self.at(self.now, Ev::Dispatch(p));
+                }
+                Some(_) => {}
+            }
+            return;
+        }
         if (0..self.cpus.len()).any(|c| self.cpus[c].cur.is_none() && self.cpus[c].pending) && self.sched.ready() <= self.cpus.iter().filter(|c| c.pending).count() {
             return;
         }
@@ -277,6 +301,9 @@ impl<'a> Engine<'a> {
         self.cpus[c as usize].gen += 1;
         self.cpus[c as usize].idle_since = now;
         self.account_progress(t, c, now);
+        if let Some(b) = &mut self.bal {
+            b.busy[c as usize] += (now - self.th[t as usize].run_start.max(b.period_start)).max(0);
+        }
         let th = &mut self.th[t as usize];
         let ran = (now - th.run_start).max(0);
         if let Some((_, since)) = th.spin {
@@ -288,9 +315,18 @@ impl<'a> Engine<'a> {
         Some(t)
     }
 
+    /// Work progress per ns on `c`, less the balancing mechanism's cost.
+    fn rate(&self, c: u32) -> f64 {
+        let r = self.h.rate(CpuId(c));
+        match &self.bal {
+            Some(b) => r * (1.0 - b.mechanism_overhead),
+            None => r,
+        }
+    }
+
     /// Work done since `progress_at` at this CPU's speed.
     fn account_progress(&mut self, t: u32, c: u32, now: i64) {
-        let rate = self.h.rate(CpuId(c));
+        let rate = self.rate(c);
         let th = &mut self.th[t as usize];
         // nothing progresses before the dispatch cost has been paid
         let from = th.progress_at.max(th.run_start);
@@ -331,7 +367,8 @@ impl<'a> Engine<'a> {
             return;
         }
         let th = &self.th;
-        let Some(ThreadId(t)) = self.sched.pick(&mut |x: ThreadId| !th[x.0 as usize].aspw) else {
+        let pin = &self.pin;
+        let Some(ThreadId(t)) = self.sched.pick(&mut |x: ThreadId| !th[x.0 as usize].aspw && pin[x.0 as usize].is_none_or(|p| p == c)) else {
             return;
         };
         let cost = self.h.costs.context_switch_ns + if self.th[t as usize].last_cpu.is_some_and(|l| l != c) { self.h.costs.migration_ns } else { 0 };
@@ -423,7 +460,7 @@ impl<'a> Engine<'a> {
                     self.account_progress(t, c, self.now);
                     if self.th[ti].remaining > 0 {
                         self.set_state(t, StateCode::Guest, Some(c));
-                        let rate = self.h.rate(CpuId(c));
+                        let rate = self.rate(c);
                         let dt = (self.th[ti].remaining as f64 / rate).ceil() as i64;
                         let g = self.th[ti].gen;
                         self.at(self.now + dt.max(1), Ev::Step(t, g));
@@ -695,6 +732,175 @@ impl<'a> Engine<'a> {
                     Sub::ProperReady
                 };
                 self.leave_cpu_ready(t, c, sub);
+            }
+        }
+    }
+}
+
+/// State of the energy/thermal balancer (Klee 2007; `energy::balance`).
+struct Balancer {
+    period: i64,
+    period_start: i64,
+    busy: Vec<i64>,
+    window: EnergyWindow,
+    thermal: ThermalModel,
+    k: f64,
+    force_period: Option<i64>,
+    next_forced: i64,
+    swap_cost: i64,
+    realise_p: f64,
+    mechanism_overhead: f64,
+    rng: u64,
+    pending: Vec<(usize, usize)>,
+}
+
+impl Balancer {
+    fn draw(&mut self) -> f64 {
+        // splitmix64: its own stream, so balancing never shifts other draws
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+    }
+}
+
+impl Engine<'_> {
+    fn start_balancer(&mut self) {
+        let n = self.cpus.len();
+        // one vCPU per core to start with, in thread order
+        let mut next = 0u32;
+        for (i, t) in self.w.threads.iter().enumerate() {
+            if t.vm.is_some() {
+                self.pin[i] = Some(next % n as u32);
+                next += 1;
+            }
+        }
+        let p = self.p;
+        let window = match (p.param("balance_window") as usize, p.param("balance_decay")) {
+            (_, d) if d > 0.0 => Window::Exponential(d),
+            (0, _) => Window::Cumulative,
+            (c, _) => Window::Sliding(c),
+        };
+        let hz = p.param("force_swap_hz");
+        let period = (p.param("balance_period_ns") as i64).max(1000);
+        self.bal = Some(Balancer {
+            period,
+            period_start: 0,
+            busy: vec![0; n],
+            window: EnergyWindow::new(n, window),
+            thermal: ThermalModel::new(n, ThermalParams::default()),
+            k: p.param("balance_k").max(1.0 + 1e-9),
+            force_period: (hz > 0.0).then(|| (1e9 / hz) as i64),
+            next_forced: if hz > 0.0 { (1e9 / hz) as i64 } else { 0 },
+            swap_cost: p.param("swap_cost_ns") as i64,
+            realise_p: p.param("swap_realise_p").clamp(0.0, 1.0),
+            mechanism_overhead: p.param("mechanism_overhead").clamp(0.0, 0.99),
+            rng: 0x5EED_0000_0000_0001,
+            pending: Vec::new(),
+        });
+        self.at(period, Ev::Balance);
+    }
+
+    fn busy_w(&self, c: usize) -> f64 {
+        let ghz = self.h.freq_khz[c] as f64 / 1e6;
+        let v = self.p.param("volt");
+        self.p.param("static_w") + self.p.param("capacitance") * ghz * v * v
+    }
+
+    /// End of an accounting period: energy per core, the swap decision,
+    /// realisation of decided swaps.
+    fn balance(&mut self) {
+        let n = self.cpus.len();
+        let now = self.now;
+        let running: Vec<Option<i64>> = (0..n).map(|c| self.cpus[c].cur.map(|t| self.th[t as usize].run_start)).collect();
+        let idle_w = self.p.param("idle_w");
+        let busy_w: Vec<f64> = (0..n).map(|c| self.busy_w(c)).collect();
+        let mut e = vec![0.0; n];
+        let temps: Vec<f64>;
+        {
+            let b = self.bal.as_mut().expect("balancer");
+            let len = (now - b.period_start).max(1);
+            for c in 0..n {
+                let mut busy = b.busy[c];
+                if let Some(rs) = running[c] {
+                    busy += (now - rs.max(b.period_start)).max(0);
+                }
+                let busy = busy.min(len);
+                e[c] = (busy as f64 * busy_w[c] + (len - busy) as f64 * idle_w) * 1e-9;
+                b.busy[c] = 0;
+            }
+            b.period_start = now;
+            let power: Vec<f64> = e.iter().map(|j| j / (len as f64 * 1e-9)).collect();
+            b.thermal.step(&power, len as f64 * 1e-9);
+            temps = b.thermal.cores_c().to_vec();
+        }
+        for c in 0..n {
+            self.out.balance_sample(now, c as u32, e[c], temps[c]);
+        }
+        let decided: Vec<(usize, usize)> = {
+            let b = self.bal.as_mut().expect("balancer");
+            let d = match b.force_period {
+                Some(fp) if now >= b.next_forced => {
+                    b.next_forced += fp;
+                    (0..n / 2).map(|i| (2 * i, 2 * i + 1)).collect()
+                }
+                Some(_) => Vec::new(),
+                None => plan_swaps(&e, b.window.big_e(), b.k),
+            };
+            b.window.push(&e);
+            for x in &d {
+                if !b.pending.contains(x) {
+                    b.pending.push(*x);
+                }
+            }
+            d
+        };
+        self.out.swaps_decided += decided.len() as u64;
+        let pending = std::mem::take(&mut self.bal.as_mut().expect("balancer").pending);
+        let mut keep = Vec::new();
+        for (i, j) in pending {
+            let b = self.bal.as_mut().expect("balancer");
+            if b.draw() < b.realise_p {
+                self.swap_cores(i as u32, j as u32);
+                self.out.swaps_realised += 1;
+            } else {
+                keep.push((i, j));
+            }
+        }
+        let b = self.bal.as_mut().expect("balancer");
+        b.pending = keep;
+        let period = b.period;
+        self.at(now + period, Ev::Balance);
+    }
+
+    /// Exchange the vCPUs pinned to cores `a` and `b`; each pays the swap cost.
+    fn swap_cores(&mut self, a: u32, b: u32) {
+        let cost = self.bal.as_ref().map_or(0, |x| x.swap_cost);
+        for t in 0..self.pin.len() {
+            let new = match self.pin[t] {
+                Some(p) if p == a => Some(b),
+                Some(p) if p == b => Some(a),
+                other => other,
+            };
+            if new == self.pin[t] {
+                continue;
+            }
+            self.pin[t] = new;
+            if let St::Running(c) = self.th[t].st {
+                self.preempt(c, Sub::ProperReady);
+                self.at(self.now, Ev::Dispatch(c));
+            }
+            if self.th[t].remaining > 0 {
+                self.th[t].remaining += cost;
+            }
+            self.out.overhead(cost);
+            if self.th[t].st == St::Ready {
+                if let Some(p) = self.pin[t] {
+                    if self.cpus[p as usize].cur.is_none() {
+                        self.at(self.now, Ev::Dispatch(p));
+                    }
+                }
             }
         }
     }

@@ -24,7 +24,7 @@ pub mod sched;
 
 pub use model::{Costs, CpuId, Host, Phase, ThreadId, ThreadSpec, VmId, VmSpec, Workload};
 pub use output::{Output, StateCode};
-pub use policy::{Policy, SchedulerKind, SpinResponse, PARAMS};
+pub use policy::{Placement, Policy, SchedulerKind, SpinResponse, PARAMS};
 
 /// Replay `w` on `h` under `p`, stopping at `limit_ns` of simulated time
 /// at the latest.

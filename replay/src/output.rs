@@ -93,6 +93,18 @@ pub struct Output {
     pub events: u64,
     /// pCPU count.
     pub pcpus: usize,
+    /// Energy balancing: swaps decided.
+    pub swaps_decided: u64,
+    /// Energy balancing: swaps realised.
+    pub swaps_realised: u64,
+    /// Energy balancing samples: time, core, energy in the period (J), temperature (°C).
+    pub bal_ts: Vec<i64>,
+    /// Core of each sample.
+    pub bal_core: Vec<u32>,
+    /// Energy of the core in the period.
+    pub bal_energy_j: Vec<f64>,
+    /// Core temperature at the period's end.
+    pub bal_temp_c: Vec<f64>,
 }
 
 impl Output {
@@ -170,6 +182,13 @@ impl Output {
         if let Some(i) = self.open_ep[t as usize].take() {
             self.ep_end[i] = now;
         }
+    }
+
+    pub(crate) fn balance_sample(&mut self, ts: i64, core: u32, j: f64, temp: f64) {
+        self.bal_ts.push(ts);
+        self.bal_core.push(core);
+        self.bal_energy_j.push(j);
+        self.bal_temp_c.push(temp);
     }
 
     pub(crate) fn excessive_spin(&mut self, t: u32) {

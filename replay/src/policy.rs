@@ -27,9 +27,20 @@ pub enum SpinResponse {
     Rslp,
 }
 
+/// Where vCPUs may run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Anywhere (one global run queue).
+    Floating,
+    /// Pinned one per core and swapped by Klee's energy-balancing rule.
+    EnergyBalance,
+}
+
 /// A full policy: scheduler + spin response + numeric parameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
+    /// Placement of vCPUs on cores.
+    pub placement: Placement,
     /// Scheduler.
     pub scheduler: SchedulerKind,
     /// Spin response.
@@ -50,6 +61,18 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("spin_budget_ns", 0.0, "wapd/wopd/rslp: native spin before the first suspend-spin call (0 as in the paper)"),
     ("respin_ns", 10e3, "wapd/wopd/rslp: spin after a call that resumed the spinner, before calling again"),
     ("excess_retries", 3.0, "uncleared re-dispatches of one episode that count as an excessive spin"),
+    ("balance_period_ns", 1e6, "energy-balance: accounting period"),
+    ("balance_k", 1.1, "energy-balance: ratio threshold k > 1 of the swap rule"),
+    ("balance_window", 0.0, "energy-balance: E over the last N periods (0: cumulative)"),
+    ("balance_decay", 0.0, "energy-balance: if > 0, E decays by this factor per period (exponential window)"),
+    ("force_swap_hz", 0.0, "energy-balance: if > 0, swap every pair at this rate regardless of the rule (mechanism-cost check)"),
+    ("swap_cost_ns", 94e3, "energy-balance: work each swapped vCPU loses per realised swap (Klee 2007: ~94 µs marginal)"),
+    ("swap_realise_p", 0.66, "energy-balance: probability a decided swap is realised within its period (Klee 2007: 0.66 at 1 ms)"),
+    ("mechanism_overhead", 0.02, "energy-balance: fraction of CPU speed lost to the enabled mechanism (Klee 2007: ~2% at 1 Hz)"),
+    ("static_w", 1.0, "power model: static power per core, W"),
+    ("idle_w", 0.5, "power model: power of an idle core, W"),
+    ("capacitance", 2.0, "power model: C in W/(GHz·V²)"),
+    ("volt", 1.0, "power model: supply voltage, V"),
 ];
 
 impl Policy {
@@ -57,8 +80,10 @@ impl Policy {
     pub fn parse(name: &str) -> Result<Policy, String> {
         let mut scheduler = SchedulerKind::Fair;
         let mut spin = SpinResponse::Spin;
+        let mut placement = Placement::Floating;
         for part in name.split('+') {
             match part {
+                "energy-balance" => placement = Placement::EnergyBalance,
                 "fair" => scheduler = SchedulerKind::Fair,
                 "credit" => scheduler = SchedulerKind::Credit,
                 "spin" => spin = SpinResponse::Spin,
@@ -68,12 +93,12 @@ impl Policy {
                 "rslp" => spin = SpinResponse::Rslp,
                 other => {
                     return Err(format!(
-                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, credit and spin responses spin, yield, wapd, wopd, rslp (e.g. credit+wapd)"
+                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, credit, spin responses spin, yield, wapd, wopd, rslp, and placement energy-balance (e.g. credit+wapd)"
                     ))
                 }
             }
         }
-        Ok(Policy { scheduler, spin, params: BTreeMap::new() })
+        Ok(Policy { placement, scheduler, spin, params: BTreeMap::new() })
     }
 
     /// Set a parameter, refusing unknown names and bad values.

@@ -106,3 +106,15 @@ def test_python_policy_interface_replays_every_transaction(lab_capture, tmp_path
         assert pl.read_parquet(tmp_path / name / "model" / "vcpu_states.parquet").height > 0
     assert res["rr"]["host"]["hypercalls"] > 0  # yields are counted as calls
     assert sum(v["spin_s"] for v in res["rr-spin"]["vms"].values()) > sum(v["spin_s"] for v in res["rr"]["vms"].values())
+
+
+def test_energy_balance_policy_reports_swaps_and_per_core_energy(lab_capture, tmp_path):  # noqa: F811
+    res = replay_capture(lab_capture, ["fair+energy-balance"], tmp_path)
+    eb = res["fair+energy-balance"]["energy_balance"]
+    assert eb["swaps_decided"] >= eb["swaps_realised"] > 0
+    assert len(eb["core_energy_j"]) == res["fair+energy-balance"]["host"]["pcpus"]
+    pw = pl.read_parquet(tmp_path / "fair+energy-balance" / "model" / "power.parquet")
+    assert set(pw["kind"]) == {"energy"} and pw["value"].sum() == pytest.approx(sum(eb["core_energy_j"]), rel=1e-6)
+    forced = replay_capture(lab_capture, ["energy-balance"], tmp_path / "f", settings={"force_swap_hz": "100", "balance_k": "1e12"})
+    m = forced["energy-balance"]
+    assert m["energy_balance"]["swaps_decided"] == pytest.approx(100 * m["duration_s"], abs=2)
