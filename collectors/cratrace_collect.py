@@ -137,10 +137,15 @@ def restore_state(tfs: Path, state: dict) -> list[str]:
     if "set_event" in state:
         try:
             if (tfs / "set_event").read_text() != state["set_event"]:
-                (tfs / "set_event").write_text("")
-                for line in state["set_event"].splitlines():
-                    with open(tfs / "set_event", "a") as fh:
-                        fh.write(line + "\n")
+                (tfs / "set_event").write_text("")  # O_TRUNC disables every event
+                # O_APPEND without a seek: Python's "a" mode seeks to the end,
+                # which tracefs rejects (EINVAL); one event per write.
+                fd = os.open(tfs / "set_event", os.O_WRONLY | os.O_APPEND)
+                try:
+                    for line in state["set_event"].splitlines():
+                        os.write(fd, (line + "\n").encode())
+                finally:
+                    os.close(fd)
         except OSError as e:
             problems.append(f"set_event: {e}")
     inst = tfs / "instances"

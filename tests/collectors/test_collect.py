@@ -50,6 +50,25 @@ def test_kvm_sched_capture_of_the_lab_imports_with_inventory_and_markers(tracing
     assert c.meta["vms"] and c.meta["sources"][0]["kind"] == "tracedat"
 
 
+def test_restore_reenables_the_events_and_keeps_the_instances_the_host_had(tracing_lock, tmp_path):
+    # trace-cmd clears set_event when it stops; the host's own events must
+    # come back (tracefs refuses the seek of Python's append mode)
+    tfs = cc.tracefs()
+    original = cc.snapshot_state(tfs)
+    inst = tfs / "instances" / "cratrace-test-keep"
+    try:
+        (tfs / "set_event").write_text("sched:sched_process_exec\n")
+        inst.mkdir()
+        before = cc.snapshot_state(tfs)
+        (tfs / "set_event").write_text("")
+        assert cc.restore_state(tfs, before) == []
+        after = cc.snapshot_state(tfs)
+        assert after["set_event"] == "sched:sched_process_exec\n" and "cratrace-test-keep" in after["instances"]
+    finally:
+        inst.rmdir()
+        assert cc.restore_state(tfs, original) == []
+
+
 def test_perf_backend_records_tracepoints_and_counters(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root")
