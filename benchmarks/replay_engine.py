@@ -39,7 +39,7 @@ def workload(vms: int, vcpus: int, txns: int) -> dict:
                     pk.append(kind)
                     pa.append(a)
             t += 1
-    return dict(thread_tid=tids, thread_vm=vm_of, thread_vcpu=vcpu_of, thread_start=start, phase_thread=pt, phase_kind=pk, phase_a=pa, phase_b=[0] * len(pt), vm_names=[f"vm{i}" for i in range(vms)], vm_weights=[256 * vcpus] * vms)
+    return dict(thread_tid=tids, thread_vm=vm_of, thread_vcpu=vcpu_of, thread_start=start, phase_thread=pt, phase_kind=pk, phase_a=pa, phase_b=[0] * len(pt), vm_names=[f"vm{i}" for i in range(vms)], vm_weights=[256 * vcpus] * vms, vm_cpu_intensive=[None] * vms, vm_elasticity=[None] * vms)
 
 
 def run_engine(w: dict, pcpus: int, policy: str) -> dict:

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -23,6 +23,8 @@ pub fn replay(
     phase_b: Vec<i64>,
     vm_names: Vec<String>,
     vm_weights: Vec<u32>,
+    vm_cpu_intensive: Vec<Option<bool>>,
+    vm_elasticity: Vec<Option<f64>>,
     freq_khz: Vec<u64>,
     recorded_khz: u64,
     elasticity: f64,
@@ -78,7 +80,13 @@ pub fn replay(
         };
         threads.get_mut(t).ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?.phases.push(ph);
     }
-    let w = Workload { threads, vms: vm_names.into_iter().zip(vm_weights).map(|(name, weight)| VmSpec { name, weight }).collect() };
+    if vm_weights.len() != vm_names.len() || vm_cpu_intensive.len() != vm_names.len() || vm_elasticity.len() != vm_names.len() {
+        return Err(PyValueError::new_err("replay: vm_names, vm_weights, vm_cpu_intensive and vm_elasticity differ in length"));
+    }
+    let vms = (0..vm_names.len())
+        .map(|i| VmSpec { name: vm_names[i].clone(), weight: vm_weights[i], cpu_intensive: vm_cpu_intensive[i], elasticity: vm_elasticity[i] })
+        .collect();
+    let w = Workload { threads, vms };
     let h = Host { freq_khz, recorded_khz, elasticity, costs: c };
     let t0 = std::time::Instant::now();
     let out = py.detach(|| run(&w, &h, &p, limit_ns));
@@ -114,5 +122,12 @@ pub fn replay(
     d.set_item("bal_core", out.bal_core)?;
     d.set_item("bal_energy_j", out.bal_energy_j)?;
     d.set_item("bal_temp_c", out.bal_temp_c)?;
+    d.set_item("core_khz", out.core_khz)?;
+    d.set_item("core_volt", out.core_volt)?;
+    d.set_item("core_dynamic_w", out.core_dynamic_w)?;
+    d.set_item("core_busy_ns", out.core_busy_ns)?;
+    d.set_item("core_energy_j", out.core_energy_j)?;
+    d.set_item("core_pool", out.core_pool)?;
+    d.set_item("vcpu_pool", out.vcpu_pool)?;
     Ok(d.unbind())
 }

@@ -16,8 +16,8 @@ from cratrace.errors import UsageError
 def replay_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", help="Directory for OUT/<policy>/model/*.parquet and metrics.json.")],
     capture: Annotated[Optional[Path], typer.Argument(help="A modelled capture (`cratrace model` first); optional for --scenario postcopy.")] = None,
-    policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler and/or spin response: fair, credit, spin, yield, wapd, wopd, rslp, or compositions like credit+wapd. Repeatable.")] = None,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), throughput_marker, fidelity_tolerance_pct.")] = None,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler, spin response and placement: fair, credit; spin, yield, wapd, wopd, rslp; energy-balance, asymmetric (fast/slow core pools, credit). Compose with +, e.g. credit+wapd, fair+energy-balance, asymmetric+yield. Repeatable. See docs/replay-policies.md.")] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, balance_k, fast_cores, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), per VM class.VM=cpu|io and elasticity.VM=E, throughput_marker, fidelity_tolerance_pct. Unknown keys list the allowed ones.")] = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the results (the built-in policies are deterministic).")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
     scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, rtt_ns, fetch_overhead_ns, ready_delay_ns, ...).")] = None,
@@ -62,6 +62,15 @@ def replay_cmd(
             fid = f"{f['cpu_time_err_pct']:.1f} / {f['throughput_err_pct']:.1f}" + (" [green]✓[/]" if f["passed"] else (" [red]✗[/]" if f["gate_applies"] else ""))
             t.add_row(p, f"{h['etr']:.1f}", f"{h['itr'] or 0:.1f}", f"{h['guest_util_pct']:.1f}", f"{sum(v['spin_s'] for v in m['vms'].values()):.3f}", f"{h['hypercalls_per_busy_s'] or 0:.1f}", f"{h['sched_overhead_pct']:.2f}", str(sum(v['excessive_spins'] for v in m['vms'].values())), fid)
         console.print(t)
+        for p, m in res.items():
+            if "energy_balance" in m:
+                eb = m["energy_balance"]
+                console.print(f"{p}: {eb['swaps_decided']} swaps decided, {eb['swaps_realised']} realised; per-core energy spread {eb['core_energy_spread_pct']}%")
+            if "asymmetric" in m:
+                a = m["asymmetric"]
+                pools = "; ".join(f"{k} cores {v['cores']} at {v['khz'] / 1e6 if v['khz'] else 0:.2f} GHz: {', '.join(v['vcpus']) or 'no vCPUs'}" for k, v in a["pools"].items())
+                console.print(f"{p}: {pools}")
+                console.print(f"{p} vs {a['baseline']}: energy {-(a['energy_saving_pct'] or 0):+.1f}% (dynamic {-(a['dynamic_energy_saving_pct'] or 0):+.1f}%), throughput {a['throughput_change_pct'] or 0:+.1f}%")
         console.print(f"outputs in [bold]{out}[/]")
     if any(m["fidelity"]["gate_applies"] and not m["fidelity"]["passed"] for m in res.values()):
         raise typer.Exit(1)

@@ -28,6 +28,7 @@ ENGINE_PARAMS = {
     "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries",
     "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
     "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
+    "fast_cores", "fast_khz", "slow_khz", "fast_volt", "slow_volt", "fast_slice_ns", "slow_slice_ns", "cpu_class_util", "io_block_hz", "spill_slow",
 }
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
@@ -46,8 +47,18 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
             host[k] = float(v)
         elif k in OTHER:
             other[k] = v
+        elif k.startswith("class.") and len(k) > 6:
+            # per-VM label for asymmetric placement
+            if v not in ("cpu", "io"):
+                raise UsageError(f"--set {k}={v}: a VM's class is cpu or io")
+            host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
+        elif k.startswith("elasticity.") and len(k) > 11:
+            try:
+                host.setdefault("vm_elasticity", {})[k[11:]] = float(v)
+            except ValueError:
+                raise UsageError(f"--set {k}={v}: elasticity is a number (-1: CPU bound, 0: insensitive to frequency)") from None
         else:
-            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER))
+            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
     return engine, costs, host, other
 
@@ -55,6 +66,10 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
 def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int) -> dict:
     pcpus = int(host.get("pcpus", w.pcpus))
     freq = int(host.get("freq_khz", w.freq_khz))
+    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {})}
+    unknown = sorted(set(per_vm) - set(w.vm_names))
+    if unknown:
+        raise UsageError(f"--set class./elasticity.: no VM named {unknown[0]!r} in the capture (VMs: {', '.join(w.vm_names) or 'none'})")
     try:
         return dict(
             _native.replay(
@@ -68,6 +83,8 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 phase_b=w.phase_b,
                 vm_names=w.vm_names,
                 vm_weights=[256 * max(1, w.vm_of.count(i)) for i in range(len(w.vm_names))],
+                vm_cpu_intensive=[host.get("vm_class", {}).get(v) for v in w.vm_names],
+                vm_elasticity=[host.get("vm_elasticity", {}).get(v) for v in w.vm_names],
                 freq_khz=[freq] * pcpus,
                 recorded_khz=int(host.get("recorded_khz", w.freq_khz)),
                 elasticity=float(host.get("elasticity", -1.0)),
@@ -219,7 +236,45 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
         },
         "events": int(r["events"]),
         "critical_ns": w.critical_ns,
+        "energy": _energy_metrics(r),
     } | ({"energy_balance": _balance_metrics(r)} if r.get("bal_ts") else {})
+
+
+def _energy_metrics(r: dict) -> dict:
+    """Per-core busy time and energy from the replay's power model."""
+    busy = r.get("core_busy_ns", [])
+    dyn = sum(ns * w * 1e-9 for ns, w in zip(busy, r.get("core_dynamic_w", [])))
+    return {
+        "core_khz": list(r.get("core_khz", [])),
+        "core_volt": [round(v, 4) for v in r.get("core_volt", [])],
+        "core_busy_s": [round(ns / 1e9, 6) for ns in busy],
+        "core_energy_j": [round(j, 6) for j in r.get("core_energy_j", [])],
+        "total_energy_j": round(sum(r.get("core_energy_j", [])), 6),
+        "dynamic_energy_j": round(dyn, 6),
+    }
+
+
+def _asymmetric_metrics(w: Workload, r: dict, base: str, m: dict, mb: dict) -> dict:
+    """Pools, and the saving against the same demand under credit on a
+    homogeneous host of fast cores (the baseline of Takouna et al.)."""
+    pools: dict[str, dict] = {}
+    for name, code in (("fast", 0), ("slow", 1)):
+        cores = [c for c, p in enumerate(r["core_pool"]) if p == code]
+        vcpus = [f"{w.vm_names[v]}/{c}" for v, c, p in zip(w.vm_of, w.vcpu_of, r["vcpu_pool"]) if p == code and v >= 0]
+        pools[name] = {"cores": cores, "khz": r["core_khz"][cores[0]] if cores else None, "vcpus": vcpus}
+
+    def tput(x: dict) -> float:
+        return sum(v["throughput_per_s"] for v in x["vms"].values())
+
+    e, eb = m["energy"], mb["energy"]
+    return {
+        "pools": pools,
+        "baseline": f"{base} with every core fast",
+        "dynamic_energy_saving_pct": round(100 * (1 - e["dynamic_energy_j"] / eb["dynamic_energy_j"]), 3) if eb["dynamic_energy_j"] else None,
+        "energy_saving_pct": round(100 * (1 - e["total_energy_j"] / eb["total_energy_j"]), 3) if eb["total_energy_j"] else None,
+        "throughput_change_pct": round(100 * (tput(m) / tput(mb) - 1), 3) if tput(mb) else None,
+        "duration_change_pct": round(100 * (m["duration_s"] / mb["duration_s"] - 1), 3) if mb["duration_s"] else None,
+    }
 
 
 def _balance_metrics(r: dict) -> dict:
@@ -275,6 +330,14 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             r = _run_engine(w, policy, engine, costs, host, limit_ns)
         gate = policy in (base, f"{base}+spin")
         metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
+        if any(p >= 0 for p in r.get("vcpu_pool", [])):
+            fast = {**engine}
+            hb = {**host, "freq_khz": engine.get("fast_khz", 2.79e6)}
+            fast["volt"] = engine.get("fast_volt", 1.40)
+            # same spin response, credit on a host of fast cores only
+            bp = "+".join("credit" if part == "asymmetric" else part for part in policy.split("+"))
+            rb = _run_engine(w, bp, fast, costs, hb, limit_ns)
+            metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=out))
         try:

@@ -6,8 +6,9 @@
 //! fired) are recognised by a per-thread/per-CPU generation counter rather
 //! than removed from the heap. No hash-order iteration anywhere.
 
-use crate::model::{CpuId, Host, Phase, ThreadId, VmId, Workload};
+use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
+use crate::asymmetric::{classify, ClassifierThresholds, VcpuClass, VcpuFeatures};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
 use crate::policy::{Placement, Policy, SchedulerKind, SpinResponse};
@@ -96,6 +97,13 @@ pub struct Engine<'a> {
     last_boosted: Vec<usize>,
     /// Core a thread is pinned to (energy-balance placement).
     pin: Vec<Option<u32>>,
+    /// Pool a thread must run in, and each CPU's pool (asymmetric placement).
+    pool: Vec<Option<u8>>,
+    cpu_pool: Vec<u8>,
+    /// Frequency of each pCPU in force (the host's, or the pools').
+    freq: Vec<u64>,
+    /// Voltage of each pCPU in force (`volt`, or the pools').
+    volt: Vec<f64>,
     bal: Option<Balancer>,
     /// The output being built.
     pub out: Output,
@@ -107,11 +115,38 @@ fn vm_of(w: &Workload, t: u32) -> Option<VmId> {
     w.threads[t as usize].vm
 }
 
+/// Classifier features of a thread's recorded demand: the share of it spent
+/// working, and blocks per second of it. (The workload carries no I/O-exit
+/// counts; blocks stand in for them.)
+fn demand_features(phases: &[Phase]) -> VcpuFeatures {
+    let (mut work, mut block, mut blocks) = (0i64, 0i64, 0i64);
+    for ph in phases {
+        match ph {
+            Phase::Work(x) => work += x,
+            Phase::Block(x) => {
+                block += x;
+                blocks += 1
+            }
+            _ => {}
+        }
+    }
+    let span = (work + block).max(1) as f64;
+    VcpuFeatures { utilisation: work as f64 / span, blocks_per_s: blocks as f64 / (span * 1e-9), io_exits_per_s: 0.0 }
+}
+
 impl<'a> Engine<'a> {
     /// Prepare a replay.
     pub fn new(w: &'a Workload, h: &'a Host, p: &'a Policy) -> Self {
         let n = w.threads.len();
-        let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| w.vms[v.0 as usize].weight as i64)).collect();
+        // A VM's weight is shared by its vCPUs (Xen credit), so a VM's share
+        // grows with its weight, not with weight × vCPUs.
+        let mut per_vm = vec![0i64; w.vms.len()];
+        for t in &w.threads {
+            if let Some(v) = t.vm {
+                per_vm[v.0 as usize] += 1;
+            }
+        }
+        let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1)).max(1))).collect();
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
                 weights.iter().map(|_| 1024).collect(),
@@ -185,6 +220,10 @@ impl<'a> Engine<'a> {
             remaining_threads: n,
             pin: vec![None; n],
             bal: None,
+            pool: vec![None; n],
+            cpu_pool: vec![0; h.freq_khz.len()],
+            freq: h.freq_khz.clone(),
+            volt: vec![p.param("volt"); h.freq_khz.len()],
         }
     }
 
@@ -208,8 +247,10 @@ impl<'a> Engine<'a> {
         if let Some(t) = self.sched.tick_ns() {
             self.at(t, Ev::Tick);
         }
-        if self.p.placement == Placement::EnergyBalance {
-            self.start_balancer();
+        match self.p.placement {
+            Placement::EnergyBalance => self.start_balancer(),
+            Placement::Asymmetric => self.start_pools(),
+            Placement::Floating => {}
         }
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             if t > limit_ns || self.remaining_threads == 0 {
@@ -248,6 +289,7 @@ impl<'a> Engine<'a> {
             self.put_off_cpu(c as u32, end);
         }
         self.out.events = self.events;
+        self.core_energy(end);
         self.out.finish(end);
         self.out
     }
@@ -280,15 +322,19 @@ impl<'a> Engine<'a> {
             }
             return;
         }
-        if (0..self.cpus.len()).any(|c| self.cpus[c].cur.is_none() && self.cpus[c].pending) && self.sched.ready() <= self.cpus.iter().filter(|c| c.pending).count() {
+        // Asymmetric placement: only CPUs of the thread's pool are candidates.
+        let pool = self.pool[t as usize];
+        let fits = |c: usize| pool.is_none_or(|p| self.cpu_pool[c] == p);
+        let pending = (0..self.cpus.len()).filter(|&c| fits(c) && self.cpus[c].cur.is_none() && self.cpus[c].pending).count();
+        if pending > 0 && self.sched.ready() <= self.cpus.iter().filter(|c| c.pending).count() {
             return;
         }
-        if let Some(c) = self.idle_cpu() {
+        if let Some(c) = (0..self.cpus.len()).find(|&c| fits(c) && self.cpus[c].cur.is_none() && !self.cpus[c].pending) {
             self.at(self.now, Ev::Dispatch(c as u32));
             return;
         }
         // wakeup preemption of the least deserving running thread
-        let victim = (0..self.cpus.len()).filter_map(|c| self.cpus[c].cur.map(|r| (c, r))).find(|&(_, r)| self.sched.preempts(ThreadId(t), ThreadId(r)));
+        let victim = (0..self.cpus.len()).filter(|&c| fits(c)).filter_map(|c| self.cpus[c].cur.map(|r| (c, r))).find(|&(_, r)| self.sched.preempts(ThreadId(t), ThreadId(r)));
         if let Some((c, _)) = victim {
             self.preempt(c as u32, Sub::ProperReady);
             self.at(self.now, Ev::Dispatch(c as u32));
@@ -315,9 +361,12 @@ impl<'a> Engine<'a> {
         Some(t)
     }
 
-    /// Work progress per ns on `c`, less the balancing mechanism's cost.
-    fn rate(&self, c: u32) -> f64 {
-        let r = self.h.rate(CpuId(c));
+    /// Work progress per ns of thread `t` on `c` (its VM's elasticity, else
+    /// the host's), less the balancing mechanism's cost.
+    fn rate(&self, t: u32, c: u32) -> f64 {
+        let f = self.freq[c as usize] as f64;
+        let e = vm_of(self.w, t).and_then(|v| self.w.vms[v.0 as usize].elasticity).unwrap_or(self.h.elasticity);
+        let r = (f / self.h.recorded_khz.max(1) as f64).powf(-e);
         match &self.bal {
             Some(b) => r * (1.0 - b.mechanism_overhead),
             None => r,
@@ -326,7 +375,7 @@ impl<'a> Engine<'a> {
 
     /// Work done since `progress_at` at this CPU's speed.
     fn account_progress(&mut self, t: u32, c: u32, now: i64) {
-        let rate = self.rate(c);
+        let rate = self.rate(t, c);
         let th = &mut self.th[t as usize];
         // nothing progresses before the dispatch cost has been paid
         let from = th.progress_at.max(th.run_start);
@@ -368,7 +417,12 @@ impl<'a> Engine<'a> {
         }
         let th = &self.th;
         let pin = &self.pin;
-        let Some(ThreadId(t)) = self.sched.pick(&mut |x: ThreadId| !th[x.0 as usize].aspw && pin[x.0 as usize].is_none_or(|p| p == c)) else {
+        let pool = &self.pool;
+        let cp = self.cpu_pool[c as usize];
+        let Some(ThreadId(t)) = self.sched.pick(&mut |x: ThreadId| {
+            let i = x.0 as usize;
+            !th[i].aspw && pin[i].is_none_or(|p| p == c) && pool[i].is_none_or(|p| p == cp)
+        }) else {
             return;
         };
         let cost = self.h.costs.context_switch_ns + if self.th[t as usize].last_cpu.is_some_and(|l| l != c) { self.h.costs.migration_ns } else { 0 };
@@ -383,7 +437,11 @@ impl<'a> Engine<'a> {
         th.last_cpu = Some(c);
         th.gen += 1;
         let ready = self.sched.ready();
-        let slice = self.sched.slice_ns(ThreadId(t), ready);
+        let slice = match self.p.placement {
+            Placement::Asymmetric if self.cpu_pool[c as usize] == 0 => self.p.param("fast_slice_ns") as i64,
+            Placement::Asymmetric => self.p.param("slow_slice_ns") as i64,
+            _ => self.sched.slice_ns(ThreadId(t), ready),
+        };
         let g = self.cpus[c as usize].gen;
         self.at(self.now + cost + slice, Ev::SliceEnd(c, g));
         self.on_dispatch_policy(t);
@@ -460,7 +518,7 @@ impl<'a> Engine<'a> {
                     self.account_progress(t, c, self.now);
                     if self.th[ti].remaining > 0 {
                         self.set_state(t, StateCode::Guest, Some(c));
-                        let rate = self.rate(c);
+                        let rate = self.rate(t, c);
                         let dt = (self.th[ti].remaining as f64 / rate).ceil() as i64;
                         let g = self.th[ti].gen;
                         self.at(self.now + dt.max(1), Ev::Step(t, g));
@@ -802,9 +860,88 @@ impl Engine<'_> {
         self.at(period, Ev::Balance);
     }
 
+    /// Fast and slow pools: cores by index, vCPUs by how CPU-bound their
+    /// recorded demand is (work / (work + blocked time)).
+    fn start_pools(&mut self) {
+        let n = self.cpus.len();
+        let fast = match self.p.param("fast_cores") as usize {
+            0 => n.div_ceil(2),
+            k => k.min(n),
+        };
+        let (fk, sk) = (self.p.param("fast_khz") as u64, self.p.param("slow_khz") as u64);
+        for c in 0..n {
+            self.cpu_pool[c] = if c < fast { 0 } else { 1 };
+            self.freq[c] = if c < fast { fk } else { sk };
+        }
+        let (fv, sv) = (self.p.param("fast_volt"), self.p.param("slow_volt"));
+        for c in 0..n {
+            self.volt[c] = if c < fast { fv } else { sv };
+        }
+        if fast < n {
+            self.assign_pools(fast);
+        }
+        self.out.core_khz = self.freq.clone();
+        self.out.core_pool = self.cpu_pool.iter().map(|&p| p as i32).collect();
+        self.out.vcpu_pool = self.pool.iter().map(|p| p.map_or(-1, |x| x as i32)).collect();
+    }
+
+    /// vCPUs to pools (asym.md §1.3, §6.1, §6.6): CPU-class on fast cores,
+    /// I/O-class on slow; a label given per VM wins over the classifier.
+    /// With more CPU-class vCPUs than fast cores and `spill_slow` set, the
+    /// excess spills to the slow pool, single-vCPU VMs keeping fast cores.
+    fn assign_pools(&mut self, fast: usize) {
+        let thresholds = ClassifierThresholds {
+            min_cpu_utilisation: self.p.param("cpu_class_util"),
+            max_cpu_blocks_per_s: self.p.param("io_block_hz"),
+            ..ClassifierThresholds::default()
+        };
+        let mut vcpus_of = vec![0usize; self.w.vms.len()];
+        for t in &self.w.threads {
+            if let Some(v) = t.vm {
+                vcpus_of[v.0 as usize] += 1;
+            }
+        }
+        let mut cpu_class = Vec::new();
+        for (i, t) in self.w.threads.iter().enumerate() {
+            let Some(v) = t.vm else { continue };
+            let class = match self.w.vms[v.0 as usize].cpu_intensive {
+                Some(true) => VcpuClass::Cpu,
+                Some(false) => VcpuClass::Io,
+                None => classify(&demand_features(&t.phases), &thresholds),
+            };
+            if class == VcpuClass::Cpu {
+                cpu_class.push((vcpus_of[v.0 as usize] > 1, i));
+            } else {
+                self.pool[i] = Some(1);
+            }
+        }
+        let keep = if self.p.param("spill_slow") > 0.0 { fast } else { usize::MAX };
+        cpu_class.sort(); // single-vCPU VMs first, then in thread order
+        for (k, &(_, i)) in cpu_class.iter().enumerate() {
+            self.pool[i] = Some(if k < keep { 0 } else { 1 });
+        }
+    }
+
+    /// Busy time, frequency, voltage and energy of each core over the run,
+    /// from the power model (busy: static + C·f·V²; idle: `idle_w`).
+    fn core_energy(&mut self, end: i64) {
+        let n = self.cpus.len();
+        let mut busy = vec![0i64; n];
+        for (i, &c) in self.out.slice_cpu.iter().enumerate() {
+            busy[c as usize] += self.out.slice_end[i].min(end) - self.out.slice_start[i];
+        }
+        let idle_w = self.p.param("idle_w");
+        let cap = self.p.param("capacitance");
+        self.out.core_khz = self.freq.clone();
+        self.out.core_volt = self.volt.clone();
+        self.out.core_dynamic_w = (0..n).map(|c| cap * self.freq[c] as f64 / 1e6 * self.volt[c] * self.volt[c]).collect();
+        self.out.core_energy_j = (0..n).map(|c| (busy[c] as f64 * self.busy_w(c) + (end - busy[c]).max(0) as f64 * idle_w) * 1e-9).collect();
+        self.out.core_busy_ns = busy;
+    }
+
     fn busy_w(&self, c: usize) -> f64 {
-        let ghz = self.h.freq_khz[c] as f64 / 1e6;
-        let v = self.p.param("volt");
+        let ghz = self.freq[c] as f64 / 1e6;
+        let v = self.volt[c];
         self.p.param("static_w") + self.p.param("capacitance") * ghz * v * v
     }
 

@@ -57,8 +57,21 @@ pub struct ThreadSpec {
 pub struct VmSpec {
     /// Name.
     pub name: String,
-    /// Scheduler weight (Xen credit: 256 per vCPU by default).
+    /// Scheduler weight of the whole VM, shared by its vCPUs as in Xen's
+    /// credit scheduler (cratrace gives 256 per vCPU by default).
     pub weight: u32,
+    /// Asymmetric placement label: `Some(true)` CPU-intensive (fast pool),
+    /// `Some(false)` I/O-intensive (slow pool), `None` classify from demand.
+    pub cpu_intensive: Option<bool>,
+    /// Elasticity of this VM's work time to frequency (None: the host's).
+    pub elasticity: Option<f64>,
+}
+
+impl VmSpec {
+    /// A VM with this weight, classified from its demand, host elasticity.
+    pub fn new(name: impl Into<String>, weight: u32) -> Self {
+        VmSpec { name: name.into(), weight, cpu_intensive: None, elasticity: None }
+    }
 }
 
 /// Demand to replay.

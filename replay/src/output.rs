@@ -105,6 +105,20 @@ pub struct Output {
     pub bal_energy_j: Vec<f64>,
     /// Core temperature at the period's end.
     pub bal_temp_c: Vec<f64>,
+    /// Frequency of each core in force (kHz).
+    pub core_khz: Vec<u64>,
+    /// Voltage of each core in force.
+    pub core_volt: Vec<f64>,
+    /// Dynamic power of each core while busy (C·f·V²), W.
+    pub core_dynamic_w: Vec<f64>,
+    /// Busy time of each core, ns.
+    pub core_busy_ns: Vec<i64>,
+    /// Energy of each core over the run from the power model, J.
+    pub core_energy_j: Vec<f64>,
+    /// Asymmetric placement: pool of each core (0 fast, 1 slow).
+    pub core_pool: Vec<i32>,
+    /// Asymmetric placement: pool of each thread (0 fast, 1 slow, -1 any).
+    pub vcpu_pool: Vec<i32>,
 }
 
 impl Output {

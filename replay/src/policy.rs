@@ -34,6 +34,9 @@ pub enum Placement {
     Floating,
     /// Pinned one per core and swapped by Klee's energy-balancing rule.
     EnergyBalance,
+    /// Fast and slow core pools (Takouna et al.): CPU-intensive vCPUs on
+    /// fast cores, I/O-intensive ones on slow cores, never sharing a queue.
+    Asymmetric,
 }
 
 /// A full policy: scheduler + spin response + numeric parameters.
@@ -69,6 +72,16 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("swap_cost_ns", 94e3, "energy-balance: work each swapped vCPU loses per realised swap (Klee 2007: ~94 µs marginal)"),
     ("swap_realise_p", 0.66, "energy-balance: probability a decided swap is realised within its period (Klee 2007: 0.66 at 1 ms)"),
     ("mechanism_overhead", 0.02, "energy-balance: fraction of CPU speed lost to the enabled mechanism (Klee 2007: ~2% at 1 Hz)"),
+    ("fast_cores", 0.0, "asymmetric: cores in the fast pool (0: half, rounded up)"),
+    ("fast_khz", 2.79e6, "asymmetric: fast-core frequency (Takouna et al.: 2.79 GHz)"),
+    ("slow_khz", 1.33e6, "asymmetric: slow-core frequency (1.33 GHz)"),
+    ("fast_volt", 1.40, "asymmetric: fast-core voltage"),
+    ("slow_volt", 0.65, "asymmetric: slow-core voltage"),
+    ("fast_slice_ns", 30e6, "asymmetric: time slice on fast cores"),
+    ("slow_slice_ns", 10e6, "asymmetric: time slice on slow cores"),
+    ("cpu_class_util", 0.8, "asymmetric: a vCPU busy at least this share of its demand is CPU-intensive..."),
+    ("io_block_hz", 100.0, "asymmetric: ...and blocking at most this often per second of demand"),
+    ("spill_slow", 1.0, "asymmetric: CPU-class vCPUs beyond the fast cores spill to slow cores (1) or all queue on fast cores (0)"),
     ("static_w", 1.0, "power model: static power per core, W"),
     ("idle_w", 0.5, "power model: power of an idle core, W"),
     ("capacitance", 2.0, "power model: C in W/(GHz·V²)"),
@@ -84,6 +97,10 @@ impl Policy {
         for part in name.split('+') {
             match part {
                 "energy-balance" => placement = Placement::EnergyBalance,
+                "asymmetric" => {
+                    placement = Placement::Asymmetric;
+                    scheduler = SchedulerKind::Credit;
+                }
                 "fair" => scheduler = SchedulerKind::Fair,
                 "credit" => scheduler = SchedulerKind::Credit,
                 "spin" => spin = SpinResponse::Spin,
@@ -93,7 +110,7 @@ impl Policy {
                 "rslp" => spin = SpinResponse::Rslp,
                 other => {
                     return Err(format!(
-                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, credit, spin responses spin, yield, wapd, wopd, rslp, and placement energy-balance (e.g. credit+wapd)"
+                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, credit, spin responses spin, yield, wapd, wopd, rslp, and placements energy-balance, asymmetric (e.g. credit+wapd)"
                     ))
                 }
             }

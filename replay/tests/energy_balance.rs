@@ -11,7 +11,7 @@ fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
 /// blocks (compiler processes reading files), ~2 s of work each.
 fn build_like() -> Workload {
     let t = |c: u32| vcpu(0, c, (0..400).flat_map(|k| [Phase::Work(4_800_000 + 10_000 * ((k + c as i64) % 5)), Phase::Block(200_000), Phase::Mark]).collect());
-    Workload { threads: vec![t(0), t(1)], vms: vec![VmSpec { name: "vm0".into(), weight: 512 }] }
+    Workload { threads: vec![t(0), t(1)], vms: vec![VmSpec::new("vm0", 512)] }
 }
 
 fn run(w: &Workload, set: &[(&str, f64)]) -> Output {
@@ -48,7 +48,7 @@ fn the_rule_evens_out_per_core_energy() {
     // one busy and one mostly idle vCPU: pinned still, one core gets hot
     let busy = vcpu(0, 0, (0..200).flat_map(|_| [Phase::Work(5_000_000), Phase::Block(100_000)]).collect());
     let lazy = vcpu(0, 1, (0..200).flat_map(|_| [Phase::Work(500_000), Phase::Block(4_600_000)]).collect());
-    let w = Workload { threads: vec![busy, lazy], vms: vec![VmSpec { name: "vm0".into(), weight: 512 }] };
+    let w = Workload { threads: vec![busy, lazy], vms: vec![VmSpec::new("vm0", 512)] };
     let spread = |o: &Output| {
         let mut per = [0.0f64; 2];
         for (c, j) in o.bal_core.iter().zip(&o.bal_energy_j) {

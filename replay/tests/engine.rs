@@ -13,7 +13,7 @@ fn free_host(n: usize) -> Host {
 }
 
 fn workload(threads: Vec<ThreadSpec>, vms: usize) -> Workload {
-    Workload { threads, vms: (0..vms).map(|i| VmSpec { name: format!("vm{i}"), weight: 256 }).collect() }
+    Workload { threads, vms: (0..vms).map(|i| VmSpec::new(format!("vm{i}"), 256)).collect() }
 }
 
 #[test]

@@ -118,3 +118,32 @@ def test_energy_balance_policy_reports_swaps_and_per_core_energy(lab_capture, tm
     forced = replay_capture(lab_capture, ["energy-balance"], tmp_path / "f", settings={"force_swap_hz": "100", "balance_k": "1e12"})
     m = forced["energy-balance"]
     assert m["energy_balance"]["swaps_decided"] == pytest.approx(100 * m["duration_s"], abs=2)
+
+
+def test_asymmetric_policy_pools_vcpus_and_reports_saving_against_all_fast(lab_capture, tmp_path):  # noqa: F811
+    w = extract_workload(lab_capture)
+    vm0, vm1 = w.vm_names[:2]
+    # labels per VM (the lab's vCPUs block often: unlabelled they all count as I/O)
+    res = replay_capture(lab_capture, ["asymmetric+yield"], tmp_path, settings={"fast_cores": "1", "spill_slow": "0", f"class.{vm0}": "cpu", f"class.{vm1}": "io"})
+    m = res["asymmetric+yield"]
+    a = m["asymmetric"]
+    assert a["pools"]["fast"]["cores"] == [0] and a["pools"]["fast"]["khz"] == 2_790_000
+    assert {x.split("/")[0] for x in a["pools"]["fast"]["vcpus"]} == {vm0}
+    assert {x.split("/")[0] for x in a["pools"]["slow"]["vcpus"]} == {vm1}
+    assert a["baseline"] == "credit+yield with every core fast"
+    # vm1's demand on a slow core at 0.65 V costs less dynamic energy than at 1.40 V
+    assert a["dynamic_energy_saving_pct"] > 0
+    e = m["energy"]
+    assert sum(e["core_energy_j"]) == pytest.approx(e["total_energy_j"], rel=1e-5)
+    # every vCPU's slices stay in its pool
+    sl = pl.read_parquet(tmp_path / "asymmetric+yield" / "model" / "cpu_slices.parquet").filter(pl.col("tid") != 0)
+    tids = {v: [t for t, x in zip(w.tids, w.vm_of) if x >= 0 and w.vm_names[x] == v] for v in (vm0, vm1)}
+    assert set(sl.filter(pl.col("tid").is_in(tids[vm0]))["cpu"]) == {0}
+    assert 0 not in set(sl.filter(pl.col("tid").is_in(tids[vm1]))["cpu"])
+    # CPU-bound work (elasticity -1) scales with slow-core/recorded frequency;
+    # a frequency-insensitive VM (elasticity 0) keeps its recorded CPU time
+    ins = replay_capture(lab_capture, ["asymmetric+yield"], tmp_path / "e", settings={"fast_cores": "1", "spill_slow": "0", f"class.{vm0}": "cpu", f"class.{vm1}": "io", f"elasticity.{vm1}": "0"})
+    ratio = m["vms"][vm1]["cpu_s"] / ins["asymmetric+yield"]["vms"][vm1]["cpu_s"]
+    assert ratio == pytest.approx(w.freq_khz / 1_330_000, rel=0.05)
+    bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "b", "--policy", "asymmetric", "--set", "class.nosuchvm=io")
+    assert bad.returncode == 2 and "no VM named 'nosuchvm'" in bad.stderr
