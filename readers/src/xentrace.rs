@@ -71,6 +71,33 @@ pub fn class_name(ev: u32) -> &'static str {
     }
 }
 
+/// Name of an HVM handler record (public/trace.h, TRC_HVM_HANDLER + n,
+/// with the 64-bit flag 0x100 and the write variants +0x200 folded in).
+pub fn hvm_handler_name(ev: u32) -> &'static str {
+    const NAMES: [&str; 0x26] = [
+        "unknown", "pf_xen", "pf_inject", "inj_exc", "inj_virq", "reinj_virq", "io_read", "io_write", "cr_read", "cr_write", "dr_read", "dr_write", "msr_read",
+        "msr_write", "cpuid", "intr", "nmi", "smi", "vmcall", "hlt", "invlpg", "mce", "ioport_read", "iomem_read", "clts", "lmsw", "rdtsc", "unknown", "unknown",
+        "unknown", "unknown", "unknown", "intr_window", "npf", "realmode_emulate", "trap", "trap_debug", "vlapic",
+    ];
+    match ev & 0xfff {
+        0x216 => "ioport_write",
+        0x217 => "iomem_write",
+        n => NAMES.get((n & 0xff) as usize).copied().unwrap_or("unknown"),
+    }
+}
+
+/// Name of a Xen hypercall number (public/xen.h).
+pub fn hypercall_name(op: u32) -> &'static str {
+    const NAMES: [&str; 42] = [
+        "set_trap_table", "mmu_update", "set_gdt", "stack_switch", "set_callbacks", "fpu_taskswitch", "sched_op_compat", "platform_op", "set_debugreg",
+        "get_debugreg", "update_descriptor", "ni", "memory_op", "multicall", "update_va_mapping", "set_timer_op", "event_channel_op_compat", "xen_version",
+        "console_io", "physdev_op_compat", "grant_table_op", "vm_assist", "update_va_mapping_otherdomain", "iret", "vcpu_op", "set_segment_base", "mmuext_op",
+        "xsm_op", "nmi_op", "sched_op", "callback_op", "xenoprof_op", "event_channel_op", "physdev_op", "hvm_op", "sysctl", "domctl", "kexec_op", "tmem_op",
+        "argo_op", "xenpmu_op", "dm_op",
+    ];
+    NAMES.get(op as usize).copied().unwrap_or("unknown")
+}
+
 fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64)> {
     let mut windows = Vec::new();
     let mut pos = 0u64;
@@ -283,6 +310,42 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 let tid = t.get(sink, name, &[("cstate", U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
                 name
+            }
+            0x0010_0001..=0x0010_0003 if r.n >= 1 => {
+                // grant_table.c: TRACE_1D(event, domid of the granting domain)
+                let tid = t.get(sink, "xen_grant", &[("op", Str), ("dom", I64)])?;
+                let op = ["map", "unmap", "transfer"][(r.ev - 0x0010_0001) as usize];
+                row(sink, tid, &[tsc, Value::Str(op), Value::I64(w[0] as i64)])?;
+                "xen_grant"
+            }
+            0x0002_8001 | 0x0002_8002 if r.n >= 1 => {
+                let name = if r.ev == 0x0002_8001 { "xen_dom_add" } else { "xen_dom_remove" };
+                let tid = t.get(sink, name, &[("dom", I64)])?;
+                row(sink, tid, &[tsc, Value::I64(w[0] as i64)])?;
+                name
+            }
+            ev if ev & 0xffff_f000 == 0x0008_2000 => {
+                let tid = t.get(sink, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
+                list.clear();
+                list.extend(w[..r.n].iter().map(|&x| x as u64));
+                row(sink, tid, &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)])?;
+                "xen_hvm_handler"
+            }
+            0x0020_1001 | 0x0020_1101 | 0x0020_100d if r.n >= 1 => {
+                // v1: [eip (1 or 2 words), eax = op]; v2: op in the low 20 bits of word 0
+                let op = if r.ev == 0x0020_100d { w[0] & 0xf_ffff } else { w[r.n - 1] };
+                let tid = t.get(sink, "xen_pv_hypercall", &[("op", U32), ("op_name", Str)])?;
+                row(sink, tid, &[tsc, Value::U64(op as u64), Value::Str(hypercall_name(op))])?;
+                "xen_pv_hypercall"
+            }
+            ev if ev & 0xffff_f000 == 0x0002_2000 => {
+                // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
+                let tid = t.get(sink, "xen_sched_class", &[("scheduler", Str), ("event", U32), ("words", ListU64)])?;
+                let sched = ["credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7"][((ev >> 9) & 7) as usize];
+                list.clear();
+                list.extend(w[..r.n].iter().map(|&x| x as u64));
+                row(sink, tid, &[tsc, Value::Str(sched), Value::U64((ev & 0x1ff) as u64), Value::ListU64(&list)])?;
+                "xen_sched_class"
             }
             LOST_RECORDS => {
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };

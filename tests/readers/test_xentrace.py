@@ -57,6 +57,34 @@ def test_known_content_decodes_exactly_in_tsc_order(tmp_path):
     assert gen["id"] == 0x31234 and gen["words"] == [7, 8, 9] and gen["cpu"] == 1
 
 
+def test_grant_domain_handler_hypercall_and_scheduler_class_records_decode(tmp_path):
+    w = XentraceWriter()
+    w.record(0, 0x00100001, [3], tsc=10)  # grant map, domid 3
+    w.record(0, 0x00100002, [3], tsc=11)  # grant unmap
+    w.record(0, 0x00100003, [4], tsc=12)  # grant transfer
+    w.record(0, 0x00028001, [5], tsc=13)  # dom add
+    w.record(0, 0x00028002, [5], tsc=14)  # dom remove
+    w.record(1, 0x00082013, [0], tsc=15)  # HLT
+    w.record(1, 0x00082121, [0x1000, 0, 0x181, 7], tsc=16)  # NPF, 64-bit flag
+    w.record(1, 0x00082216, [0x3F8, 1, 0x41], tsc=17)  # IOPORT write
+    w.record(1, 0x0020100D, [(1 << 20) | 20, 7], tsc=18)  # PV hypercall v2: grant_table_op, one 32-bit arg
+    w.record(1, 0x00201101, [0x8000, 0xFFFF, 29], tsc=19)  # PV hypercall v1, 64-bit eip: sched_op
+    w.record(1, 0x00022203, [1, 2], tsc=20)  # credit2 (id 1) event 3
+    w.write(tmp_path / "x.bin")
+    meta = _import(tmp_path / "x.bin", tmp_path / "cap")
+    assert "xen_record" not in meta["events"]
+    ev = tmp_path / "cap" / "events"
+    assert pl.read_parquet(ev / "xen_grant.parquet").select("op", "dom").rows() == [("map", 3), ("unmap", 3), ("transfer", 4)]
+    assert pl.read_parquet(ev / "xen_dom_add.parquet")["dom"].to_list() == [5]
+    assert pl.read_parquet(ev / "xen_dom_remove.parquet")["dom"].to_list() == [5]
+    h = pl.read_parquet(ev / "xen_hvm_handler.parquet")
+    assert h.select("handler", "words").rows() == [("hlt", [0]), ("npf", [0x1000, 0, 0x181, 7]), ("ioport_write", [0x3F8, 1, 0x41])]
+    hc = pl.read_parquet(ev / "xen_pv_hypercall.parquet")
+    assert hc.select("op", "op_name").rows() == [(20, "grant_table_op"), (29, "sched_op")]
+    sc = pl.read_parquet(ev / "xen_sched_class.parquet").row(0, named=True)
+    assert (sc["scheduler"], sc["event"], sc["words"]) == ("credit2", 3, [1, 2])
+
+
 def test_missing_cpu_frequency_is_a_one_line_error(tmp_path):
     w = XentraceWriter()
     w.record(0, 0x00021011, [1], tsc=1)
