@@ -37,7 +37,7 @@ def synth(
     list_: Annotated[bool, typer.Option("--list", help="list scenarios and their parameters, then exit")] = False,
     file_version: Annotated[int, typer.Option("--file-version", help="trace.dat version: 6 or 7")] = 7,
     compression: Annotated[str, typer.Option(help="v7 compression: none, zlib or zstd")] = "zstd",
-    raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat, truth) for `cratrace import DIR`")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat or xentrace.bin, truth) for `cratrace import DIR`")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
     """Generate a synthetic trace with known ground truth.
@@ -53,6 +53,10 @@ def synth(
     kvm-io-billing: CPU-bound and networking VMs (cpu-cpu, cpu-net, net-net,
     net1..net4) sharing a saturated link; vhost work and packets per VM,
     common NIC irq/NET_RX softirq work.
+
+    xen-io-billing: the Xen counterpart, written as a xentrace file (FILE is
+    xentrace binary; `xenalyze --cpu-hz=2.4G FILE` reads it): guests'
+    runstates and dom0 netback work with grant map/unmap/transfer records.
 
     kvm-postcopy: a VM of many processes touching absent pages after a
     postcopy switch; kvm_page_fault, kvm_try_async_get_page and
@@ -104,13 +108,15 @@ def synth(
     with spinner:
         truth = synthesize(scenario, output, seed=seed, overrides=overrides, force=force,
                            version=file_version, compression=compression, raw=raw)
-    trace = output / "trace.dat" if raw else output
+    xen = truth.get("file", {}).get("format") == "xentrace"
+    trace = output / ("xentrace.bin" if xen else "trace.dat") if raw else output
+    n = truth["total_records"] if xen else truth["total_events"]
     summary = dict(file=str(trace), truth=str(trace) + ".truth.json", scenario=scenario, seed=seed,
-                   events=truth["total_events"], bytes=trace.stat().st_size)
+                   events=n, bytes=trace.stat().st_size)
     if json_:
         console.print_json(json.dumps(summary))
     else:
-        err_console.print(f"wrote {summary['file']} ({summary['bytes']} bytes, {summary['events']} events) "
+        err_console.print(f"wrote {summary['file']} ({summary['bytes']} bytes, {summary['events']} {'records' if xen else 'events'}) "
                           f"and {summary['truth']}", highlight=False, soft_wrap=True)
 
 

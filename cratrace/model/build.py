@@ -56,7 +56,7 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     out["vcpu_states"] = vcpu_states(ev, out["threads"], out["cpu_slices"], spins, span)
     out["spin_episodes"] = conform(with_holder(spins, out["vcpu_states"]), "spin_episodes")
     say("io_work")
-    out["io_work"] = io_work(ev, out["threads"], out["cpu_slices"], span, window_ns)
+    out["io_work"] = io_work(ev, out["threads"], out["cpu_slices"], span, window_ns, out["vcpu_states"])
     say("power")
     out["power"] = power(ev, span)
     say("faults")

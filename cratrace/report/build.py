@@ -105,6 +105,14 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     if io.height == 0:
         missing.append("no io_work in the capture (no vhost/netback/softirq events): bills are direct CPU only")
     host_total = int(sl.filter((pl.col("tid") != 0) & (pl.col("role") != "vcpu"))["dur"].sum()) if sl.height else 0
+    if not direct:
+        # Xen: no host threads; guests' running time from their runstates,
+        # and dom0 (the driver domain) is the host work
+        vs = rec.table("vcpu_states")
+        if vs.height and vs["tid"].is_null().all():
+            run = vs.filter(pl.col("state") == "guest").group_by("vm").agg(pl.col("dur").sum())
+            direct = {vm: int(n) for vm, n in run.iter_rows() if vm != "dom0"}
+            host_total = int(run.filter(pl.col("vm") == "dom0")["dur"].sum())
     bill, recon = billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=max(host_total, int(io["cpu_ns"].sum()) if io.height else 0))
     report = {
         "title": f"cratrace report: {cap.path.name}",

@@ -85,6 +85,8 @@ def synthesize(
     mod = scenario(name)
     params = resolve_params(name, overrides or {})
     res = mod.generate(params, seed)
+    if getattr(mod, "FORMAT", "tracedat") == "xentrace":
+        return _write_xentrace(mod, res, out, truth_path, name, seed, params)
     writer = dict(version=version, compression=compression, **res.writer)
     try:
         write_tracedat(out, res.events, overwrite=True, **writer)
@@ -106,6 +108,30 @@ def synthesize(
         _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
     except OSError as e:
         out.unlink(missing_ok=True)  # never leave a trace without its truth
+        raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
+    return truth
+
+
+def _write_xentrace(mod, res, out: Path, truth_path: Path, name: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
+    """A xentrace scenario: the binary file (per-pCPU windows of 64
+    records, as xentrace writes them) and its truth, both atomically."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
+    os.close(fd)
+    try:
+        res.writer.write(tmp, window_records=64)
+        os.chmod(tmp, _umask_mode())
+        os.replace(tmp, out)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
+    counts = res.record_counts()
+    truth = dict(schema=TRUTH_SCHEMA, scenario=name, scenario_version=mod.VERSION, seed=seed, params=params,
+                 file=dict(format="xentrace", cpus=res.pcpus, cpu_hz=res.truth["cpu_hz"], window_records=64),
+                 record_counts=counts, total_records=sum(counts.values()), **res.truth)
+    try:
+        _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
+    except OSError as e:
+        out.unlink(missing_ok=True)
         raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
     return truth
 
@@ -132,17 +158,24 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
         raise OutputExistsError(f"{out} exists and is not empty (use --force to replace it)")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
     try:
-        truth = synthesize(name, tmp / "trace.dat", seed=seed, overrides=overrides, force=True,
+        xen = getattr(scenario(name), "FORMAT", "tracedat") == "xentrace"
+        data_name, data_kind = ("xentrace.bin", "xentrace") if xen else ("trace.dat", "tracedat")
+        truth = synthesize(name, tmp / data_name, seed=seed, overrides=overrides, force=True,
                            version=version, compression=compression)
         host = dict(hostname=f"synth-{name}", kernel="6.18.44 (synthetic)", clocksource="tsc",
-                    cpu=dict(model="synthetic", topology=None), tsc_hz=None, cpu_hz=None, vms=truth["vms"])
+                    cpu=dict(model="synthetic", topology=None), tsc_hz=None, cpu_hz=truth.get("cpu_hz"), vms=truth["vms"])
+        if xen:  # as the collector writes a dom0's host.json: domains from `xl list`, no QEMU processes
+            doms = [dict(name="Domain-0", id=0, vcpus=1, state="r-----")]
+            doms += [dict(name=v["name"], id=v["dom"], vcpus=v["vcpus"], state="-b----") for v in truth["vms"]]
+            host.update(vms=[], xen=dict(xen_version="4.17 (synthetic)", cpu_mhz=truth["cpu_hz"] // 1_000_000,
+                                         cpu_hz=float(truth["cpu_hz"]), scheduler="credit", domains=doms))
         (tmp / "host.json").write_text(json.dumps(host, indent=1) + "\n")
         files = []
-        for fname, kind in (("trace.dat", "tracedat"), ("host.json", "host")):
+        for fname, kind in ((data_name, data_kind), ("host.json", "host")):
             data = (tmp / fname).read_bytes()
             files.append(dict(path=fname, kind=kind, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)))
         manifest = dict(format="cratrace-raw", version=1, preset=f"synth:{name}",
-                        question=f"synthetic scenario {name} (seed {seed}); truth in trace.dat.truth.json",
+                        question=f"synthetic scenario {name} (seed {seed}); truth in {data_name}.truth.json",
                         files=files, tools=dict(synth=f"cratrace synth {name} v{truth['scenario_version']}"))
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
         os.chmod(tmp, 0o777 & ~_umask())

@@ -15,6 +15,9 @@ from cratrace.synth.generate import synthesize
 from cratrace.synth.scenarios import SCENARIOS
 from tests.synth.conftest import trace_cmd_report
 
+# trace.dat scenarios (xentrace ones: tests/synth/test_xen_io_billing.py)
+TRACEDAT = [n for n, m in SCENARIOS.items() if getattr(m, "FORMAT", "tracedat") == "tracedat"]
+
 # small but non-trivial settings so the whole file runs in seconds
 SMALL = {
     "kvm-heavy-spin": {"duration_ms": "15", "hold_us": "20"},
@@ -29,14 +32,14 @@ SMALL = {
 def generated(tmp_path_factory):
     d = tmp_path_factory.mktemp("synth")
     out = {}
-    for name in SCENARIOS:
+    for name in TRACEDAT:
         path = d / f"{name}.dat"
         truth = synthesize(name, path, seed=7, overrides=SMALL[name])
         out[name] = (path, truth, trace_cmd_report(path))
     return out
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", TRACEDAT)
 def test_trace_cmd_reads_it_and_counts_match(generated, name):
     path, truth, rep = generated[name]
     assert rep.rc == 0, rep.stderr
@@ -53,7 +56,7 @@ def test_trace_cmd_reads_it_and_counts_match(generated, name):
         assert truth["start_ns"] <= ts[0] and ts[-1] <= truth["end_ns"] + 1_000_000
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", TRACEDAT)
 def test_same_seed_same_bytes_other_seed_differs(tmp_path, name):
     a, b, c = tmp_path / "a.dat", tmp_path / "b.dat", tmp_path / "c.dat"
     synthesize(name, a, seed=3, overrides=SMALL[name])
@@ -199,7 +202,7 @@ def test_v6_and_uncompressed_scenarios_read(tmp_path):
 SWITCH = re.compile(r"(?P<prev>.*):(?P<ppid>\d+) \[\d+\] \S+ ==> (?P<next>.*):(?P<npid>\d+) \[\d+\]")
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", TRACEDAT)
 def test_thread_oncpu_truth_recounted_from_switches(generated, name):
     """threads[].oncpu_ns = time between trace-cmd's sched_switch lines (open slices closed at end_ns)."""
     _, truth, rep = generated[name]
@@ -222,7 +225,7 @@ def test_thread_oncpu_truth_recounted_from_switches(generated, name):
     assert any(t["oncpu_ns"] > 0 for t in truth["threads"] if t["role"] == "vcpu")
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("name", TRACEDAT)
 def test_every_truth_key_is_documented(generated, name):
     """docs/synth.md is the contract the model/replay helpers read: every key a
     scenario writes (top level and one level into lists of records) is named there."""
