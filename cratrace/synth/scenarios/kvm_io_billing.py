@@ -71,6 +71,24 @@ def _layout(workload: str) -> list[str]:
     return workload.split("-")
 
 
+def window_packets(shares: dict[Any, float], link_pps: float, carry: dict[Any, list[float]], rng: random.Random) -> dict[Any, tuple[int, int]]:
+    """Guest (Rx, Tx) packets of each networking VM in one 1 ms window: the
+    link shared by `shares`, Rx = 2 x Tx, ±10% jitter, and a fractional
+    carry so the rates are exact over time. (Shared with xen-io-billing.)"""
+    tot = sum(shares.values()) or 1.0
+    pk = {}
+    for key, share in shares.items():
+        pps = link_pps * share / tot
+        c = carry[key]
+        c[0] += pps * 2 / 3 / 1000 * rng.uniform(0.9, 1.1)
+        c[1] += pps / 3 / 1000 * rng.uniform(0.9, 1.1)
+        rx, tx = int(c[0]), int(c[1])
+        c[0] -= rx
+        c[1] -= tx
+        pk[key] = (rx, tx)
+    return pk
+
+
 def generate(p: dict[str, Any], seed: int) -> Result:
     check(p)
     rng = random.Random(seed)
@@ -90,7 +108,6 @@ def generate(p: dict[str, Any], seed: int) -> Result:
                         S_ns=0, D_rx_ns=0, D_tx_ns=0, P_rx=0, P_tx=0, B_rx=0, B_tx=0, kicks=0))
     b.forks()
     net = [v for v in vms if v["kind"] == "net"]
-    tot_share = sum(v["share"] for v in net) or 1.0
     n_net = len(net)
     k_ns_per_ms = (p["common_ms_per_s"] * 1e6 / 1000 * (1 + p["common_growth"] * (n_net - 1))) if n_net else 0.0
     common = dict(K_ns=0, irqs=0, softirqs=0, napi_polls=0)
@@ -102,17 +119,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     for w in range(p["duration_ms"]):
         t0 = w * 1_000_000
         win = dict(window_start=b.t0 + t0, window_end=b.t0 + t0 + 1_000_000, vms={})
-        # packets this window, with fractional carry so rates are exact over time
-        pk = {}
-        for v in net:
-            pps = p["link_pps"] * v["share"] / tot_share
-            c = carry[v["vm"]]
-            c[0] += pps * 2 / 3 / 1000 * rng.uniform(0.9, 1.1)
-            c[1] += pps / 3 / 1000 * rng.uniform(0.9, 1.1)
-            rx, tx = int(c[0]), int(c[1])
-            c[0] -= rx
-            c[1] -= tx
-            pk[v["vm"]] = (rx, tx)
+        pk = window_packets({v["vm"]: v["share"] for v in net}, p["link_pps"], carry, rng)
         for cpu in range(npcpu):
             # segments are contiguous: each starts with the sched_switch that ends
             # the previous one, so on-CPU time per thread is exact by construction

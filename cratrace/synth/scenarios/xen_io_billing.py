@@ -30,13 +30,13 @@ from typing import Any
 
 from cratrace.errors import UsageError
 from cratrace.synth.scenarios._common import Param
+from cratrace.synth.scenarios.kvm_io_billing import WORKLOADS, _layout, check, window_packets
 from cratrace.synth.xentrace_writer import XentraceWriter
 
 NAME = "xen-io-billing"
 VERSION = 1
 FORMAT = "xentrace"
 SUMMARY = "CPU-bound and networking Xen guests; dom0 netback work with grant map/unmap/transfer records (xentrace)."
-WORKLOADS = ("cpu-cpu", "cpu-net", "net-net", "net1", "net2", "net3", "net4")
 PARAMS = {
     "workload": Param("cpu-net", "one of " + ", ".join(WORKLOADS)),
     "pcpus": Param(2, "host CPUs"),
@@ -58,18 +58,6 @@ SCHED_SWITCH = 0x0002800A
 CONTINUE_RUNNING = 0x00021002
 GRANT_MAP, GRANT_UNMAP, GRANT_TRANSFER = 0x00100001, 0x00100002, 0x00100003
 T0_NS = 1_000_000_000
-
-
-def check(p: dict[str, Any]) -> None:
-    if p["workload"] not in WORKLOADS:
-        raise UsageError(f"--set workload={p['workload']}: expected one of {', '.join(WORKLOADS)}")
-
-
-def _layout(workload: str) -> list[str]:
-    if workload.startswith("net") and workload[3:].isdigit():
-        n = int(workload[3:])
-        return ["net"] * n + ["idle"] * (4 - n)
-    return workload.split("-")
 
 
 class _Host:
@@ -134,7 +122,6 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
         h.state[(g["dom"], 0)] = BLOCKED if g["kind"] == "idle" else RUNNABLE
     h.state[dom0] = BLOCKED
     net = [g for g in guests if g["kind"] == "net"]
-    tot_share = sum(g["share"] for g in net) or 1.0
     k_per_ms = p["common_ms_per_s"] * 1e6 / 1000 * (1 + p["common_growth"] * (len(net) - 1)) if net else 0.0
     carry = {g["dom"]: [0.0, 0.0] for g in net}
     common_ns = 0
@@ -145,16 +132,7 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
                 if h.cur[cpu][0] != IDLE_DOM:
                     d, v = h.cur[cpu]
                     h.record(cpu, t0, CONTINUE_RUNNING, [(d << 16) | v])
-        pk = {}
-        for g in net:
-            pps = p["link_pps"] * g["share"] / tot_share
-            c = carry[g["dom"]]
-            c[0] += pps * 2 / 3 / 1000 * rng.uniform(0.9, 1.1)
-            c[1] += pps / 3 / 1000 * rng.uniform(0.9, 1.1)
-            rx, tx = int(c[0]), int(c[1])
-            c[0] -= rx
-            c[1] -= tx
-            pk[g["dom"]] = (rx, tx)
+        pk = window_packets({g["dom"]: g["share"] for g in net}, p["link_pps"], carry, rng)
         # pCPU 0: dom0 first (its work was queued by the NIC), then guests
         t = t0
         if net:
