@@ -4,6 +4,13 @@ Each sched_switch starts a slice of `next_pid` that lasts until the CPU's
 next switch; the first slice of a CPU starts at the capture's start with
 the first switch's `prev_pid`, the last ends at the capture's end. The
 frequency in force at a slice's start comes from power:cpu_frequency.
+
+A switch whose `prev_pid` is not the task the CPU's previous switch put on
+it means a switch-in is missing from the trace (some kernels, e.g. this
+project's sandbox VM, never emit the idle -> task switch on an idle CPU).
+When the task was woken on that CPU in between (sched_wakeup with
+`target_cpu` = this CPU), its slice starts at that wakeup and the previous
+slice ends there; otherwise the gap stays with the previous slice.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ def cpu_slices(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.DataFra
     sw = top_buffer(ev["sched_switch"]).select("ts", "cpu", "prev_pid", "next_pid").collect().sort("cpu", "ts", maintain_order=True)
     if sw.height == 0:
         return empty("cpu_slices")
+    sw = sw.with_columns(pl.col("next_pid").shift(1).over("cpu").alias("_on"), pl.col("ts").shift(1).over("cpu").alias("_prev_ts"))
     first = sw.group_by("cpu").agg(pl.col("ts").first().alias("end"), pl.col("prev_pid").first().alias("tid")).with_columns(pl.lit(start, pl.Int64).alias("start"))
     body = sw.select(
         "cpu",
@@ -27,10 +35,30 @@ def cpu_slices(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.DataFra
         pl.col("ts").alias("start"),
         pl.col("ts").shift(-1).over("cpu").fill_null(pl.lit(end, pl.Int64)).alias("end"),
     )
-    s = pl.concat([first.select("cpu", "tid", "start", "end"), body]).with_columns(pl.col("tid").cast(pl.Int64))
+    body, missed = _missing_switch_ins(body, sw, ev)
+    s = pl.concat([first.select("cpu", "tid", "start", "end"), body, missed]).with_columns(pl.col("tid").cast(pl.Int64))
     s = s.filter(pl.col("end") > pl.col("start")).sort("cpu", "start").with_columns((pl.col("end") - pl.col("start")).alias("dur"))
     s = with_frequency(s, ev)
     return conform(s, "cpu_slices")
+
+
+def _missing_switch_ins(body: pl.DataFrame, sw: pl.DataFrame, ev: dict[str, pl.LazyFrame]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Slices for tasks switched out without a recorded switch-in, from the
+    wakeup that put them on the CPU; the slice before ends at that wakeup."""
+    none = body.clear()
+    gaps = sw.filter(pl.col("_on").is_not_null() & (pl.col("prev_pid") != pl.col("_on")) & (pl.col("prev_pid") != 0))
+    if gaps.height == 0 or "sched_wakeup" not in ev:
+        return body, none
+    wk = top_buffer(ev["sched_wakeup"]).select(pl.col("ts").alias("wake_ts"), pl.col("target_cpu").cast(pl.Int32).alias("cpu"), pl.col("field_pid").cast(pl.Int64).alias("prev_pid")).collect().sort("wake_ts")
+    g = gaps.with_columns(pl.col("prev_pid").cast(pl.Int64), pl.col("cpu").cast(pl.Int32)).sort("ts").join_asof(wk, left_on="ts", right_on="wake_ts", by=["cpu", "prev_pid"], strategy="backward", check_sortedness=False)
+    g = g.filter(pl.col("wake_ts").is_not_null() & (pl.col("wake_ts") > pl.col("_prev_ts")))
+    if g.height == 0:
+        return body, none
+    missed = g.select("cpu", pl.col("prev_pid").alias("tid"), pl.col("wake_ts").alias("start"), pl.col("ts").alias("end")).cast(body.schema)
+    # the slice that ran before (usually idle) now ends at the wakeup
+    cut = g.select(pl.col("cpu").cast(body.schema["cpu"]), pl.col("_prev_ts").alias("start"), pl.col("wake_ts").alias("_cut"))
+    body = body.join(cut, on=["cpu", "start"], how="left").with_columns(pl.coalesce("_cut", "end").alias("end")).drop("_cut")
+    return body, missed
 
 
 def with_frequency(s: pl.DataFrame, ev: dict[str, pl.LazyFrame]) -> pl.DataFrame:

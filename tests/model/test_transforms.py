@@ -76,3 +76,20 @@ def test_xen_dom0_backend_threads_work_for_their_guest():
     )
     out = _infer_vms(df, {})
     assert out.select("vm", "role").rows() == [("dom3", "io-worker"), ("dom4", "io-worker"), (None, None)]
+
+
+def test_cpu_slices_recover_switch_ins_the_kernel_did_not_emit():
+    # cpu 1: 7 runs [0,10), switches to idle at 10; 7 is woken on cpu 1 at 30
+    # and switched out at 45 without an idle -> 7 switch (this sandbox's
+    # kernel omits them); then idle until 60, 8 runs from 60 to the end.
+    from cratrace.model.cpu_slices import cpu_slices
+
+    ev = {
+        "sched_switch": _lf(ts=[10, 45, 60], cpu=[1, 1, 1], pid=[7, 7, 0], prev_pid=[7, 7, 0], prev_state=[1, 1, 0], next_pid=[0, 0, 8]),
+        "sched_wakeup": _lf(ts=[30], cpu=[1], pid=[0], field_pid=[7], target_cpu=[1]),
+    }
+    s = cpu_slices(ev, (0, 100))
+    assert list(zip(s["tid"], s["start"], s["end"])) == [(7, 0, 10), (0, 10, 30), (7, 30, 45), (0, 45, 60), (8, 60, 100)]
+    # without the wakeup there is no evidence: the gap stays with idle
+    s = cpu_slices({"sched_switch": ev["sched_switch"]}, (0, 100))
+    assert list(zip(s["tid"], s["start"], s["end"])) == [(7, 0, 10), (0, 10, 45), (0, 45, 60), (8, 60, 100)]
