@@ -28,7 +28,7 @@ TABLE_ORDER = ("thread_names", "threads", "cpu_slices", "markers", "spin_episode
 
 def _write(df: pl.DataFrame, path: Path) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    df.write_parquet(tmp, compression="zstd")
+    df.write_parquet(tmp, compression="zstd", compression_level=1)
     os.replace(tmp, path)
 
 
