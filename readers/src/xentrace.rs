@@ -324,6 +324,37 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64)])?;
                 name
             }
+            // typed handler records (x86 hvm code, Xen 4.x): HLT [intpending],
+            // VMCALL [eax], INTR [vector], NPF [gpa:2, mfn:2, qualification, p2mt]
+            0x0008_2013 | 0x0008_2012 | 0x0008_200f if r.n >= 1 => {
+                let (name, col) = match r.ev {
+                    0x0008_2013 => ("xen_hvm_hlt", "intpending"),
+                    0x0008_2012 => ("xen_hvm_vmcall", "eax"),
+                    _ => ("xen_hvm_intr", "vector"),
+                };
+                let tid = t.get(sink, name, &[(col, U32)])?;
+                row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
+                name
+            }
+            0x0008_2021 if r.n >= 6 => {
+                let tid = t.get(sink, "xen_hvm_npf", &[("gpa", U64), ("mfn", U64), ("qualification", U32), ("p2mt", U32)])?;
+                let gpa = w[0] as u64 | (w[1] as u64) << 32;
+                let mfn = w[2] as u64 | (w[3] as u64) << 32;
+                row(sink, tid, &[tsc, Value::U64(gpa), Value::U64(mfn), Value::U64(w[4] as u64), Value::U64(w[5] as u64)])?;
+                "xen_hvm_npf"
+            }
+            // emulated I/O (hvmtrace_io_assist): address (2 words with the
+            // 64-bit flag), then the data unless it was a pointer
+            ev if matches!(ev & !0x100, 0x0008_2016 | 0x0008_2017 | 0x0008_2216 | 0x0008_2217) && r.n >= 1 + ((ev >> 8) & 1) as usize => {
+                let na = 1 + ((ev >> 8) & 1) as usize;
+                let tid = t.get(sink, "xen_hvm_io", &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)])?;
+                let addr = if na == 2 { w[0] as u64 | (w[1] as u64) << 32 } else { w[0] as u64 };
+                let data = if r.n > na { Value::U64(w[na] as u64) } else { Value::Null };
+                let space = if ev & 0xff == 0x16 { "port" } else { "mem" };
+                let op = if ev & 0x200 != 0 { "write" } else { "read" };
+                row(sink, tid, &[tsc, Value::Str(space), Value::Str(op), Value::U64(addr), data])?;
+                "xen_hvm_io"
+            }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
                 let tid = t.get(sink, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
                 list.clear();

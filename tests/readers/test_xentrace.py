@@ -64,9 +64,13 @@ def test_grant_domain_handler_hypercall_and_scheduler_class_records_decode(tmp_p
     w.record(0, 0x00100003, [4], tsc=12)  # grant transfer
     w.record(0, 0x00028001, [5], tsc=13)  # dom add
     w.record(0, 0x00028002, [5], tsc=14)  # dom remove
-    w.record(1, 0x00082013, [0], tsc=15)  # HLT
-    w.record(1, 0x00082121, [0x1000, 0, 0x181, 7], tsc=16)  # NPF, 64-bit flag
-    w.record(1, 0x00082216, [0x3F8, 1, 0x41], tsc=17)  # IOPORT write
+    w.record(1, 0x00082013, [1], tsc=15)  # HLT, interrupt pending
+    w.record(1, 0x00082021, [0x1000, 0x1, 0x2345, 0, 0x181, 7], tsc=16)  # NPF: gpa, mfn (64-bit each), qualification, p2mt
+    w.record(1, 0x00082216, [0x3F8, 0x41])  # IOPORT write, no TSC (as Xen writes them): port, data
+    w.record(1, 0x00082117, [0xFEE00000, 0x1])  # IOMEM read, 64-bit address, data by pointer (none)
+    w.record(1, 0x00082012, [11], tsc=17)  # VMCALL eax=11
+    w.record(1, 0x0008200F, [0xEF], tsc=17)  # INTR vector
+    w.record(1, 0x00082014, [0xAB], tsc=17)  # INVLPG: generic handler table
     w.record(1, 0x0020100D, [(1 << 20) | 20, 7], tsc=18)  # PV hypercall v2: grant_table_op, one 32-bit arg
     w.record(1, 0x00201101, [0x8000, 0xFFFF, 29], tsc=19)  # PV hypercall v1, 64-bit eip: sched_op
     w.record(1, 0x00022203, [1, 2], tsc=20)  # credit2 (id 1) event 3
@@ -77,8 +81,14 @@ def test_grant_domain_handler_hypercall_and_scheduler_class_records_decode(tmp_p
     assert pl.read_parquet(ev / "xen_grant.parquet").select("op", "dom").rows() == [("map", 3), ("unmap", 3), ("transfer", 4)]
     assert pl.read_parquet(ev / "xen_dom_add.parquet")["dom"].to_list() == [5]
     assert pl.read_parquet(ev / "xen_dom_remove.parquet")["dom"].to_list() == [5]
+    assert pl.read_parquet(ev / "xen_hvm_hlt.parquet")["intpending"].to_list() == [1]
+    assert pl.read_parquet(ev / "xen_hvm_npf.parquet").select("gpa", "mfn", "qualification", "p2mt").rows() == [(0x1_0000_1000, 0x2345, 0x181, 7)]
+    io = pl.read_parquet(ev / "xen_hvm_io.parquet")
+    assert io.select("space", "op", "addr", "data", "tsc").rows() == [("port", "write", 0x3F8, 0x41, 16), ("mem", "read", 0x1_FEE0_0000, None, 16)]
+    assert pl.read_parquet(ev / "xen_hvm_vmcall.parquet")["eax"].to_list() == [11]
+    assert pl.read_parquet(ev / "xen_hvm_intr.parquet")["vector"].to_list() == [0xEF]
     h = pl.read_parquet(ev / "xen_hvm_handler.parquet")
-    assert h.select("handler", "words").rows() == [("hlt", [0]), ("npf", [0x1000, 0, 0x181, 7]), ("ioport_write", [0x3F8, 1, 0x41])]
+    assert h.select("handler", "words").rows() == [("invlpg", [0xAB])]
     hc = pl.read_parquet(ev / "xen_pv_hypercall.parquet")
     assert hc.select("op", "op_name").rows() == [(20, "grant_table_op"), (29, "sched_op")]
     sc = pl.read_parquet(ev / "xen_sched_class.parquet").row(0, named=True)
