@@ -38,3 +38,17 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnsupportedFormatError", py.get_type::<UnsupportedFormatError>())?;
     Ok(())
 }
+
+/// The reader's progress callback: reports (done, total) bytes to the
+/// optional Python callable, and stops the read (returns false) on Ctrl-C
+/// or when the callable raises. Runs with the GIL taken only for the call.
+pub fn progress_callback(progress: &Option<Py<PyAny>>) -> impl FnMut(u64, u64) -> bool + '_ {
+    move |done: u64, total: u64| -> bool {
+        Python::attach(|py| {
+            if py.check_signals().is_err() {
+                return false;
+            }
+            progress.as_ref().is_none_or(|p| p.call1(py, (done, total)).is_ok())
+        })
+    }
+}

@@ -1,6 +1,6 @@
 //! `read_perfdata`: perf.data → the same tables as trace.dat (+ perf_sample).
 
-use crate::errors::to_py;
+use crate::errors::{progress_callback, to_py};
 use cratrace_arrow::ParquetSink;
 use cratrace_format::perfdata::read_perfdata as read;
 use cratrace_format::ReadError;
@@ -14,14 +14,7 @@ use std::path::PathBuf;
 pub fn read_perfdata(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
     let result = py.detach(|| {
         let mut sink = ParquetSink::new(&out_dir, batch_rows);
-        let mut cb = |done: u64, total: u64| -> bool {
-            Python::attach(|py| {
-                if py.check_signals().is_err() {
-                    return false;
-                }
-                progress.as_ref().is_none_or(|p| p.call1(py, (done, total)).is_ok())
-            })
-        };
+        let mut cb = progress_callback(&progress);
         let s = read(&path, &mut sink, &mut cb)?;
         sink.finish().map_err(|what| ReadError::Sink { what })?;
         Ok::<_, ReadError>(s)

@@ -1,6 +1,6 @@
 //! `read_tracedat`: trace.dat → one Parquet file per event table.
 
-use crate::errors::to_py;
+use crate::errors::{progress_callback, to_py};
 use cratrace_arrow::ParquetSink;
 use cratrace_format::tracedat::{read_tracedat as read, ReadOptions, TraceDatSummary};
 use cratrace_format::ReadError;
@@ -14,19 +14,7 @@ use std::path::PathBuf;
 pub fn read_tracedat(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
     let result = py.detach(|| {
         let mut sink = ParquetSink::new(&out_dir, batch_rows);
-        let mut cb = |done: u64, total: u64| -> bool {
-            Python::attach(|py| {
-                if py.check_signals().is_err() {
-                    return false;
-                }
-                if let Some(p) = &progress {
-                    if p.call1(py, (done, total)).is_err() {
-                        return false;
-                    }
-                }
-                true
-            })
-        };
+        let mut cb = progress_callback(&progress);
         let summary = read(&path, &mut sink, &ReadOptions::default(), &mut cb)?;
         let files = sink.finish().map_err(|what| ReadError::Sink { what })?;
         Ok::<_, ReadError>((summary, files))

@@ -11,6 +11,7 @@ use crate::output::{Output, StateCode};
 use crate::asymmetric::{classify, ClassifierThresholds, VcpuClass, VcpuFeatures};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
+use crate::rng::SplitMix64;
 use crate::policy::{Placement, Policy, SchedulerKind, SpinResponse};
 use crate::sched::{credit::Credit, fair::Fair, Scheduler, Sub};
 use std::cmp::Reverse;
@@ -808,18 +809,14 @@ struct Balancer {
     swap_cost: i64,
     realise_p: f64,
     mechanism_overhead: f64,
-    rng: u64,
+    rng: SplitMix64,
     pending: Vec<(usize, usize)>,
 }
 
 impl Balancer {
+    /// Its own stream, so balancing never shifts other draws.
     fn draw(&mut self) -> f64 {
-        // splitmix64: its own stream, so balancing never shifts other draws
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+        self.rng.next_f64()
     }
 }
 
@@ -854,7 +851,7 @@ impl Engine<'_> {
             swap_cost: p.param("swap_cost_ns") as i64,
             realise_p: p.param("swap_realise_p").clamp(0.0, 1.0),
             mechanism_overhead: p.param("mechanism_overhead").clamp(0.0, 0.99),
-            rng: 0x5EED_0000_0000_0001,
+            rng: SplitMix64(0x5EED_0000_0000_0001),
             pending: Vec::new(),
         });
         self.at(period, Ev::Balance);

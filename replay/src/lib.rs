@@ -20,6 +20,7 @@ pub mod model;
 pub mod output;
 pub mod policy;
 pub mod postcopy;
+pub mod rng;
 pub mod sched;
 
 pub use model::{Costs, CpuId, Host, Phase, ThreadId, ThreadSpec, VmId, VmSpec, Workload};

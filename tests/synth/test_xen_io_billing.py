@@ -14,6 +14,7 @@ import pytest
 
 from cratrace.synth.generate import synthesize
 from tests.helpers import cratrace as run_cli
+from tests.helpers import xenalyze_running_cycles
 
 SMALL = {"duration_ms": "60"}
 
@@ -31,13 +32,7 @@ def test_xenalyze_reads_it_and_agrees_on_running_time(tmp_path):
     # xenalyze's diagnostics: only its progress chatter, no complaint
     odd = [ln for ln in p.stderr.splitlines() if re.search(r"(?i)error|warn|fatal|strange|unexpected|bad |invalid|out of order", ln)]
     assert not odd, odd
-    running = {}
-    dom = None
-    for ln in p.stdout.splitlines():
-        if m := re.match(r"\|-- Domain (\d+) --\|", ln):
-            dom = int(m.group(1))
-        elif dom is not None and dom not in running and (m := re.match(r"\s+running:\s+\d+\s+([\d.]+)s\s+(\d+)", ln)):
-            running[dom] = int(ln.split()[1]) * int(m.group(2)) / truth["cpu_hz"] * 1e9  # intervals x mean cycles
+    running = {d: c / truth["cpu_hz"] * 1e9 for (d, v), c in xenalyze_running_cycles(tmp_path / "x.bin", f"{truth['cpu_hz'] / 1e9}G").items() if v == 0}
     # dom0 and the networking guest block at the end of every burst: all
     # their intervals are closed, so xenalyze sees their whole running time
     assert running[0] == pytest.approx(truth["dom0"]["running_ns"], rel=0.01)

@@ -6,6 +6,7 @@
 
 use super::network::Link;
 use super::params::PostcopyParams;
+use crate::rng::SplitMix64;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -162,7 +163,7 @@ struct World<'a> {
     end_ns: Vec<i64>,
     heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
     seq: u64,
-    rng: u64,
+    rng: SplitMix64,
     link: Link,
     absent_left: u64,
     bg_cursor: u64,
@@ -175,13 +176,9 @@ impl World<'_> {
         self.heap.push(Reverse((t, self.seq, ev)));
     }
 
-    /// splitmix64: a separate stream so adding events never shifts draws.
+    /// A separate stream, so adding events never shifts draws.
     fn draw(&mut self) -> f64 {
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        (z ^ (z >> 31)) as f64 / u64::MAX as f64
+        self.rng.next_f64()
     }
 
     fn request(&mut self, now: i64, page: u64) {
@@ -370,7 +367,7 @@ pub fn simulate(
         end_ns: vec![0; vcpus],
         heap: BinaryHeap::new(),
         seq: 0,
-        rng: p.seed,
+        rng: SplitMix64(p.seed),
         link: Link::new(p),
         absent_left,
         bg_cursor: 0,
