@@ -95,6 +95,10 @@ def test_bprint_text_is_rendered_from_the_stored_printk_formats(fixtures_dir, tm
     cap = _import(f, tmp_path / "cap")
     texts = cap.events["bprint"].collect()["text"].to_list()
     shown = [r["rest"] for r in report_lines(f) if r["event"] == "bprint"]
+    if not shown:  # see report_lines: one unexplained empty answer from trace-cmd in CI
+        rows = report_lines(f)
+        shown = [r["rest"] for r in rows if r["event"] == "bprint"]
+        assert shown, f"trace-cmd report showed {len(rows)} events, none bprint, twice"
     assert len(texts) == len(shown) == 2
     for ours, theirs in zip(texts, shown):
         # trace-cmd prints "<symbol>: <text>"; the text is ours up to the first newline
