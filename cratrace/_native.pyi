@@ -1,0 +1,55 @@
+"""Type stub for `cratrace._native`, the one PyO3 module (crate `bindings/`).
+
+One call per file or per replay, never per event; long calls release the GIL.
+Readers write `out_dir/<table>.parquet` and return a summary dict; errors
+are the exceptions below with one-line messages naming file and offset.
+"""
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+class CratraceError(Exception): ...
+class CorruptTraceError(CratraceError): ...
+class UnsupportedFormatError(CratraceError): ...
+
+Progress = Callable[[int, int], object]  # (bytes done, bytes total); raising stops the read
+
+def read_tracedat(path: str | Path, out_dir: str | Path, *, batch_rows: int = 65536, progress: Progress | None = None) -> dict[str, Any]: ...
+def read_xentrace(path: str | Path, out_dir: str | Path, *, cpu_hz: float, batch_rows: int = 65536, progress: Progress | None = None) -> dict[str, Any]: ...
+def read_perfdata(path: str | Path, out_dir: str | Path, *, batch_rows: int = 65536, progress: Progress | None = None) -> dict[str, Any]: ...
+def replay(
+    *,
+    thread_tid: Sequence[int],
+    thread_vm: Sequence[int],
+    thread_vcpu: Sequence[int],
+    thread_start: Sequence[int],
+    phase_thread: Sequence[int],
+    phase_kind: Sequence[int],
+    phase_a: Sequence[int],
+    phase_b: Sequence[int],
+    vm_names: Sequence[str],
+    vm_weights: Sequence[int],
+    vm_cpu_intensive: Sequence[bool | None],
+    vm_elasticity: Sequence[float | None],
+    freq_khz: Sequence[int],
+    recorded_khz: int,
+    elasticity: float,
+    policy: str,
+    params: dict[str, float],
+    costs: dict[str, int],
+    limit_ns: int,
+) -> dict[str, Any]:
+    """Columns of the replayed run (states, slices, marks, spin episodes),
+    per-thread totals, per-core energy, pools, balance periods; see
+    `replay/src/output.rs`."""
+
+def postcopy(
+    *,
+    params: dict[str, float],
+    vm_pages: int,
+    vcpus: int,
+    tasks: Sequence[tuple[int, int, int, int]],
+    touch_lists: Sequence[tuple[int, int, Sequence[int]]] = ...,
+    present: Sequence[int] = ...,
+) -> dict[str, Any]: ...
