@@ -56,11 +56,16 @@ def replay_cmd(
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
     else:
-        t = Table("policy", "ETR /s", "ITR /s", "guest %", "spin s", "calls/busy s", "overhead %", "excessive", "fidelity cpu/tput err %", box=None)
+        # compact headers, numbers never wrapped: fits an 80-column terminal;
+        # the legend below says what each column is
+        t = Table(box=None, pad_edge=False, caption="ETR/ITR: transactions per second of wall / busy time; calls: hypervisor calls per busy s; ovh: scheduling overhead; exc: excessive spins; fidelity: CPU-time / throughput error against the recording (gate 5%, checked for the policy that produced the capture)", caption_justify="left")
+        t.add_column("policy", no_wrap=True)
+        for name in ("ETR/s", "ITR/s", "guest%", "spin s", "calls", "ovh%", "exc", "fidelity %"):
+            t.add_column(name, justify="right", no_wrap=True)
         for p, m in res.items():
             h, f = m["host"], m["fidelity"]
-            fid = f"{f['cpu_time_err_pct']:.1f} / {f['throughput_err_pct']:.1f}" + (" [green]✓[/]" if f["passed"] else (" [red]✗[/]" if f["gate_applies"] else ""))
-            t.add_row(p, f"{h['etr']:.1f}", f"{h['itr'] or 0:.1f}", f"{h['guest_util_pct']:.1f}", f"{sum(v['spin_s'] for v in m['vms'].values()):.3f}", f"{h['hypercalls_per_busy_s'] or 0:.1f}", f"{h['sched_overhead_pct']:.2f}", str(sum(v['excessive_spins'] for v in m['vms'].values())), fid)
+            fid = f"{f['cpu_time_err_pct']:.1f}/{f['throughput_err_pct']:.1f}" + (" [green]✓[/]" if f["passed"] else (" [red]✗[/]" if f["gate_applies"] else ""))
+            t.add_row(p, f"{h['etr']:.0f}", f"{h['itr'] or 0:.0f}", f"{h['guest_util_pct']:.1f}", f"{sum(v['spin_s'] for v in m['vms'].values()):.3f}", f"{h['hypercalls_per_busy_s'] or 0:.0f}", f"{h['sched_overhead_pct']:.2f}", str(sum(v['excessive_spins'] for v in m['vms'].values())), fid)
         console.print(t)
         for p, m in res.items():
             if "energy_balance" in m:
