@@ -331,9 +331,10 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         gate = policy in (base, f"{base}+spin")
         metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
         if any(p >= 0 for p in r.get("vcpu_pool", [])):
-            fast = {**engine}
-            hb = {**host, "freq_khz": engine.get("fast_khz", 2.79e6)}
-            fast["volt"] = engine.get("fast_volt", 1.40)
+            # the fast cores' frequency and voltage as the engine set them
+            f0 = r["core_pool"].index(0)
+            fast = {**engine, "volt": r["core_volt"][f0]}
+            hb = {**host, "freq_khz": r["core_khz"][f0]}
             # same spin response, credit on a host of fast cores only
             bp = "+".join("credit" if part == "asymmetric" else part for part in policy.split("+"))
             rb = _run_engine(w, bp, fast, costs, hb, limit_ns)

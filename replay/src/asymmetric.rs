@@ -82,17 +82,24 @@ pub fn pools_by_frequency(core_khz: &[u64]) -> (Vec<usize>, Vec<usize>) {
     (fast, slow)
 }
 
-/// Which pool each vCPU goes to: CPU-class on fast cores, I/O-class on
-/// slow ones. With no slow cores everything shares the fast pool; with no
-/// fast cores, everything goes slow.
-pub fn assign_pools(classes: &[VcpuClass], has_slow: bool) -> Vec<Pool> {
-    classes
-        .iter()
-        .map(|c| match (c, has_slow) {
-            (VcpuClass::Io, true) => Pool::Slow,
-            _ => Pool::Fast,
-        })
-        .collect()
+/// Which pool each vCPU goes to (asym.md §1.3, §6.6): CPU-class on fast
+/// cores, I/O-class on slow ones. Each vCPU comes with whether its VM has
+/// several vCPUs. With no slow cores everything shares the fast pool. With
+/// `spill` and more CPU-class vCPUs than `fast_cores`, the excess goes slow,
+/// single-vCPU VMs keeping the fast cores first (rule 3), then in order.
+pub fn assign_pools(vcpus: &[(VcpuClass, bool)], fast_cores: usize, has_slow: bool, spill: bool) -> Vec<Pool> {
+    if !has_slow {
+        return vec![Pool::Fast; vcpus.len()];
+    }
+    let mut out: Vec<Pool> = vcpus.iter().map(|(c, _)| if *c == VcpuClass::Io { Pool::Slow } else { Pool::Fast }).collect();
+    if spill {
+        let mut cpu: Vec<(bool, usize)> = vcpus.iter().enumerate().filter(|(_, (c, _))| *c == VcpuClass::Cpu).map(|(i, (_, multi))| (*multi, i)).collect();
+        cpu.sort(); // single-vCPU VMs first, then in order
+        for &(_, i) in cpu.iter().skip(fast_cores) {
+            out[i] = Pool::Slow;
+        }
+    }
+    out
 }
 
 /// A core pool.
@@ -147,7 +154,7 @@ mod tests {
         assert_eq!(classify(&io, &t), VcpuClass::Io);
         let (fast, slow) = pools_by_frequency(&[2_790_000, 2_790_000, 1_330_000, 1_330_000]);
         assert_eq!((fast, slow), (vec![0, 1], vec![2, 3]));
-        assert_eq!(assign_pools(&[VcpuClass::Cpu, VcpuClass::Io], true), vec![Pool::Fast, Pool::Slow]);
-        assert_eq!(assign_pools(&[VcpuClass::Io], false), vec![Pool::Fast]);
+        assert_eq!(assign_pools(&[(VcpuClass::Cpu, false), (VcpuClass::Io, false)], 1, true, true), vec![Pool::Fast, Pool::Slow]);
+        assert_eq!(assign_pools(&[(VcpuClass::Io, false)], 1, false, true), vec![Pool::Fast]);
     }
 }

@@ -8,7 +8,7 @@
 
 use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
-use crate::asymmetric::{classify, ClassifierThresholds, VcpuClass, VcpuFeatures};
+use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, VcpuClass, VcpuFeatures};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
 use crate::rng::SplitMix64;
@@ -116,6 +116,17 @@ fn vm_of(w: &Workload, t: u32) -> Option<VmId> {
     w.threads[t as usize].vm
 }
 
+/// Number of vCPU threads of each VM.
+fn vcpus_per_vm(w: &Workload) -> Vec<usize> {
+    let mut n = vec![0usize; w.vms.len()];
+    for t in &w.threads {
+        if let Some(v) = t.vm {
+            n[v.0 as usize] += 1;
+        }
+    }
+    n
+}
+
 /// Classifier features of a thread's recorded demand: the share of it spent
 /// working, and blocks per second of it. (The workload carries no I/O-exit
 /// counts; blocks stand in for them.)
@@ -141,13 +152,8 @@ impl<'a> Engine<'a> {
         let n = w.threads.len();
         // A VM's weight is shared by its vCPUs (Xen credit), so a VM's share
         // grows with its weight, not with weight × vCPUs.
-        let mut per_vm = vec![0i64; w.vms.len()];
-        for t in &w.threads {
-            if let Some(v) = t.vm {
-                per_vm[v.0 as usize] += 1;
-            }
-        }
-        let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1)).max(1))).collect();
+        let per_vm = vcpus_per_vm(w);
+        let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1) as i64).max(1))).collect();
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
                 weights.iter().map(|_| 1024).collect(),
@@ -365,9 +371,8 @@ impl<'a> Engine<'a> {
     /// Work progress per ns of thread `t` on `c` (its VM's elasticity, else
     /// the host's), less the balancing mechanism's cost.
     fn rate(&self, t: u32, c: u32) -> f64 {
-        let f = self.freq[c as usize] as f64;
         let e = vm_of(self.w, t).and_then(|v| self.w.vms[v.0 as usize].elasticity).unwrap_or(self.h.elasticity);
-        let r = (f / self.h.recorded_khz.max(1) as f64).powf(-e);
+        let r = self.h.rate_at(self.freq[c as usize], e);
         match &self.bal {
             Some(b) => r * (1.0 - b.mechanism_overhead),
             None => r,
@@ -857,8 +862,8 @@ impl Engine<'_> {
         self.at(period, Ev::Balance);
     }
 
-    /// Fast and slow pools: cores by index, vCPUs by how CPU-bound their
-    /// recorded demand is (work / (work + blocked time)).
+    /// Fast and slow pools: the first `fast_cores` cores are fast (their
+    /// frequency and voltage), the rest slow; vCPUs as `assign_pools` says.
     fn start_pools(&mut self) {
         let n = self.cpus.len();
         let fast = match self.p.param("fast_cores") as usize {
@@ -866,39 +871,31 @@ impl Engine<'_> {
             k => k.min(n),
         };
         let (fk, sk) = (self.p.param("fast_khz") as u64, self.p.param("slow_khz") as u64);
-        for c in 0..n {
-            self.cpu_pool[c] = if c < fast { 0 } else { 1 };
-            self.freq[c] = if c < fast { fk } else { sk };
-        }
         let (fv, sv) = (self.p.param("fast_volt"), self.p.param("slow_volt"));
         for c in 0..n {
-            self.volt[c] = if c < fast { fv } else { sv };
+            let is_fast = c < fast;
+            self.cpu_pool[c] = if is_fast { 0 } else { 1 };
+            self.freq[c] = if is_fast { fk } else { sk };
+            self.volt[c] = if is_fast { fv } else { sv };
         }
         if fast < n {
             self.assign_pools(fast);
         }
-        self.out.core_khz = self.freq.clone();
         self.out.core_pool = self.cpu_pool.iter().map(|&p| p as i32).collect();
         self.out.vcpu_pool = self.pool.iter().map(|p| p.map_or(-1, |x| x as i32)).collect();
     }
 
-    /// vCPUs to pools (asym.md §1.3, §6.1, §6.6): CPU-class on fast cores,
-    /// I/O-class on slow; a label given per VM wins over the classifier.
-    /// With more CPU-class vCPUs than fast cores and `spill_slow` set, the
-    /// excess spills to the slow pool, single-vCPU VMs keeping fast cores.
+    /// vCPUs to pools: a label given per VM wins over the classifier; the
+    /// rule itself is `asymmetric::assign_pools`.
     fn assign_pools(&mut self, fast: usize) {
         let thresholds = ClassifierThresholds {
             min_cpu_utilisation: self.p.param("cpu_class_util"),
             max_cpu_blocks_per_s: self.p.param("io_block_hz"),
             ..ClassifierThresholds::default()
         };
-        let mut vcpus_of = vec![0usize; self.w.vms.len()];
-        for t in &self.w.threads {
-            if let Some(v) = t.vm {
-                vcpus_of[v.0 as usize] += 1;
-            }
-        }
-        let mut cpu_class = Vec::new();
+        let vcpus_of = vcpus_per_vm(self.w);
+        let mut idx = Vec::new();
+        let mut vcpus = Vec::new();
         for (i, t) in self.w.threads.iter().enumerate() {
             let Some(v) = t.vm else { continue };
             let class = match self.w.vms[v.0 as usize].cpu_intensive {
@@ -906,16 +903,12 @@ impl Engine<'_> {
                 Some(false) => VcpuClass::Io,
                 None => classify(&demand_features(&t.phases), &thresholds),
             };
-            if class == VcpuClass::Cpu {
-                cpu_class.push((vcpus_of[v.0 as usize] > 1, i));
-            } else {
-                self.pool[i] = Some(1);
-            }
+            idx.push(i);
+            vcpus.push((class, vcpus_of[v.0 as usize] > 1));
         }
-        let keep = if self.p.param("spill_slow") > 0.0 { fast } else { usize::MAX };
-        cpu_class.sort(); // single-vCPU VMs first, then in thread order
-        for (k, &(_, i)) in cpu_class.iter().enumerate() {
-            self.pool[i] = Some(if k < keep { 0 } else { 1 });
+        let pools = assign_pools(&vcpus, fast, fast < self.cpus.len(), self.p.param("spill_slow") > 0.0);
+        for (i, pool) in idx.into_iter().zip(pools) {
+            self.pool[i] = Some(if pool == Pool::Fast { 0 } else { 1 });
         }
     }
 
@@ -928,18 +921,21 @@ impl Engine<'_> {
             busy[c as usize] += self.out.slice_end[i].min(end) - self.out.slice_start[i];
         }
         let idle_w = self.p.param("idle_w");
-        let cap = self.p.param("capacitance");
         self.out.core_khz = self.freq.clone();
         self.out.core_volt = self.volt.clone();
-        self.out.core_dynamic_w = (0..n).map(|c| cap * self.freq[c] as f64 / 1e6 * self.volt[c] * self.volt[c]).collect();
+        self.out.core_dynamic_w = (0..n).map(|c| self.dynamic_w(c)).collect();
         self.out.core_energy_j = (0..n).map(|c| (busy[c] as f64 * self.busy_w(c) + (end - busy[c]).max(0) as f64 * idle_w) * 1e-9).collect();
         self.out.core_busy_ns = busy;
     }
 
+    /// Dynamic power of core `c` while busy: C·f·V² (f in GHz).
+    fn dynamic_w(&self, c: usize) -> f64 {
+        let (ghz, v) = (self.freq[c] as f64 / 1e6, self.volt[c]);
+        self.p.param("capacitance") * ghz * v * v
+    }
+
     fn busy_w(&self, c: usize) -> f64 {
-        let ghz = self.freq[c] as f64 / 1e6;
-        let v = self.volt[c];
-        self.p.param("static_w") + self.p.param("capacitance") * ghz * v * v
+        self.p.param("static_w") + self.dynamic_w(c)
     }
 
     /// End of an accounting period: energy per core, the swap decision,

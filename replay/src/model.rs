@@ -124,8 +124,11 @@ impl Host {
 
     /// Work progress per ns on `cpu` (1.0 at the recorded frequency).
     pub fn rate(&self, cpu: CpuId) -> f64 {
-        let f = self.freq_khz[cpu.0 as usize] as f64;
-        let r = self.recorded_khz.max(1) as f64;
-        (f / r).powf(-self.elasticity)
+        self.rate_at(self.freq_khz[cpu.0 as usize], self.elasticity)
+    }
+
+    /// Work progress per ns at `khz` for work of this `elasticity`.
+    pub fn rate_at(&self, khz: u64, elasticity: f64) -> f64 {
+        (khz as f64 / self.recorded_khz.max(1) as f64).powf(-elasticity)
     }
 }
