@@ -54,6 +54,11 @@ def resolve_params(name: str, overrides: Mapping[str, str]) -> dict[str, Any]:
     return params
 
 
+def is_xentrace(mod) -> bool:
+    """Whether a scenario writes a xentrace file (else a trace.dat)."""
+    return getattr(mod, "FORMAT", "tracedat") == "xentrace"
+
+
 def scenario(name: str):
     if name not in SCENARIOS:
         raise UsageError(f"unknown scenario {name!r} (known: {', '.join(SCENARIOS)})")
@@ -85,7 +90,7 @@ def synthesize(
     mod = scenario(name)
     params = resolve_params(name, overrides or {})
     res = mod.generate(params, seed)
-    if getattr(mod, "FORMAT", "tracedat") == "xentrace":
+    if is_xentrace(mod):
         return _write_xentrace(mod, res, out, truth_path, name, seed, params)
     writer = dict(version=version, compression=compression, **res.writer)
     try:
@@ -104,12 +109,16 @@ def synthesize(
         total_events=len(res.events),
         **res.truth,
     )
+    _write_truth(truth_path, truth, out)
+    return truth
+
+
+def _write_truth(truth_path: Path, truth: dict[str, Any], trace: Path) -> None:
     try:
         _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
     except OSError as e:
-        out.unlink(missing_ok=True)  # never leave a trace without its truth
+        trace.unlink(missing_ok=True)  # never leave a trace without its truth
         raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
-    return truth
 
 
 def _write_xentrace(mod, res, out: Path, truth_path: Path, name: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
@@ -128,11 +137,7 @@ def _write_xentrace(mod, res, out: Path, truth_path: Path, name: str, seed: int,
     truth = dict(schema=TRUTH_SCHEMA, scenario=name, scenario_version=mod.VERSION, seed=seed, params=params,
                  file=dict(format="xentrace", cpus=res.pcpus, cpu_hz=res.truth["cpu_hz"], window_records=64),
                  record_counts=counts, total_records=sum(counts.values()), **res.truth)
-    try:
-        _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
-    except OSError as e:
-        out.unlink(missing_ok=True)
-        raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
+    _write_truth(truth_path, truth, out)
     return truth
 
 
@@ -158,7 +163,7 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
         raise OutputExistsError(f"{out} exists and is not empty (use --force to replace it)")
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
     try:
-        xen = getattr(scenario(name), "FORMAT", "tracedat") == "xentrace"
+        xen = is_xentrace(scenario(name))
         data_name, data_kind = ("xentrace.bin", "xentrace") if xen else ("trace.dat", "tracedat")
         truth = synthesize(name, tmp / data_name, seed=seed, overrides=overrides, force=True,
                            version=version, compression=compression)

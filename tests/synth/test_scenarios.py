@@ -11,12 +11,12 @@ from collections import Counter
 
 import pytest
 
-from cratrace.synth.generate import synthesize
+from cratrace.synth.generate import is_xentrace, synthesize
 from cratrace.synth.scenarios import SCENARIOS
 from tests.synth.conftest import trace_cmd_report
 
 # trace.dat scenarios (xentrace ones: tests/synth/test_xen_io_billing.py)
-TRACEDAT = [n for n, m in SCENARIOS.items() if getattr(m, "FORMAT", "tracedat") == "tracedat"]
+TRACEDAT = [n for n, m in SCENARIOS.items() if not is_xentrace(m)]
 
 # small but non-trivial settings so the whole file runs in seconds
 SMALL = {

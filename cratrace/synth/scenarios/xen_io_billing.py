@@ -122,6 +122,13 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
         h.state[(g["dom"], 0)] = BLOCKED if g["kind"] == "idle" else RUNNABLE
     h.state[dom0] = BLOCKED
     net = [g for g in guests if g["kind"] == "net"]
+    kind_of = {g["dom"]: g["kind"] for g in guests}
+
+    def leaves_as(dv: tuple[int, int]) -> int:
+        # dom0 and networking guests have finished their work and block;
+        # a CPU-bound guest is preempted (the idle vCPU: see dispatch)
+        return BLOCKED if dv == dom0 or kind_of.get(dv[0]) == "net" else RUNNABLE
+
     k_per_ms = p["common_ms_per_s"] * 1e6 / 1000 * (1 + p["common_growth"] * (len(net) - 1)) if net else 0.0
     carry = {g["dom"]: [0.0, 0.0] for g in net}
     common_ns = 0
@@ -170,14 +177,13 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
                     run = t0 + 1_000_000 - tc
                 if run <= 0:
                     continue
-                prev_to = BLOCKED if h.cur[cpu] == dom0 or (h.cur[cpu][0] != IDLE_DOM and _kind(guests, h.cur[cpu][0]) == "net") else RUNNABLE
+                prev_to = leaves_as(h.cur[cpu])
                 if h.state.get((g["dom"], 0)) == BLOCKED:
                     h.change(cpu, tc, (g["dom"], 0), RUNNABLE)  # woken by its event channel
                 h.dispatch(cpu, tc, (g["dom"], 0), prev_to)
                 tc += run
             if tc < t0 + 1_000_000 and h.cur[cpu][0] != IDLE_DOM:
-                prev_to = BLOCKED if h.cur[cpu] == dom0 or _kind(guests, h.cur[cpu][0]) == "net" else RUNNABLE
-                h.dispatch(cpu, tc, (IDLE_DOM, cpu), prev_to)
+                h.dispatch(cpu, tc, (IDLE_DOM, cpu), leaves_as(h.cur[cpu]))
     end = T0_NS + p["duration_ms"] * 1_000_000
     for cpu in range(npcpu):  # close the books (not a record: xenalyze leaves the last interval open too)
         cur = h.cur[cpu]
@@ -196,10 +202,6 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
         attribution_rule="dom0 running time in each window split by grant page exchanges (map + transfer) per guest (Cherkasova & Gardner 2005)",
     )
     return XenResult(writer=h.w, truth=truth, pcpus=npcpu)
-
-
-def _kind(guests: list[dict], dom: int) -> str:
-    return next((g["kind"] for g in guests if g["dom"] == dom), "dom0")
 
 
 class XenResult:
