@@ -204,6 +204,17 @@ impl Tables {
     }
 }
 
+/// A 64-bit value written as two words, low first (Xen's 64-bit records).
+fn wide(w: &[u32], i: usize) -> u64 {
+    w[i] as u64 | (w[i + 1] as u64) << 32
+}
+
+/// A record's payload words as the `words` list column.
+fn fill_words(list: &mut Vec<u64>, w: &[u32]) {
+    list.clear();
+    list.extend(w.iter().map(|&x| x as u64));
+}
+
 fn dom_vcpu(w: u32) -> (i64, i64) {
     ((w >> 16) as i64, (w & 0xffff) as i64)
 }
@@ -299,7 +310,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
                 let tid = t.get(sink, "xen_hvm_vmexit", &[("exit_reason", U32), ("rip", U64)])?;
-                let rip = if r.ev & 0x100 != 0 && r.n >= 3 { w[1] as u64 | (w[2] as u64) << 32 } else { w[1] as u64 };
+                let rip = if r.ev & 0x100 != 0 && r.n >= 3 { wide(w, 1) } else { w[1] as u64 };
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(rip)])?;
                 "xen_hvm_vmexit"
             }
@@ -341,8 +352,8 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             }
             0x0008_2021 if r.n >= 6 => {
                 let tid = t.get(sink, "xen_hvm_npf", &[("gpa", U64), ("mfn", U64), ("qualification", U32), ("p2mt", U32)])?;
-                let gpa = w[0] as u64 | (w[1] as u64) << 32;
-                let mfn = w[2] as u64 | (w[3] as u64) << 32;
+                let gpa = wide(w, 0);
+                let mfn = wide(w, 2);
                 row(sink, tid, &[tsc, Value::U64(gpa), Value::U64(mfn), Value::U64(w[4] as u64), Value::U64(w[5] as u64)])?;
                 "xen_hvm_npf"
             }
@@ -351,7 +362,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             ev if matches!(ev & !0x100, 0x0008_2016 | 0x0008_2017 | 0x0008_2216 | 0x0008_2217) && r.n >= 1 + ((ev >> 8) & 1) as usize => {
                 let na = 1 + ((ev >> 8) & 1) as usize;
                 let tid = t.get(sink, "xen_hvm_io", &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)])?;
-                let addr = if na == 2 { w[0] as u64 | (w[1] as u64) << 32 } else { w[0] as u64 };
+                let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
                 let data = if r.n > na { Value::U64(w[na] as u64) } else { Value::Null };
                 let space = if ev & 0xff == 0x16 { "port" } else { "mem" };
                 let op = if ev & 0x200 != 0 { "write" } else { "read" };
@@ -360,8 +371,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
                 let tid = t.get(sink, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
-                list.clear();
-                list.extend(w[..r.n].iter().map(|&x| x as u64));
+                fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)])?;
                 "xen_hvm_handler"
             }
@@ -376,8 +386,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
                 let tid = t.get(sink, "xen_sched_class", &[("scheduler", Str), ("event", U32), ("words", ListU64)])?;
                 let sched = ["credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7"][((ev >> 9) & 7) as usize];
-                list.clear();
-                list.extend(w[..r.n].iter().map(|&x| x as u64));
+                fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::Str(sched), Value::U64((ev & 0x1ff) as u64), Value::ListU64(&list)])?;
                 "xen_sched_class"
             }
@@ -388,8 +397,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             WRAP_BUFFER => "xen_wrap",
             _ => {
                 let tid = t.get(sink, "xen_record", &[("id", U32), ("words", ListU64)])?;
-                list.clear();
-                list.extend(w[..r.n].iter().map(|&x| x as u64));
+                fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)])?;
                 "xen_record"
             }
