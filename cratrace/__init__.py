@@ -6,8 +6,17 @@
 >>> cap.sql("SELECT vm, sum(dur) FROM vcpu_states GROUP BY vm")  # doctest: +SKIP
 """
 
-from cratrace.capture import Capture, open
 from cratrace.errors import CratraceError
 
 __version__ = "0.1.0"
 __all__ = ["Capture", "CratraceError", "open", "__version__"]
+
+
+def __getattr__(name: str):
+    # Capture pulls in polars (a quarter of a second); commands that never
+    # open a capture (import, record, synth) should not pay for it.
+    if name in ("Capture", "open"):
+        from cratrace import capture
+
+        return getattr(capture, name)
+    raise AttributeError(f"module 'cratrace' has no attribute {name!r}")

@@ -20,8 +20,7 @@ from typing import Any
 import polars as pl
 
 from cratrace.errors import CaptureError
-
-SCHEMA_VERSION = 1
+from cratrace.importer import SCHEMA_VERSION
 
 
 def _tables_in(folder: Path) -> dict[str, Path]:

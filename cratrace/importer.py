@@ -20,17 +20,22 @@ import tempfile
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import polars as pl
-
-from cratrace import importers
-from cratrace.capture import SCHEMA_VERSION, Capture
-from cratrace.errors import CaptureError, OutputExistsError, UnsupportedFormatError
+from cratrace import _native, importers
+from cratrace.errors import CaptureError, OutputExistsError, UnsupportedFormatError, UsageError
 from cratrace.importers import hostjson
 
 # (name, total) -> a context manager yielding a progress callback (done, total)
 ProgressFactory = Callable[[str, int], Any]
+
+if TYPE_CHECKING:
+    from cratrace.capture import Capture
+
+COMPRESSIONS = ("lz4", "zstd", "none")
+
+# Version of the capture layout this importer writes; Capture refuses others.
+SCHEMA_VERSION = 1
 
 
 @dataclass
@@ -83,7 +88,7 @@ def _expand(src: Path) -> tuple[list[Source], Path | None, dict[str, Any] | None
     return [Source(src, kind)], None, None
 
 
-def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path) -> dict[str, int]:
+def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path, compression: str) -> dict[str, int]:
     by_name: dict[str, list[Path]] = {}
     needs_sort: set[str] = set()
     for stage, summary in staged:
@@ -98,10 +103,12 @@ def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path) -> dict[str
         if len(paths) == 1 and name not in needs_sort:
             shutil.move(paths[0], dest)
         else:
+            import polars as pl
+
             frames = [pl.scan_parquet(p) for p in paths]
             merged = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-            merged.sort("ts", maintain_order=True).sink_parquet(dest, compression="zstd")
-        rows[name] = pl.scan_parquet(dest).select(pl.len()).collect().item()
+            merged.sort("ts", maintain_order=True).sink_parquet(dest, compression={"none": "uncompressed"}.get(compression, compression))
+        rows[name] = _native.parquet_rows(dest)
     return rows
 
 
@@ -113,8 +120,32 @@ def import_capture(
     cpu_hz: float | None = None,
     progress: ProgressFactory | None = None,
     batch_rows: int = 65536,
+    compression: str = "lz4",
 ) -> Capture:
     """Import `sources` into the capture directory `out` and open it."""
+    from cratrace.capture import Capture
+
+    write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=progress, batch_rows=batch_rows, compression=compression)
+    return Capture(out)
+
+
+def write_capture(
+    sources: list[Path],
+    out: Path,
+    *,
+    force: bool = False,
+    cpu_hz: float | None = None,
+    progress: ProgressFactory | None = None,
+    batch_rows: int = 65536,
+    compression: str = "lz4",
+) -> dict:
+    """Import `sources` into the capture directory `out`; return its
+    capture.json (without opening the capture, so without polars).
+
+    `compression` is the event tables' Parquet codec: ``lz4`` (fast, the
+    default), ``zstd`` (about half the size) or ``none``."""
+    if compression not in COMPRESSIONS:
+        raise UsageError(f"--compression {compression}: expected one of {', '.join(COMPRESSIONS)}")
     if not sources:
         raise CaptureError("nothing to import: give at least one trace file or raw capture directory")
     out = Path(out)
@@ -152,11 +183,11 @@ def import_capture(
             stage.mkdir(parents=True)
             bar = progress(src.path.name, src.path.stat().st_size) if progress else nullcontext(None)
             with bar as cb:
-                summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "batch_rows": batch_rows}, progress=cb)
+                summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "batch_rows": batch_rows, "compression": compression}, progress=cb)
             summary.pop("files", None)
             staged.append((stage, summary))
             source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, "sha256": digest, "bytes": src.path.stat().st_size, "summary": summary})
-        rows = _merge_tables(staged, events_dir)
+        rows = _merge_tables(staged, events_dir, compression)
         shutil.rmtree(tmp / "staging")
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
         (tmp / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=False))
@@ -164,7 +195,7 @@ def import_capture(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return Capture(out)
+    return meta
 
 
 DATA_PROBLEM_STATS = ("truncated_bytes", "corrupt_pages", "corrupt_records", "unparseable_formats")

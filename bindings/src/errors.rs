@@ -52,3 +52,8 @@ pub fn progress_callback(progress: &Option<Py<PyAny>>) -> impl FnMut(u64, u64) -
         })
     }
 }
+
+/// The Parquet codec named by a reader's `compression` argument.
+pub fn codec(name: &str) -> PyResult<cratrace_arrow::Codec> {
+    cratrace_arrow::Codec::parse(name).ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("compression {name:?}: expected lz4, zstd or none")))
+}

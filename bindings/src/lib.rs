@@ -10,6 +10,13 @@ mod replay;
 mod tracedat;
 mod xentrace;
 
+/// Rows in a Parquet file, read from its footer: lets `cratrace import`
+/// count what it wrote without loading a dataframe library.
+#[pyfunction]
+fn parquet_rows(path: std::path::PathBuf) -> PyResult<u64> {
+    cratrace_arrow::parquet_row_count(&path).map_err(|what| errors::to_py(cratrace_format::ReadError::Sink { what }))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -19,5 +26,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! `read_perfdata`: perf.data → the same tables as trace.dat (+ perf_sample).
 
 use crate::errors::{progress_callback, to_py};
+use crate::errors::codec;
 use cratrace_arrow::ParquetSink;
 use cratrace_format::perfdata::read_perfdata as read;
 use cratrace_format::ReadError;
@@ -10,10 +11,11 @@ use std::path::PathBuf;
 
 /// Read a perf.data file into `out_dir/<table>.parquet`; returns a summary.
 #[pyfunction]
-#[pyo3(signature = (path, out_dir, *, batch_rows = 65536, progress = None))]
-pub fn read_perfdata(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+#[pyo3(signature = (path, out_dir, *, batch_rows = 65536, compression = "lz4", progress = None))]
+pub fn read_perfdata(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, compression: &str, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+    let codec = codec(compression)?;
     let result = py.detach(|| {
-        let mut sink = ParquetSink::new(&out_dir, batch_rows);
+        let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
         let mut cb = progress_callback(&progress);
         let s = read(&path, &mut sink, &mut cb)?;
         sink.finish().map_err(|what| ReadError::Sink { what })?;

@@ -18,6 +18,7 @@ def import_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
     cpu_hz: Annotated[Optional[float], typer.Option("--cpu-hz", help="CPU frequency for xentrace TSC → ns, if host.json lacks it.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the import summary as JSON.")] = False,
+    compression: Annotated[str, typer.Option("--compression", help="Parquet codec of the event tables: lz4 (fastest), zstd (about half the size, for archives) or none.")] = "lz4",
 ) -> None:
     """Import traces into a capture: one typed Parquet table per event.
 
@@ -28,13 +29,12 @@ def import_cmd(
     its byte offset); 2 nothing imported.
     """
     from cratrace.cli.console import err_console
-    from cratrace.importer import data_problems, import_capture
+    from cratrace.importer import data_problems, write_capture
 
     def bar(name: str, total: int):
         return progress_bar(f"importing {name}", total, quiet=quiet or as_json)
 
-    cap = import_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=bar)
-    meta = cap.meta
+    meta = write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=bar, compression=compression)
     problems = data_problems(meta)
     if as_json:
         print(json.dumps({"capture": str(out), "events": meta["events"], "lost_events": meta["lost_events"]["total"], "warnings": meta["warnings"]}, indent=2))

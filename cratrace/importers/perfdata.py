@@ -20,6 +20,6 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
-    s = dict(_native.read_perfdata(str(path), str(out_dir), batch_rows=int(options.get("batch_rows", 65536)), progress=progress))
+    s = dict(_native.read_perfdata(str(path), str(out_dir), batch_rows=int(options.get("batch_rows", 65536)), compression=str(options.get("compression", "lz4")), progress=progress))
     s.update({"stats": {}, "dropped_fields": [], "lost_events": {"": {"all": {"count": s.get("lost", 0), "unknown_pages": 0}}} if s.get("lost") else {}})
     return s

@@ -13,11 +13,12 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any, Callable
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, Callable
 
 from cratrace.errors import CorruptTraceError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 KIND = "perfstat"
 
@@ -39,6 +40,8 @@ def _start_ns(path: Path) -> int | None:
 
 
 def parse(path: Path) -> pl.DataFrame:
+    import polars as pl
+
     rows = []
     with open(path, newline="") as fh:
         for lineno, row in enumerate(csv.reader(fh), 1):
@@ -56,6 +59,8 @@ def parse(path: Path) -> pl.DataFrame:
 
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
+    import polars as pl
+
     df = parse(path)
     start = _start_ns(path)
     ts = pl.col("rel_ns") + (start or 0)

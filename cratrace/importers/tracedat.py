@@ -20,4 +20,4 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
-    return dict(_native.read_tracedat(str(path), str(out_dir), batch_rows=int(options.get("batch_rows", 65536)), progress=progress))
+    return dict(_native.read_tracedat(str(path), str(out_dir), batch_rows=int(options.get("batch_rows", 65536)), compression=str(options.get("compression", "lz4")), progress=progress))

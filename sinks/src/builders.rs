@@ -107,7 +107,7 @@ impl ColumnBuilder {
         match self {
             ColumnBuilder::Bool(b) => Arc::new(b.finish()),
             ColumnBuilder::Signed(v, w) => {
-                let v = std::mem::take(v);
+                let v = std::mem::replace(v, Vec::with_capacity(v.capacity()));
                 match w {
                     1 => Arc::new(v.into_iter().map(|x| x.map(|x| x as i8)).collect::<Int8Array>()),
                     2 => Arc::new(v.into_iter().map(|x| x.map(|x| x as i16)).collect::<Int16Array>()),
@@ -116,7 +116,7 @@ impl ColumnBuilder {
                 }
             }
             ColumnBuilder::Unsigned(v, w) => {
-                let v = std::mem::take(v);
+                let v = std::mem::replace(v, Vec::with_capacity(v.capacity()));
                 match w {
                     1 => Arc::new(v.into_iter().map(|x| x.map(|x| x as u8)).collect::<UInt8Array>()),
                     2 => Arc::new(v.into_iter().map(|x| x.map(|x| x as u16)).collect::<UInt16Array>()),

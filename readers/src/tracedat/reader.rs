@@ -344,6 +344,9 @@ pub fn read_tracedat(
         .filter(|f| f.system == "ftrace" && f.name == "bprint")
         .filter_map(|f| Some((f.id, f.fields.iter().find(|x| x.name == "buf")?.offset)))
         .collect();
+    // One allocation for every record's values (see `recycle`).
+    let mut scratch: Vec<Value<'static>> = Vec::new();
+    let mut since_check = 0u32;
     while let Some(Reverse((_, i))) = heap.pop() {
         {
             let st = &streams[i];
@@ -368,7 +371,7 @@ pub fn read_tracedat(
                     };
                     let pid = endian.uint(payload, plan.pid_offset, 4).map(|v| v as u32 as i32);
                     plan.decoder.prepare(payload);
-                    let mut values: Vec<Value<'_>> = Vec::with_capacity(plan.spec.columns.len());
+                    let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut scratch));
                     plan.decoder.values(payload, &mut values);
                     let mut text = String::new();
                     if let Special::Bprint { fmt, buf } = plan.special {
@@ -383,6 +386,7 @@ pub fn read_tracedat(
                     }
                     let head = RowHeader { ts, cpu: st.cpu, pid, instance: st.instance };
                     sink.write_row(table, &head, &values).map_err(|what| ReadError::Sink { what })?;
+                    scratch = recycle(values);
                     plan.rows += 1;
                     s.records += 1;
                     s.time_range = Some(match s.time_range {
@@ -398,6 +402,13 @@ pub fn read_tracedat(
         if st.advance(long, data_start, endian, &mut s, inst)? {
             heap.push(Reverse((st.cur.map_or(0, |r| r.ts), i)));
         }
+        // Progress is looked at every few thousand records, not per record
+        // (the page count lives in the stats map).
+        since_check += 1;
+        if since_check < 4096 {
+            continue;
+        }
+        since_check = 0;
         let pages = s.stats.get("pages").copied().unwrap_or(0);
         if pages >= last_pages + every {
             last_pages = pages;
@@ -426,4 +437,14 @@ pub fn read_tracedat(
     }
     progress(total, total);
     Ok(s)
+}
+
+/// An emptied `Vec<Value>` with its allocation kept, under any lifetime:
+/// the values of one record borrow its page, so the buffer is handed back
+/// empty between records instead of being allocated per record. (Collecting
+/// an empty `into_iter` into a vector of a same-sized type reuses the
+/// allocation.)
+fn recycle<'a, 'b>(mut v: Vec<Value<'a>>) -> Vec<Value<'b>> {
+    v.clear();
+    v.into_iter().map(|_| Value::Null).collect()
 }
