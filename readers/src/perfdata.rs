@@ -12,17 +12,16 @@
 //! schemas as trace.dat** (a perf `sched_switch` and a trace-cmd one are
 //! the same table). Other samples (hardware counters) go to
 //! `perf_sample`. perf writes per-CPU buffers in *rounds*: the **sorter**
-//! keeps the current round in a heap and, at each `FINISHED_ROUND`, emits
-//! everything up to the previous round's latest time, so memory is one
-//! round, not the file.
+//! ([`RoundSorter`]) keeps the current round's samples and, at each
+//! `FINISHED_ROUND`, sorts them and emits everything up to the previous
+//! round's latest time, so memory is one round, not the file.
 
 use crate::bytes::{Bytes, Endian};
 use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
 use crate::ftrace::format::{parse_format, EventFormat};
-use crate::sink::{field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use crate::sink::{field_column_name, recycle, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -139,6 +138,16 @@ struct Tp {
     table: Option<TableId>,
     decoder: FieldDecoder,
     pid_offset: usize,
+    rows: u64,
+}
+
+/// Samples that are not tracepoints (`perf_sample`), and the values buffer
+/// every row is decoded into.
+#[derive(Default)]
+struct Other {
+    table: Option<TableId>,
+    rows: u64,
+    scratch: Vec<Value<'static>>,
 }
 
 /// Read `path` into `sink`.
@@ -245,7 +254,9 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
     for fm in &formats {
         *count.entry(fm.name.as_str()).or_default() += 1;
     }
-    let mut tps: HashMap<u32, Tp> = HashMap::new();
+    // Indexed by ftrace event id, which the kernel keeps to 16 bits
+    // (`common_type`); a format claiming more is left out.
+    let mut tps: Vec<Option<Tp>> = Vec::new();
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for fm in &formats {
         let n = seen.entry(fm.name.as_str()).or_default();
@@ -261,13 +272,21 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
             }
         }
         let pid_offset = fm.common.iter().find(|c| c.name == "common_pid").map_or(4, |c| c.offset);
-        tps.insert(fm.id, Tp { spec: TableSpec { name, system: fm.system.clone(), columns }, table: None, decoder: FieldDecoder::new(&typed, Endian::Little, long), pid_offset });
+        let id = fm.id as usize;
+        if id > u16::MAX as usize {
+            s.warnings.push(format!("{}: event {}:{} has id {id}, beyond 16 bits; its samples go uncounted", path.display(), fm.system, fm.name));
+            continue;
+        }
+        if tps.len() <= id {
+            tps.resize_with(id + 1, || None);
+        }
+        tps[id] = Some(Tp { spec: TableSpec { name, system: fm.system.clone(), columns }, table: None, decoder: FieldDecoder::new(&typed, Endian::Little, long), pid_offset, rows: 0 });
     }
     sink.set_instances(&[String::new()]);
-    let mut sample_table: Option<TableId> = None;
-    // the sorter: (time, seq) → record bytes, flushed per round
-    let mut heap: BinaryHeap<Reverse<(u64, u64, Vec<u8>)>> = BinaryHeap::new();
-    let mut seq = 0u64;
+    let ids = IdIndex::new(&id_to_attr);
+    let mut other = Other::default();
+    let mut sorter = RoundSorter::default();
+    let mut by_type = [0u64; 128];
     let mut round_max = 0u64;
     let mut prev_round_max = 0u64;
     let mut pos = data_off;
@@ -297,20 +316,19 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
             continue;
         }
         let rec = &buf[rel..rel + rsize as usize];
-        *s.records.entry(rtype).or_default() += 1;
+        match by_type.get_mut(rtype as usize) {
+            Some(n) => *n += 1,
+            None => *s.records.entry(rtype).or_default() += 1,
+        }
         match rtype {
             SAMPLE => {
-                let t = sample_time(rec, &attrs, &id_to_attr).unwrap_or(0);
+                let t = sample_time(rec, &attrs, &ids).unwrap_or(0);
                 round_max = round_max.max(t);
-                seq += 1;
-                heap.push(Reverse((t, seq, rec.to_vec())));
+                sorter.push(t, rec);
             }
             LOST if rec.len() >= 24 => s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8")),
             FINISHED_ROUND => {
-                while heap.peek().is_some_and(|Reverse((t, _, _))| *t <= prev_round_max) {
-                    let Reverse((_, _, r)) = heap.pop().expect("peeked");
-                    emit(&r, &attrs, &id_to_attr, &mut tps, &mut sample_table, sink, &mut s)?;
-                }
+                sorter.flush(prev_round_max, |r| emit(r, &attrs, &ids, &mut tps, &mut other, sink, &mut s))?;
                 prev_round_max = round_max;
             }
             _ => {}
@@ -323,8 +341,15 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
             }
         }
     }
-    while let Some(Reverse((_, _, r))) = heap.pop() {
-        emit(&r, &attrs, &id_to_attr, &mut tps, &mut sample_table, sink, &mut s)?;
+    sorter.flush(u64::MAX, |r| emit(r, &attrs, &ids, &mut tps, &mut other, sink, &mut s))?;
+    for (t, n) in by_type.iter().enumerate().filter(|(_, &n)| n > 0) {
+        *s.records.entry(t as u32).or_default() += n;
+    }
+    for tp in tps.iter().flatten().filter(|tp| tp.rows > 0) {
+        *s.rows.entry(tp.spec.name.clone()).or_default() += tp.rows;
+    }
+    if other.rows > 0 {
+        s.rows.insert("perf_sample".into(), other.rows);
     }
     progress(data_len, data_len);
     Ok(s)
@@ -340,13 +365,67 @@ struct Parsed<'a> {
     raw: Option<&'a [u8]>,
 }
 
-fn attr_of<'a>(rec: &[u8], attrs: &'a [Attr], ids: &HashMap<u64, usize>) -> Option<&'a Attr> {
+fn attr_of<'a>(rec: &[u8], attrs: &'a [Attr], ids: &IdIndex) -> Option<&'a Attr> {
     if attrs.len() == 1 {
         return attrs.first();
     }
     // with several attrs, sample_type includes IDENTIFIER: the id comes first
     let id = u64::from_le_bytes(rec.get(8..16)?.try_into().ok()?);
-    ids.get(&id).map(|&i| &attrs[i])
+    ids.get(id).map(|i| &attrs[i])
+}
+
+/// Sample id → attribute index: a sorted vector (a handful of ids per
+/// event per CPU; a hash lookup per sample showed in the profile).
+struct IdIndex(Vec<(u64, usize)>);
+
+impl IdIndex {
+    fn new(map: &HashMap<u64, usize>) -> Self {
+        let mut v: Vec<(u64, usize)> = map.iter().map(|(&k, &i)| (k, i)).collect();
+        v.sort_unstable();
+        IdIndex(v)
+    }
+
+    fn get(&self, id: u64) -> Option<usize> {
+        self.0.binary_search_by_key(&id, |&(k, _)| k).ok().map(|i| self.0[i].1)
+    }
+}
+
+/// The current round's samples: their bytes in one arena, sorted by
+/// (time, arrival) when the round ends. Samples of one round arrive
+/// per-CPU ordered, so the sort is of a few sorted runs.
+#[derive(Default)]
+struct RoundSorter {
+    arena: Vec<u8>,
+    pending: Vec<(u64, u64, usize, usize)>,
+    seq: u64,
+}
+
+impl RoundSorter {
+    fn push(&mut self, time: u64, rec: &[u8]) {
+        self.pending.push((time, self.seq, self.arena.len(), rec.len()));
+        self.seq += 1;
+        self.arena.extend_from_slice(rec);
+    }
+
+    /// Emit, in time order, every sample at or before `limit`; keep the rest.
+    fn flush(&mut self, limit: u64, mut emit: impl FnMut(&[u8]) -> ReadResult<()>) -> ReadResult<()> {
+        // Stable sort: it finds and merges the per-CPU runs (the unstable
+        // one does not); the keys are unique, so the order is the same.
+        self.pending.sort();
+        let k = self.pending.partition_point(|&(t, ..)| t <= limit);
+        for &(_, _, off, len) in &self.pending[..k] {
+            emit(&self.arena[off..off + len])?;
+        }
+        let mut arena = Vec::with_capacity(self.arena.len() / 2);
+        let mut kept = Vec::with_capacity(self.pending.len() - k);
+        for &(t, q, off, len) in &self.pending[k..] {
+            kept.push((t, q, arena.len(), len));
+            arena.extend_from_slice(&self.arena[off..off + len]);
+        }
+        self.arena = arena;
+        self.pending = kept;
+        Ok(())
+    }
 }
 
 fn parse<'a>(rec: &'a [u8], a: &Attr) -> Option<Parsed<'a>> {
@@ -410,12 +489,12 @@ fn parse<'a>(rec: &'a [u8], a: &Attr) -> Option<Parsed<'a>> {
     Some(out)
 }
 
-fn sample_time(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>) -> Option<u64> {
+fn sample_time(rec: &[u8], attrs: &[Attr], ids: &IdIndex) -> Option<u64> {
     parse(rec, attr_of(rec, attrs, ids)?)?.time
 }
 
 #[allow(clippy::too_many_arguments)]
-fn emit(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>, tps: &mut HashMap<u32, Tp>, sample_table: &mut Option<TableId>, sink: &mut dyn EventSink, s: &mut PerfSummary) -> ReadResult<()> {
+fn emit(rec: &[u8], attrs: &[Attr], ids: &IdIndex, tps: &mut [Option<Tp>], other: &mut Other, sink: &mut dyn EventSink, s: &mut PerfSummary) -> ReadResult<()> {
     let Some(a) = attr_of(rec, attrs, ids) else {
         *s.records.entry(u32::MAX).or_default() += 1;
         return Ok(());
@@ -428,7 +507,7 @@ fn emit(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>, tps: &mut HashMap
     s.time_range = Some(s.time_range.map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))));
     let cpu = p.cpu.unwrap_or(0);
     if a.kind == TRACEPOINT {
-        if let (Some(raw), Some(tp)) = (p.raw, tps.get_mut(&(a.config as u32))) {
+        if let (Some(raw), Some(tp)) = (p.raw, tps.get_mut(a.config as usize).and_then(Option::as_mut)) {
             let t = match tp.table {
                 Some(t) => t,
                 None => {
@@ -439,14 +518,15 @@ fn emit(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>, tps: &mut HashMap
             };
             let pid = Endian::Little.uint(raw, tp.pid_offset, 4).map(|v| v as u32 as i32);
             tp.decoder.prepare(raw);
-            let mut vals = Vec::with_capacity(tp.spec.columns.len());
+            let mut vals = recycle(std::mem::take(&mut other.scratch));
             tp.decoder.values(raw, &mut vals);
             sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
-            *s.rows.entry(tp.spec.name.clone()).or_default() += 1;
+            other.scratch = recycle(vals);
+            tp.rows += 1;
             return Ok(());
         }
     }
-    let t = match *sample_table {
+    let t = match other.table {
         Some(t) => t,
         None => {
             let spec = TableSpec {
@@ -460,13 +540,13 @@ fn emit(rec: &[u8], attrs: &[Attr], ids: &HashMap<u64, usize>, tps: &mut HashMap
                 ],
             };
             let t = sink.declare_table(&spec).map_err(|what| ReadError::Sink { what })?;
-            *sample_table = Some(t);
+            other.table = Some(t);
             t
         }
     };
     let (pid, tid) = p.tid.map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
     let vals = [Value::Str(&a.name), p.ip.map_or(Value::Null, Value::U64), p.period.map_or(Value::Null, Value::U64), tid.map_or(Value::Null, Value::I64)];
     sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
-    *s.rows.entry("perf_sample".into()).or_default() += 1;
+    other.rows += 1;
     Ok(())
 }

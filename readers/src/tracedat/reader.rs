@@ -23,7 +23,7 @@ use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
 use crate::ftrace::format::EventFormat;
 use crate::ftrace::printk;
-use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
+use crate::sink::{recycle, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::Path;
@@ -437,14 +437,4 @@ pub fn read_tracedat(
     }
     progress(total, total);
     Ok(s)
-}
-
-/// An emptied `Vec<Value>` with its allocation kept, under any lifetime:
-/// the values of one record borrow its page, so the buffer is handed back
-/// empty between records instead of being allocated per record. (Collecting
-/// an empty `into_iter` into a vector of a same-sized type reuses the
-/// allocation.)
-fn recycle<'a, 'b>(mut v: Vec<Value<'a>>) -> Vec<Value<'b>> {
-    v.clear();
-    v.into_iter().map(|_| Value::Null).collect()
 }
