@@ -58,16 +58,22 @@ struct Window {
 
 /// The class name xenalyze uses for an event id.
 pub fn class_name(ev: u32) -> &'static str {
+    CLASSES[class_index(ev)]
+}
+
+const CLASSES: [&str; 9] = ["gen", "sched", "dom0op", "hvm", "mem", "pv", "shadow", "hw", "other"];
+
+fn class_index(ev: u32) -> usize {
     match (ev >> 16) & 0xfff {
-        0x001 => "gen",
-        0x002 => "sched",
-        0x004 => "dom0op",
-        0x008 => "hvm",
-        0x010 => "mem",
-        0x020 => "pv",
-        0x040 => "shadow",
-        0x080 => "hw",
-        _ => "other",
+        0x001 => 0,
+        0x002 => 1,
+        0x004 => 2,
+        0x008 => 3,
+        0x010 => 4,
+        0x020 => 5,
+        0x040 => 6,
+        0x080 => 7,
+        _ => 8,
     }
 }
 
@@ -187,19 +193,25 @@ fn col(name: &str, ty: ColumnType) -> ColumnSpec {
     ColumnSpec { name: name.into(), ty }
 }
 
+/// The tables declared so far, with the rows each was given: every decode
+/// arm asks for its table once and writes one row.
+#[derive(Default)]
 struct Tables {
-    ids: BTreeMap<&'static str, TableId>,
+    tables: Vec<(&'static str, TableId, u64)>,
 }
 
 impl Tables {
     fn get(&mut self, sink: &mut dyn EventSink, name: &'static str, cols: &[(&str, ColumnType)]) -> ReadResult<TableId> {
-        if let Some(t) = self.ids.get(name) {
-            return Ok(*t);
+        // A few dozen tables at most: a scan that mostly ends at the first
+        // pointer comparison beats a map keyed by string content.
+        if let Some(e) = self.tables.iter_mut().find(|e| std::ptr::eq(e.0, name) || e.0 == name) {
+            e.2 += 1;
+            return Ok(e.1);
         }
         let mut columns = vec![col("tsc", ColumnType::U64)];
         columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
         let t = sink.declare_table(&TableSpec { name: name.into(), system: "xen".into(), columns }).map_err(|what| ReadError::Sink { what })?;
-        self.ids.insert(name, t);
+        self.tables.push((name, t, 1));
         Ok(t)
     }
 }
@@ -250,9 +262,9 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             heap.push(Reverse((st.cur.expect("advanced").tsc, st.cpu, i)));
         }
     }
-    let mut t = Tables { ids: BTreeMap::new() };
-    let mut volume: BTreeMap<(u32, &'static str), u64> = BTreeMap::new();
-    let mut rows: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut t = Tables::default();
+    // bytes per stream and class, into the summary at the end
+    let mut volume = vec![[0u64; CLASSES.len()]; streams.len()];
     let ns = |tsc: u64| (tsc as f64 * 1e9 / cpu_hz).round() as i64;
     let mut done = 0u64;
     let mut list: Vec<u64> = Vec::with_capacity(7);
@@ -261,82 +273,69 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
         let r = streams[i].cur.expect("in heap");
         let cpu = streams[i].cpu;
         s.records += 1;
-        // counted under &'static keys in the hot loop, into the summary at the end
-        *volume.entry((cpu, class_name(r.ev))).or_default() += r.bytes;
+        volume[i][class_index(r.ev)] += r.bytes;
         let head = RowHeader { ts: ns(r.tsc), cpu, pid: None, instance: 0 };
         let w = &r.words;
         let tsc = Value::U64(r.tsc);
         let row = |sink: &mut dyn EventSink, tid: TableId, vals: &[Value<'_>]| sink.write_row(tid, &head, vals).map_err(|what| ReadError::Sink { what });
-        let name: &'static str = match r.ev {
+        match r.ev {
             ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
                 let tid = t.get(sink, "xen_runstate_change", &[("dom", I64), ("vcpu", I64), ("old_state", Str), ("new_state", Str)])?;
                 let (d, v) = dom_vcpu(w[0]);
                 let old = RUNSTATES.get(((ev >> 8) & 0xf) as usize).copied().unwrap_or("unknown");
                 let new = RUNSTATES.get(((ev >> 4) & 0xf) as usize).copied().unwrap_or("unknown");
                 row(sink, tid, &[tsc, Value::I64(d), Value::I64(v), Value::Str(old), Value::Str(new)])?;
-                "xen_runstate_change"
             }
             0x0002_1002 if r.n >= 1 => {
                 let tid = t.get(sink, "xen_continue_running", &[("dom", I64), ("vcpu", I64)])?;
                 let (d, v) = dom_vcpu(w[0]);
                 row(sink, tid, &[tsc, Value::I64(d), Value::I64(v)])?;
-                "xen_continue_running"
             }
             0x0002_800a if r.n >= 4 => {
                 let tid = t.get(sink, "xen_switch", &[("prev_dom", I64), ("prev_vcpu", I64), ("next_dom", I64), ("next_vcpu", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::I64(w[2] as i64), Value::I64(w[3] as i64)])?;
-                "xen_switch"
             }
             0x0002_800e if r.n >= 3 => {
                 let tid = t.get(sink, "xen_switch_infprev", &[("dom", I64), ("vcpu", I64), ("runtime", U64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64)])?;
-                "xen_switch_infprev"
             }
             0x0002_800f if r.n >= 4 => {
                 let tid = t.get(sink, "xen_switch_infnext", &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64), Value::I64(w[3] as i32 as i64)])?;
-                "xen_switch_infnext"
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
                 let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"][(r.ev - 0x0002_8003) as usize];
                 let tid = t.get(sink, name, &[("dom", I64), ("vcpu", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64)])?;
-                name
             }
             0x0008_1001 | 0x0008_1101 => {
                 let tid = t.get(sink, "xen_hvm_vmentry", &[])?;
                 row(sink, tid, &[tsc])?;
-                "xen_hvm_vmentry"
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
                 let tid = t.get(sink, "xen_hvm_vmexit", &[("exit_reason", U32), ("rip", U64)])?;
                 let rip = if r.ev & 0x100 != 0 && r.n >= 3 { wide(w, 1) } else { w[1] as u64 };
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(rip)])?;
-                "xen_hvm_vmexit"
             }
             0x0080_1001 if r.n >= 2 => {
                 let tid = t.get(sink, "xen_pm_freq_change", &[("old_mhz", U32), ("new_mhz", U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(w[1] as u64)])?;
-                "xen_pm_freq_change"
             }
             0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
                 let name = if r.ev == 0x0080_1002 { "xen_pm_idle_entry" } else { "xen_pm_idle_exit" };
                 let tid = t.get(sink, name, &[("cstate", U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
-                name
             }
             0x0010_0001..=0x0010_0003 if r.n >= 1 => {
                 // grant_table.c: TRACE_1D(event, domid of the granting domain)
                 let tid = t.get(sink, "xen_grant", &[("op", Str), ("dom", I64)])?;
                 let op = ["map", "unmap", "transfer"][(r.ev - 0x0010_0001) as usize];
                 row(sink, tid, &[tsc, Value::Str(op), Value::I64(w[0] as i64)])?;
-                "xen_grant"
             }
             0x0002_8001 | 0x0002_8002 if r.n >= 1 => {
                 let name = if r.ev == 0x0002_8001 { "xen_dom_add" } else { "xen_dom_remove" };
                 let tid = t.get(sink, name, &[("dom", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64)])?;
-                name
             }
             // typed handler records (x86 hvm code, Xen 4.x): HLT [intpending],
             // VMCALL [eax], INTR [vector], NPF [gpa:2, mfn:2, qualification, p2mt]
@@ -348,14 +347,12 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 };
                 let tid = t.get(sink, name, &[(col, U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
-                name
             }
             0x0008_2021 if r.n >= 6 => {
                 let tid = t.get(sink, "xen_hvm_npf", &[("gpa", U64), ("mfn", U64), ("qualification", U32), ("p2mt", U32)])?;
                 let gpa = wide(w, 0);
                 let mfn = wide(w, 2);
                 row(sink, tid, &[tsc, Value::U64(gpa), Value::U64(mfn), Value::U64(w[4] as u64), Value::U64(w[5] as u64)])?;
-                "xen_hvm_npf"
             }
             // emulated I/O (hvmtrace_io_assist): address (2 words with the
             // 64-bit flag), then the data unless it was a pointer
@@ -367,20 +364,17 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 let space = if ev & 0xff == 0x16 { "port" } else { "mem" };
                 let op = if ev & 0x200 != 0 { "write" } else { "read" };
                 row(sink, tid, &[tsc, Value::Str(space), Value::Str(op), Value::U64(addr), data])?;
-                "xen_hvm_io"
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
                 let tid = t.get(sink, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
                 fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)])?;
-                "xen_hvm_handler"
             }
             0x0020_1001 | 0x0020_1101 | 0x0020_100d if r.n >= 1 => {
                 // v1: [eip (1 or 2 words), eax = op]; v2: op in the low 20 bits of word 0
                 let op = if r.ev == 0x0020_100d { w[0] & 0xf_ffff } else { w[r.n - 1] };
                 let tid = t.get(sink, "xen_pv_hypercall", &[("op", U32), ("op_name", Str)])?;
                 row(sink, tid, &[tsc, Value::U64(op as u64), Value::Str(hypercall_name(op))])?;
-                "xen_pv_hypercall"
             }
             ev if ev & 0xffff_f000 == 0x0002_2000 => {
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
@@ -388,22 +382,16 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 let sched = ["credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7"][((ev >> 9) & 7) as usize];
                 fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::Str(sched), Value::U64((ev & 0x1ff) as u64), Value::ListU64(&list)])?;
-                "xen_sched_class"
             }
             LOST_RECORDS => {
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };
-                "xen_lost_records_marker"
             }
-            WRAP_BUFFER => "xen_wrap",
+            WRAP_BUFFER => {}
             _ => {
                 let tid = t.get(sink, "xen_record", &[("id", U32), ("words", ListU64)])?;
                 fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)])?;
-                "xen_record"
             }
-        };
-        if !name.ends_with("_marker") && name != "xen_wrap" {
-            *rows.entry(name).or_default() += 1;
         }
         s.tsc_range = Some(s.tsc_range.map_or((r.tsc, r.tsc), |(a, b)| (a.min(r.tsc), b.max(r.tsc))));
         done += r.bytes;
@@ -414,10 +402,12 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             heap.push(Reverse((streams[i].cur.expect("advanced").tsc, cpu, i)));
         }
     }
-    for ((cpu, class), bytes) in volume {
-        *s.volume.entry((cpu, class.into())).or_default() += bytes;
+    for (st, classes) in streams.iter().zip(&volume) {
+        for (class, &bytes) in CLASSES.iter().zip(classes).filter(|(_, &b)| b > 0) {
+            *s.volume.entry((st.cpu, (*class).into())).or_default() += bytes;
+        }
     }
-    s.rows.extend(rows.into_iter().map(|(k, v)| (k.to_string(), v)));
+    s.rows.extend(t.tables.iter().map(|&(name, _, n)| (name.to_string(), n)));
     s.time_range = s.tsc_range.map(|(a, b)| (ns(a), ns(b)));
     progress(size, size);
     Ok(s)
