@@ -4,6 +4,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod markers;
 mod perfdata;
 mod postcopy;
 mod replay;
@@ -27,5 +28,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(markers::parse_markers, m)?)?;
     Ok(())
 }

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -41,31 +42,10 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     cmdlines = [tuple(c) for s in cap.meta.get("sources", []) for c in s.get("summary", {}).get("cmdlines", [])]
     say = progress or (lambda _name: None)
     t0 = time.perf_counter()
-    out: dict[str, pl.DataFrame] = {}
-    say("thread_names")
-    out["thread_names"] = thread_names(name_observations(ev), span[1])
-    say("threads")
-    out["threads"] = threads(ev, cap.meta.get("vms", []), cmdlines, out["thread_names"])
-    say("cpu_slices")
-    out["cpu_slices"] = cpu_slices(ev, span)
-    say("markers")
-    out["markers"] = markers(ev.get("print"), out["threads"])
-    say("spin_episodes")
-    spins = spin_episodes(ev, out["threads"], out["markers"], spin_gap_ns)
-    say("vcpu_states")
-    out["vcpu_states"] = vcpu_states(ev, out["threads"], out["cpu_slices"], spins, span)
-    out["spin_episodes"] = conform(with_holder(spins, out["vcpu_states"]), "spin_episodes")
-    say("io_work")
-    out["io_work"] = io_work(ev, out["threads"], out["cpu_slices"], span, window_ns, out["vcpu_states"])
-    say("power")
-    out["power"] = power(ev, span)
-    say("faults")
-    out["faults"] = faults(ev, out["threads"])
     model_dir = cap.path / "model"
     model_dir.mkdir(exist_ok=True)
-    for name in TABLE_ORDER:
-        assert name in MODEL_TABLES
-        _write(out[name], model_dir / f"{name}.parquet")
+    with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-write") as writer:
+        out = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet"))
     rows = {name: out[name].height for name in TABLE_ORDER}
     meta = dict(cap.meta)
     meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}
@@ -73,3 +53,40 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     tmp.write_text(json.dumps(meta, indent=2))
     os.replace(tmp, cap.path / "capture.json")
     return rows
+
+
+def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save) -> dict[str, pl.DataFrame]:
+    """The tables in dependency order. `save(name, df)` is called as soon
+    as a table is final, so Parquet encoding (polars releases the GIL)
+    overlaps the tables still being computed."""
+    out: dict[str, pl.DataFrame] = {}
+    futures = []
+
+    def done(name: str, df: pl.DataFrame) -> None:
+        assert name in MODEL_TABLES
+        out[name] = df
+        futures.append(save(name, df))
+
+    say("thread_names")
+    done("thread_names", thread_names(name_observations(ev), span[1]))
+    say("threads")
+    done("threads", threads(ev, meta.get("vms", []), cmdlines, out["thread_names"]))
+    say("cpu_slices")
+    done("cpu_slices", cpu_slices(ev, span))
+    say("markers")
+    done("markers", markers(ev.get("print"), out["threads"]))
+    say("spin_episodes")
+    spins = spin_episodes(ev, out["threads"], out["markers"], spin_gap_ns)
+    say("vcpu_states")
+    done("vcpu_states", vcpu_states(ev, out["threads"], out["cpu_slices"], spins, span))
+    done("spin_episodes", conform(with_holder(spins, out["vcpu_states"]), "spin_episodes"))
+    say("io_work")
+    done("io_work", io_work(ev, out["threads"], out["cpu_slices"], span, window_ns, out["vcpu_states"]))
+    say("power")
+    done("power", power(ev, span))
+    say("faults")
+    done("faults", faults(ev, out["threads"]))
+    for f in futures:
+        f.result()  # a write error surfaces here, before capture.json says the model exists
+    assert set(out) == set(TABLE_ORDER)
+    return out

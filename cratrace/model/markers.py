@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from cratrace import _native
 from cratrace.model.frames import conform, empty, top_buffer
 
 
@@ -18,28 +19,15 @@ def markers(prints: pl.LazyFrame | None, threads: pl.DataFrame) -> pl.DataFrame:
     df = top_buffer(prints).select("ts", "cpu", pl.col("pid").cast(pl.Int64).alias("tid"), pl.col("buf").str.strip_chars_end("\n").alias("text")).collect()
     if df.height == 0:
         return empty("markers")
-    # Vectorised string work, no per-token list.eval: the text splits into
-    # name and rest; tokens of the rest containing "=" are the fields, key
-    # up to the first "=", value the rest of the token. Texts made only of
-    # plain k=v tokens (the common case) take literal replacements; the
-    # others a regex.
-    parts = pl.col("text").str.splitn(" ", 2)
-    df = df.with_row_index("_i").with_columns(parts.struct.field("field_0").alias("name"), parts.struct.field("field_1").fill_null("").alias("_rest"))
-    plain = pl.col("_rest").str.contains(r'^[^ ="\\]+=[^ ="\\]*( [^ ="\\]+=[^ ="\\]*)*$')
-    fast = df.filter(plain).with_columns(
-        pl.concat_str([pl.lit('{"'), pl.col("_rest").str.replace_all(" ", '","', literal=True).str.replace_all("=", '":"', literal=True), pl.lit('"}')]).alias("fields")
-    )
-    sep = "\x1f"
-    toks = pl.col("_rest").str.extract_all(r"[^ ]*=[^ ]*").list.join(sep)
-    esc = toks.str.replace_all("\\", "\\\\", literal=True).str.replace_all('"', '\\"', literal=True)
-    body = esc.str.replace_all(rf"([^{sep}=]*)=([^{sep}]*)", '"${1}":"${2}"').str.replace_all(sep, ",", literal=True)
-    slow = df.filter(~plain).with_columns(pl.concat_str([pl.lit("{"), body, pl.lit("}")]).alias("fields"))
-    df = pl.concat([fast, slow]).drop("_rest").with_columns(
-        pl.col("text").str.extract(r" vm=([^ ]*)").alias("_vm"),
-        pl.col("text").str.extract(r" vcpu=([^ ]*)").cast(pl.Int32, strict=False).alias("_vcpu"),
-    )
+    # One pass in Rust over the texts (cratrace-format's ftrace::marker
+    # says what a name and a field are); regular expressions over every
+    # line were most of the model build on marker-heavy traces.
+    parsed = pl.from_arrow(_native.parse_markers(df["text"].to_arrow(compat_level=pl.CompatLevel.newest())))
+    df = pl.concat([df, parsed.rename({"vm": "_vm", "vcpu": "_vcpu"})], how="horizontal")
+    if not df["ts"].is_sorted():
+        df = df.sort("ts", maintain_order=True)
     t = threads.select("tid", pl.col("vm").alias("_tvm"), pl.col("vcpu").alias("_tvcpu"))
-    df = df.join(t, on="tid", how="left").with_columns(
+    df = df.join(t, on="tid", how="left", maintain_order="left").with_columns(
         pl.coalesce("_vm", "_tvm").alias("vm"), pl.coalesce("_vcpu", "_tvcpu").alias("vcpu")
     )
-    return conform(df.sort("ts", "_i").drop("_i"), "markers")
+    return conform(df, "markers")

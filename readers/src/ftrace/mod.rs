@@ -5,6 +5,7 @@
 
 pub mod field;
 pub mod format;
+pub mod marker;
 pub mod printk;
 
 pub use field::{FieldDecoder, FieldKind};
