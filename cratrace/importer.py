@@ -113,20 +113,13 @@ def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path, compression
     return rows
 
 
-def import_capture(
-    sources: list[Path],
-    out: Path,
-    *,
-    force: bool = False,
-    cpu_hz: float | None = None,
-    progress: ProgressFactory | None = None,
-    batch_rows: int = 65536,
-    compression: str = "lz4",
-) -> Capture:
-    """Import `sources` into the capture directory `out` and open it."""
+def import_capture(sources: list[Path], out: Path, **options: Any) -> Capture:
+    """Import `sources` into the capture directory `out` and open it;
+    `options` are `write_capture`'s (force, cpu_hz, progress, batch_rows,
+    compression)."""
     from cratrace.capture import Capture
 
-    write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=progress, batch_rows=batch_rows, compression=compression)
+    write_capture(sources, out, **options)
     return Capture(out)
 
 

@@ -1,0 +1,81 @@
+"""What `cratrace import` writes (codecs, encodings), the manifest
+checksum it enforces, and what it loads at start-up: on the raw lab
+capture the project ships, so these run without ../shared."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.helpers import cratrace
+
+RAW = Path(__file__).resolve().parents[2] / "sample-traces" / "lab-kvm-sched"
+
+
+def _codecs_and_encodings(path: Path) -> dict[str, tuple[set[str], set[str]]]:
+    md = pq.ParquetFile(path).metadata
+    out: dict[str, tuple[set[str], set[str]]] = {}
+    for rg in range(md.num_row_groups):
+        for c in range(md.num_columns):
+            col = md.row_group(rg).column(c)
+            codecs, encs = out.setdefault(col.path_in_schema, (set(), set()))
+            codecs.add(col.compression)
+            encs.update(col.encodings)
+    return out
+
+
+# pyarrow names Parquet's LZ4_RAW codec "LZ4" (the framed Hadoop one is "LZ4_HADOOP")
+@pytest.mark.parametrize("codec, expected", [(None, "LZ4"), ("zstd", "ZSTD"), ("none", "UNCOMPRESSED")])
+def test_compression_option_sets_every_column_chunk_and_ts_is_delta_encoded(tmp_path, codec, expected):
+    out = tmp_path / "cap"
+    cratrace("import", RAW, "-o", out, "-q", *(["--compression", codec] if codec else []), check=True)
+    sw = _codecs_and_encodings(out / "events" / "sched_switch.parquet")
+    assert {c for codecs, _ in sw.values() for c in codecs} == {expected}
+    assert "DELTA_BINARY_PACKED" in sw["ts"][1]
+    assert "RLE_DICTIONARY" in sw["next_comm"][1] or "PLAIN_DICTIONARY" in sw["next_comm"][1]
+
+
+def test_unknown_compression_is_a_one_line_usage_error(tmp_path):
+    p = cratrace("import", RAW, "-o", tmp_path / "cap", "--compression", "brotli")
+    assert p.returncode == 2
+    assert "--compression brotli" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "cap").exists()
+
+
+def test_a_file_that_differs_from_its_manifest_fails_the_import_and_leaves_nothing(tmp_path):
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    manifest = json.loads((raw / "manifest.json").read_text())
+    trace = next(f for f in manifest["files"] if f["path"].endswith(".dat"))
+    assert trace.get("sha256"), "the shipped raw capture records its checksums"
+    data = bytearray((raw / trace["path"]).read_bytes())
+    data[-1] ^= 0xFF  # the last page's last byte: still readable, no longer the recorded file
+    (raw / trace["path"]).write_bytes(bytes(data))
+    p = cratrace("import", raw, "-o", tmp_path / "cap")
+    assert p.returncode == 2
+    assert "checksum differs from the manifest" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "cap").exists() and not list(tmp_path.glob(".cap.importing-*"))
+
+
+def test_importing_a_trace_dat_does_not_load_polars(tmp_path):
+    # polars costs a quarter of a second of start-up; reading a trace.dat
+    # does not need it (the perf stat CSV importer does, so a bare file here)
+    code = (
+        "import sys\n"
+        "from cratrace.cli.main import main\n"
+        "try:\n"
+        f"    main(['import', {str(RAW / 'trace.dat')!r}, '-o', {str(tmp_path / 'cap')!r}, '-q'])\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "print('polars' in sys.modules)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "False"
+    assert (tmp_path / "cap" / "events" / "sched_switch.parquet").exists()
