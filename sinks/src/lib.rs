@@ -251,4 +251,26 @@ mod tests {
         assert_eq!(rows, 7);
         std::fs::remove_dir_all(&dir).ok();
     }
+
+    #[test]
+    fn a_file_that_cannot_be_created_is_an_error_naming_it() {
+        let dir = std::env::temp_dir().join(format!("cratrace-sink-missing-{}", std::process::id())).join("nope");
+        let mut sink = ParquetSink::new(&dir, 2, Codec::Zstd);
+        let spec = TableSpec { name: "ev".into(), system: "sys".into(), columns: vec![ColumnSpec { name: "a".into(), ty: ColumnType::U64 }] };
+        let t = sink.declare_table(&spec).unwrap();
+        let mut first_err = None;
+        for i in 0..64 {
+            let head = RowHeader { ts: i, cpu: 0, pid: None, instance: 0 };
+            if let Err(e) = sink.write_row(t, &head, &[Value::U64(i as u64)]) {
+                first_err = Some(e);
+                break;
+            }
+        }
+        // the writer thread fails on its own; whichever call learns of it says why
+        let err = match first_err {
+            Some(e) => e,
+            None => sink.finish().unwrap_err(),
+        };
+        assert!(err.contains("ev.parquet"), "{err}");
+    }
 }

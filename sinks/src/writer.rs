@@ -29,16 +29,17 @@ enum Msg {
 pub(crate) struct BackgroundWriter {
     tx: Option<SyncSender<Msg>>,
     thread: Option<JoinHandle<Result<Vec<(usize, PathBuf)>, String>>>,
+    failed: Option<String>,
 }
 
 impl BackgroundWriter {
     pub(crate) fn start(props: WriterProperties) -> Self {
         let (tx, rx) = sync_channel(IN_FLIGHT);
-        let thread = std::thread::Builder::new()
-            .name("cratrace-parquet".into())
-            .spawn(move || run(rx, props))
-            .expect("spawning the Parquet writer thread");
-        BackgroundWriter { tx: Some(tx), thread: Some(thread) }
+        match std::thread::Builder::new().name("cratrace-parquet".into()).spawn(move || run(rx, props)) {
+            Ok(thread) => BackgroundWriter { tx: Some(tx), thread: Some(thread), failed: None },
+            // Reported by the first write, as a one-line error, not a panic.
+            Err(e) => BackgroundWriter { tx: None, thread: None, failed: Some(format!("cannot start the Parquet writer thread: {e}")) },
+        }
     }
 
     pub(crate) fn open(&mut self, idx: usize, path: PathBuf, schema: SchemaRef) -> Result<(), String> {
@@ -63,7 +64,7 @@ impl BackgroundWriter {
         self.tx = None;
         match self.thread.take() {
             Some(t) => t.join().unwrap_or_else(|_| Err("the Parquet writer thread panicked".into())),
-            None => Err("the Parquet writer already stopped".into()),
+            None => Err(self.failed.clone().unwrap_or_else(|| "the Parquet writer already stopped".into())),
         }
     }
 }
