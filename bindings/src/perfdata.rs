@@ -1,7 +1,6 @@
 //! `read_perfdata`: perf.data → the same tables as trace.dat (+ perf_sample).
 
-use crate::errors::{progress_callback, to_py};
-use crate::errors::codec;
+use crate::errors::{codec, progress_callback, to_py};
 use cratrace_arrow::ParquetSink;
 use cratrace_format::perfdata::read_perfdata as read;
 use cratrace_format::ReadError;

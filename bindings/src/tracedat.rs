@@ -1,7 +1,6 @@
 //! `read_tracedat`: trace.dat → one Parquet file per event table.
 
-use crate::errors::{progress_callback, to_py};
-use crate::errors::codec;
+use crate::errors::{codec, progress_callback, to_py};
 use cratrace_arrow::ParquetSink;
 use cratrace_format::tracedat::{read_tracedat as read, ReadOptions, TraceDatSummary};
 use cratrace_format::ReadError;

@@ -1,7 +1,6 @@
 //! `read_xentrace`: a xentrace file → one Parquet file per record type.
 
-use crate::errors::{progress_callback, to_py};
-use crate::errors::codec;
+use crate::errors::{codec, progress_callback, to_py};
 use cratrace_arrow::ParquetSink;
 use cratrace_format::xentrace::read_xentrace as read;
 use cratrace_format::ReadError;

@@ -56,13 +56,10 @@ struct Window {
     len: u64,
 }
 
-/// The class name xenalyze uses for an event id.
-pub fn class_name(ev: u32) -> &'static str {
-    CLASSES[class_index(ev)]
-}
-
+/// The class names xenalyze uses, indexed by [`class_index`].
 const CLASSES: [&str; 9] = ["gen", "sched", "dom0op", "hvm", "mem", "pv", "shadow", "hw", "other"];
 
+/// The class of an event id, as an index into [`CLASSES`].
 fn class_index(ev: u32) -> usize {
     match (ev >> 16) & 0xfff {
         0x001 => 0,

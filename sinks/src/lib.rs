@@ -19,6 +19,8 @@ use builders::ColumnBuilder;
 use cratrace_format::{EventSink, RowHeader, TableId, TableSpec, Value};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use parquet::file::reader::FileReader;
+use parquet::file::serialized_reader::SerializedFileReader;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,8 +43,7 @@ struct Table {
 /// Rows in a Parquet file, from its footer (no column is read).
 pub fn parquet_row_count(path: &Path) -> Result<u64, String> {
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let r = parquet::file::serialized_reader::SerializedFileReader::new(f).map_err(|e| format!("{}: {e}", path.display()))?;
-    use parquet::file::reader::FileReader;
+    let r = SerializedFileReader::new(f).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(r.metadata().file_metadata().num_rows().max(0) as u64)
 }
 

@@ -28,11 +28,6 @@ pub fn fields(rest: &str) -> impl Iterator<Item = (&str, &str)> {
     })
 }
 
-/// Value of the first `key=` field (never the name).
-pub fn field_value<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    fields(split_name(text).1).find(|(k, _)| *k == key).map(|(_, v)| v)
-}
-
 /// One line parsed in a single pass: its name, its fields as a JSON object
 /// (into `json`) and its first `vm=` and `vcpu=` values.
 pub fn parse_line<'a>(text: &'a str, json: &mut String) -> (&'a str, Option<&'a str>, Option<&'a str>) {
@@ -105,13 +100,17 @@ mod tests {
     }
 
     #[test]
-    fn field_values_come_from_tokens_after_the_name() {
-        assert_eq!(field_value("txn_end vm=a vcpu=12 n=3", "vcpu"), Some("12"));
-        assert_eq!(field_value("txn_end vm=a vcpu=12", "vm"), Some("a"));
-        assert_eq!(field_value("vm=x other", "vm"), None);
-        assert_eq!(field_value("x xvm=1 vm=2", "vm"), Some("2"));
-        assert_eq!(field_value("x vm=", "vm"), Some(""));
-        assert_eq!(field_value("x vmx=1", "vm"), None);
+    fn vm_and_vcpu_come_from_tokens_after_the_name() {
+        fn vm_vcpu(text: &str) -> (Option<&str>, Option<&str>) {
+            let (_, vm, vcpu) = parse_line(text, &mut String::new());
+            (vm, vcpu)
+        }
+        assert_eq!(vm_vcpu("txn_end vm=a vcpu=12 n=3").1, Some("12"));
+        assert_eq!(vm_vcpu("txn_end vm=a vcpu=12").0, Some("a"));
+        assert_eq!(vm_vcpu("vm=x other").0, None);
+        assert_eq!(vm_vcpu("x xvm=1 vm=2").0, Some("2"));
+        assert_eq!(vm_vcpu("x vm=").0, Some(""));
+        assert_eq!(vm_vcpu("x vmx=1").0, None);
         let mut j = String::new();
         assert_eq!(parse_line("spin vcpu=2 vm=a vm=b", &mut j), ("spin", Some("a"), Some("2")));
     }
