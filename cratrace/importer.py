@@ -167,31 +167,30 @@ def write_capture(
         available = importers.available()
         staged: list[tuple[Path, dict]] = []
         source_meta = []
-        pool = ThreadPoolExecutor(1, thread_name_prefix="cratrace-sha256")
-        for i, src in enumerate(expanded):
-            if src.kind not in available:
-                raise UnsupportedFormatError(f"{src.path}: no importer for kind {src.kind!r} in this build")
-            # The checksum is computed while the file is read (hashlib and
-            # the native reader both release the GIL): a fifth of a large
-            # perf.data import when done first. A mismatch still fails the
-            # import before anything is renamed into place.
-            hashing = pool.submit(sha256_of, src.path)
-            stage = tmp / "staging" / str(i)
-            stage.mkdir(parents=True)
-            bar = progress(src.path.name, src.path.stat().st_size) if progress else nullcontext(None)
-            try:
-                with bar as cb:
-                    summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "batch_rows": batch_rows, "compression": compression}, progress=cb)
-            finally:
-                # A file that differs from its manifest is reported as such,
-                # even when the difference also made the reader fail.
-                digest = hashing.result()
-                if src.expected_sha256 and src.expected_sha256 != digest:
-                    raise CaptureError(f"{src.path}: checksum differs from the manifest (file changed or damaged)")
-            summary.pop("files", None)
-            staged.append((stage, summary))
-            source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, "sha256": digest, "bytes": src.path.stat().st_size, "summary": summary})
-        pool.shutdown()
+        with ThreadPoolExecutor(1, thread_name_prefix="cratrace-sha256") as pool:
+            for i, src in enumerate(expanded):
+                if src.kind not in available:
+                    raise UnsupportedFormatError(f"{src.path}: no importer for kind {src.kind!r} in this build")
+                # The checksum is computed while the file is read (hashlib and
+                # the native reader both release the GIL): a fifth of a large
+                # perf.data import when done first. A mismatch still fails the
+                # import before anything is renamed into place.
+                hashing = pool.submit(sha256_of, src.path)
+                stage = tmp / "staging" / str(i)
+                stage.mkdir(parents=True)
+                bar = progress(src.path.name, src.path.stat().st_size) if progress else nullcontext(None)
+                try:
+                    with bar as cb:
+                        summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "batch_rows": batch_rows, "compression": compression}, progress=cb)
+                finally:
+                    # A file that differs from its manifest is reported as such,
+                    # even when the difference also made the reader fail.
+                    digest = hashing.result()
+                    if src.expected_sha256 and src.expected_sha256 != digest:
+                        raise CaptureError(f"{src.path}: checksum differs from the manifest (file changed or damaged)")
+                summary.pop("files", None)
+                staged.append((stage, summary))
+                source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, "sha256": digest, "bytes": src.path.stat().st_size, "summary": summary})
         rows = _merge_tables(staged, events_dir, compression)
         shutil.rmtree(tmp / "staging")
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)

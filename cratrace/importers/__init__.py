@@ -16,6 +16,12 @@ from types import ModuleType
 IMPORTER_MODULES = ("tracedat", "xentrace", "perfdata", "perfstat")
 
 
+def sink_options(options: dict) -> dict:
+    """The native readers' Parquet settings from an importer's `options`
+    (the defaults are the readers' own)."""
+    return {"batch_rows": int(options.get("batch_rows", 65536)), "compression": str(options.get("compression", "lz4"))}
+
+
 def available() -> dict[str, ModuleType]:
     """KIND -> module for every importer present in this build."""
     out: dict[str, ModuleType] = {}

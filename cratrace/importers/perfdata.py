@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cratrace import _native
+from cratrace.importers import sink_options
 
 KIND = "perfdata"
 
@@ -20,6 +21,6 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
-    s = dict(_native.read_perfdata(str(path), str(out_dir), batch_rows=int(options.get("batch_rows", 65536)), compression=str(options.get("compression", "lz4")), progress=progress))
+    s = dict(_native.read_perfdata(str(path), str(out_dir), **sink_options(options), progress=progress))
     s.update({"stats": {}, "dropped_fields": [], "lost_events": {"": {"all": {"count": s.get("lost", 0), "unknown_pages": 0}}} if s.get("lost") else {}})
     return s

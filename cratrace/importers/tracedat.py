@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cratrace import _native
+from cratrace.importers import sink_options
 
 KIND = "tracedat"
 MAGIC = b"\x17\x08\x44tracing"
@@ -20,4 +21,4 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
-    return dict(_native.read_tracedat(str(path), str(out_dir), batch_rows=int(options.get("batch_rows", 65536)), compression=str(options.get("compression", "lz4")), progress=progress))
+    return dict(_native.read_tracedat(str(path), str(out_dir), **sink_options(options), progress=progress))

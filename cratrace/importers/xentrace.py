@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from cratrace import _native
 from cratrace.errors import UsageError
+from cratrace.importers import sink_options
 
 KIND = "xentrace"
 CPU_CHANGE = 0x0001F003
@@ -36,7 +37,7 @@ def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callab
     hz = options.get("cpu_hz")
     if not hz:
         raise UsageError(f"{path}: xentrace timestamps are TSC cycles; pass --cpu-hz (the host's CPU frequency, e.g. 2.4e9) or import the raw capture with its host.json")
-    s = dict(_native.read_xentrace(str(path), str(out_dir), cpu_hz=float(hz), batch_rows=int(options.get("batch_rows", 65536)), compression=str(options.get("compression", "lz4")), progress=progress))
+    s = dict(_native.read_xentrace(str(path), str(out_dir), cpu_hz=float(hz), **sink_options(options), progress=progress))
     s.setdefault("stats", {})
     s.setdefault("dropped_fields", [])
     s["lost_events"] = {"": {c: {"count": n, "unknown_pages": 0} for c, n in s.get("lost_records", {}).items()}}
