@@ -66,7 +66,7 @@ def ours(path: Path, runs: int, cpu_hz: str | None) -> tuple[float, float, int]:
     return statistics.median(cli), statistics.median(api), n
 
 
-def compare(label: str, path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None) -> dict:
+def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None) -> dict:
     cli, api, n = ours(path, runs, cpu_hz)
     theirs = statistics.median(timed(peer) for _ in range(runs))
     return {
@@ -96,7 +96,7 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "cratrace", "synth", "xen-io-billing", "-o", str(synth), "--seed", "1", "--set", "workload=net4", "--set", f"duration_ms={a.xen_synth_ms}", "--force"], check=True, stderr=subprocess.DEVNULL)
     for label, path in (("xentrace (real fixture)", a.xentrace), ("xentrace (generated)", synth)):
         if path.exists():
-            res[label] = compare(label, path, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], "xenalyze --summary", cpu_hz="2.4e9")
+            res[label] = compare(path, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], "xenalyze --summary", cpu_hz="2.4e9")
     pd = OUT / f"sched-{a.perf_loops}.perf.data"
     if not pd.exists():
         # a scheduler-heavy workload: perf's own messaging benchmark
@@ -104,7 +104,7 @@ def main() -> None:
             ["perf", "record", "-q", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "-e", "sched:sched_stat_runtime", "-a", "-o", str(pd), "--", "perf", "bench", "sched", "messaging", "-g", "10", "-l", str(a.perf_loops)],
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
-    res["perf.data"] = compare("perf.data", pd, a.runs, ["perf", "script", "-i", str(pd)], "perf script")
+    res["perf.data"] = compare(pd, a.runs, ["perf", "script", "-i", str(pd)], "perf script")
     if a.json:
         print(json.dumps(res, indent=2))
         return
