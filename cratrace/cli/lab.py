@@ -13,6 +13,7 @@ lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` t
 
 VMS = typer.Option(help="Number of VM processes.")
 VCPUS = typer.Option(help="vCPU threads per VM.")
+WORK_CLOCK = typer.Option(help="Measure bursts and critical sections in thread CPU time (cpu: fixed work, as a guest computes) or wall time (wall: a preempted burst shrinks).")
 
 
 @lab_app.command("run")
@@ -23,13 +24,14 @@ def run_cmd(
     hold_us: Annotated[int, typer.Option(help="Critical section under the VM's spin lock (µs).")] = 100,
     sleep_us: Annotated[int, typer.Option(help="Sleep standing in for I/O after each transaction (µs).")] = 200,
     duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
+    work_clock: Annotated[str, WORK_CLOCK] = "cpu",
 ) -> None:
     """Run the lab workload in the foreground."""
     from cratrace.lab import LabParams, run
 
     from cratrace.lab import LabError
 
-    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration))
+    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock))
     if r.returncode != 0:
         raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
     console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
@@ -44,6 +46,7 @@ def capture_cmd(
     hold_us: Annotated[int, typer.Option(help="Critical section (µs).")] = 100,
     sleep_us: Annotated[int, typer.Option(help="Sleep after each transaction (µs).")] = 200,
     duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
+    work_clock: Annotated[str, WORK_CLOCK] = "cpu",
     preset: Annotated[str, typer.Option(help="Capture preset.")] = "kvm-sched",
     force: Annotated[bool, typer.Option("--force")] = False,
 ) -> None:
@@ -59,7 +62,7 @@ def capture_cmd(
 
     from cratrace.errors import OutputExistsError
 
-    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration)
+    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock)
     if out.exists() and not force:  # refuse before spending the capture, not after
         raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))

@@ -31,6 +31,10 @@ class LabParams:
     hold_us: int = 100
     sleep_us: int = 200
     duration_s: float = 2.0
+    #: bursts and critical sections in thread CPU time ("cpu": a fixed
+    #: amount of work, as a guest computes) or wall time ("wall": a
+    #: preempted burst shrinks)
+    work_clock: str = "cpu"
 
     def __post_init__(self) -> None:
         # vmlab.c clamps or zeroes nonsense silently (atoi, fixed arrays), so
@@ -42,11 +46,13 @@ class LabParams:
         for name in ("burst_us", "hold_us", "sleep_us"):
             if getattr(self, name) < 0:
                 raise LabError(f"--{name.replace('_', '-')} must be >= 0 µs, got {getattr(self, name)}")
+        if self.work_clock not in ("cpu", "wall"):
+            raise LabError(f"--work-clock must be cpu or wall, got {self.work_clock!r}")
         if not 0 < self.duration_s <= 86400:
             raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
 
     def argv(self, exe: Path) -> list[str]:
-        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s)]
+        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock]
 
 
 def executable() -> Path:

@@ -11,8 +11,10 @@
  *   spin_begin vm=<vm> vcpu=<n> lock=<id>
  *   spin_end vm=<vm> vcpu=<n> lock=<id> spins=<count>
  *
- * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S
+ * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall]
  *        (re-executes itself once per VM with argv[0]=qemu-system-x86_64)
+ * Bursts and critical sections are measured in thread CPU time (cpu, the
+ * default) or wall time (wall).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -48,10 +50,22 @@ static void relax(void) {
 #endif
 }
 
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Compute for `us` of this thread's CPU time (a guest's burst is a fixed
+ * amount of work: preempted, it finishes later), or of wall time with
+ * WORK_CLOCK=wall (the burst shrinks when preempted; kept to compare). */
+static int wall_clock_work;
+
 static void busy_us(long us) {
-    double until = now() + us / 1e6;
+    double (*clock)(void) = wall_clock_work ? now : cpu_now;
+    double until = clock() + us / 1e6;
     volatile unsigned long x = 0;
-    while (now() < until) x++;
+    while (clock() < until) x++;
 }
 
 static void mark(const char *fmt, long vcpu, long extra) {
@@ -115,16 +129,18 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION */
-    if (argc == 9 && strcmp(argv[1], "-name") == 0) {
+    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION lab CLOCK */
+    if (argc == 10 && strcmp(argv[1], "-name") == 0) {
         vm_name = argv[2] + strlen("guest=");
+        wall_clock_work = strcmp(argv[9], "wall") == 0;
         burst_us = atol(argv[4]); hold_us = atol(argv[5]); sleep_us = atol(argv[6]);
         return run_vm(atoi(argv[3]), atof(argv[7]));
     }
-    if (argc != 7) {
-        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S\n");
+    if (argc != 7 && !(argc == 8 && (strcmp(argv[7], "cpu") == 0 || strcmp(argv[7], "wall") == 0))) {
+        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall]\n");
         return 2;
     }
+    const char *work_clock = argc == 8 ? argv[7] : "cpu";
     int vms = atoi(argv[1]);
     pid_t pids[64];
     if (vms > 64) vms = 64;
@@ -133,7 +149,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "guest=vm%d", v);
         pids[v] = fork();
         if (pids[v] == 0) {
-            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", NULL};
+            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, NULL};
             execv("/proc/self/exe", args);
             _exit(127);
         }

@@ -66,10 +66,22 @@ def test_markers_have_the_model_formats_and_show_real_spin_waits(tracing_lock, t
 
 
 @pytest.mark.parametrize("kwargs, msg", [({"vms": 0}, "--vms"), ({"vcpus": 999}, "--vcpus"),
-                                         ({"hold_us": -1}, "--hold-us"), ({"duration_s": 0}, "--duration")])
+                                         ({"hold_us": -1}, "--hold-us"), ({"duration_s": 0}, "--duration"),
+                                         ({"work_clock": "tsc"}, "--work-clock")])
 def test_bad_lab_parameters_are_refused(kwargs, msg):
     with pytest.raises(LabError, match=msg):
         LabParams(**kwargs)
+
+
+@pytest.mark.parametrize("clock", ["cpu", "wall"])
+def test_the_lab_runs_with_either_work_clock_and_refuses_others(clock):
+    import subprocess
+
+    exe = str(executable())
+    r = subprocess.run([exe, "1", "2", "100", "10", "10", "0.2", clock], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([exe, "1", "2", "100", "10", "10", "0.2", "tsc"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "[cpu|wall]" in r.stderr
 
 
 def test_lab_cli_bad_parameter_is_a_one_line_error():
