@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -17,6 +17,7 @@ pub fn replay(
     thread_vm: Vec<i64>,
     thread_vcpu: Vec<i64>,
     thread_start: Vec<i64>,
+    thread_cpu: Option<Vec<i64>>,
     phase_thread: Vec<u32>,
     phase_kind: Vec<u8>,
     phase_a: Vec<i64>,
@@ -35,6 +36,10 @@ pub fn replay(
 ) -> PyResult<Py<PyDict>> {
     let n = thread_tid.len();
     if [thread_vm.len(), thread_vcpu.len(), thread_start.len()].iter().any(|&l| l != n) {
+        return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
+    }
+    let thread_cpu = thread_cpu.unwrap_or_else(|| vec![-1; n]);
+    if thread_cpu.len() != n {
         return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
     }
     let m = phase_thread.len();
@@ -65,6 +70,7 @@ pub fn replay(
             vcpu: (thread_vcpu[i] >= 0).then(|| thread_vcpu[i] as u32),
             phases: Vec::new(),
             start_ns: thread_start[i],
+            start_cpu: u32::try_from(thread_cpu[i]).ok(),
         })
         .collect();
     for i in 0..m {

@@ -32,6 +32,8 @@ class Workload:
     vm_of: list[int] = field(default_factory=list)
     vcpu_of: list[int] = field(default_factory=list)
     start: list[int] = field(default_factory=list)
+    #: the CPU each thread first ran on in the capture (-1: never ran)
+    start_cpu: list[int] = field(default_factory=list)
     vm_names: list[str] = field(default_factory=list)
     phase_thread: list[int] = field(default_factory=list)
     phase_kind: list[int] = field(default_factory=list)
@@ -46,8 +48,9 @@ class Workload:
     pcpus: int = 1
     freq_khz: int = 1_000_000
 
-    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int) -> int:
+    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1) -> int:
         self.tids.append(tid)
+        self.start_cpu.append(start_cpu)
         self.vm_of.append(vm)
         self.vcpu_of.append(vcpu)
         self.start.append(start)
@@ -149,6 +152,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.freq_khz = int(freqs.median()) if freqs.len() else 1_000_000
     w.critical_ns = _critical_ns(markers, throughput_marker)
     cpu_by_tid = dict(slices.group_by("tid").agg(pl.col("dur").sum()).iter_rows())
+    first_cpu = dict(slices.sort("start").group_by("tid").agg(pl.col("cpu").first()).iter_rows())
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
@@ -164,7 +168,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         while segs and segs[0][2] in ("blocked", "halted"):
             start = segs[0][1]
             segs = segs[1:]
-        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)))
+        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)))
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
@@ -175,7 +179,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     host = [tid for tid, ns in cpu_by_tid.items() if tid != 0 and tid not in vcpu_tids and ns >= min_host_cpu_frac * total]
     for tid in sorted(host):
         s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end").rows()
-        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]))
+        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)))
         prev_end = None
         for a, b in s:
             if prev_end is not None and a > prev_end:

@@ -50,6 +50,9 @@ pub struct ThreadSpec {
     pub phases: Vec<Phase>,
     /// When the thread first becomes runnable (ns since replay start).
     pub start_ns: i64,
+    /// The CPU it was on when the capture began, if known: where per-CPU
+    /// run queues start it (the recorded placement is initial state).
+    pub start_cpu: Option<u32>,
 }
 
 /// A VM.

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 /// Which scheduler dispatches threads on pCPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum SchedulerKind {
-    /// CFS-like proportional share (the default; KVM hosts run CFS).
+    /// CFS-like proportional share (the default; KVM hosts before Linux
+    /// 6.6 run CFS).
     Fair,
+    /// EEVDF, Linux's fair class from 6.6 on.
+    Eevdf,
     /// Xen's credit scheduler.
     Credit,
 }
@@ -57,6 +60,9 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("sched_latency_ns", 6e6, "fair: target latency; slice = latency / runnable threads"),
     ("min_granularity_ns", 0.75e6, "fair: minimum slice"),
     ("wakeup_granularity_ns", 1e6, "fair: a woken thread preempts when its vruntime is this much smaller"),
+    ("base_slice_ns", 0.0, "eevdf: base slice (0: Linux's default, 0.75 ms × (1 + log2 CPUs), CPUs capped at 8)"),
+    ("tick_hz", 250.0, "eevdf: scheduler tick rate; an expired slice is noticed at the next tick (Debian's HZ=250; 0: exactly, as with HRTICK)"),
+    ("migration_cost_ns", 0.5e6, "eevdf: a thread that ran within this is cache-hot and not pulled by an idle CPU (Linux's sched_migration_cost)"),
     ("credit_slice_ns", 30e6, "credit: time slice"),
     ("credit_tick_ns", 10e6, "credit: tick (BOOST ends, credits burn)"),
     ("credit_acct_ns", 30e6, "credit: accounting period (credits refill)"),
@@ -102,6 +108,7 @@ impl Policy {
                     scheduler = SchedulerKind::Credit;
                 }
                 "fair" => scheduler = SchedulerKind::Fair,
+                "eevdf" => scheduler = SchedulerKind::Eevdf,
                 "credit" => scheduler = SchedulerKind::Credit,
                 "spin" => spin = SpinResponse::Spin,
                 "yield" => spin = SpinResponse::Yield,
@@ -110,7 +117,7 @@ impl Policy {
                 "rslp" => spin = SpinResponse::Rslp,
                 other => {
                     return Err(format!(
-                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, credit, spin responses spin, yield, wapd, wopd, rslp, and placements energy-balance, asymmetric (e.g. credit+wapd)"
+                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, eevdf, credit, spin responses spin, yield, wapd, wopd, rslp, and placements energy-balance, asymmetric (e.g. credit+wapd)"
                     ))
                 }
             }

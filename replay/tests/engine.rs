@@ -3,7 +3,7 @@
 use cratrace_replay::*;
 
 fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (100 + vm * 10 + vcpu) as i64, vm: Some(VmId(vm)), vcpu: Some(vcpu), phases, start_ns: 0 }
+    ThreadSpec { tid: (100 + vm * 10 + vcpu) as i64, vm: Some(VmId(vm)), vcpu: Some(vcpu), phases, start_ns: 0, start_cpu: None }
 }
 
 fn free_host(n: usize) -> Host {
@@ -102,7 +102,7 @@ fn every_policy_is_deterministic_and_conserves_work() {
         }
     }
     let w = workload(threads, 3);
-    for name in ["fair+spin", "fair+yield", "fair+wapd", "fair+wopd", "fair+rslp", "credit+spin", "credit+wapd", "credit+rslp"] {
+    for name in ["fair+spin", "fair+yield", "fair+wapd", "fair+wopd", "fair+rslp", "eevdf+spin", "eevdf+wapd", "eevdf+rslp", "credit+spin", "credit+wapd", "credit+rslp"] {
         let p = Policy::parse(name).unwrap();
         let a = replay(&w, &Host::uniform(2, 2_000_000), &p, i64::MAX);
         let b = replay(&w, &Host::uniform(2, 2_000_000), &p, i64::MAX);
@@ -115,3 +115,50 @@ fn every_policy_is_deterministic_and_conserves_work() {
     }
 }
 
+
+fn eevdf(tick_hz: f64) -> Policy {
+    let mut p = Policy::parse("eevdf").unwrap();
+    p.set("base_slice_ns", 1_500_000.0).unwrap();
+    p.set("tick_hz", tick_hz).unwrap();
+    p
+}
+
+/// vcpu0 computes 1.4 ms, then holds the lock 1 ms; vcpu1 wakes at
+/// 0.1 ms and wants the lock at once. One pCPU, 1.5 ms slices.
+fn holder_past_its_slice() -> Workload {
+    let mut late = vm_thread(0, 1, vec![Phase::Acquire(0), Phase::Work(100_000), Phase::Release(0), Phase::Mark]);
+    late.start_ns = 100_000;
+    workload(vec![vm_thread(0, 0, vec![Phase::Work(1_400_000), Phase::Acquire(0), Phase::Work(1_000_000), Phase::Release(0), Phase::Mark]), late], 1)
+}
+
+#[test]
+fn eevdf_lets_the_running_thread_finish_its_slice_and_notices_its_end_at_a_tick() {
+    // HZ=250: the 1.5 ms slice ends unnoticed until the 4 ms tick, by
+    // when the holder has released: no wakeup preemption, no spin
+    let out = replay(&holder_past_its_slice(), &free_host(1), &eevdf(250.0), i64::MAX);
+    assert_eq!(out.spin_ns, vec![0, 0]);
+    assert_eq!(out.mark_ts, vec![2_400_000, 2_500_000]);
+    // slices ending exactly (HRTICK): the holder loses the CPU at 1.5 ms
+    // holding the lock, and its sibling spins out a whole slice
+    let out = replay(&holder_past_its_slice(), &free_host(1), &eevdf(0.0), i64::MAX);
+    assert_eq!(out.spin_ns[1], 1_500_000);
+    assert_eq!(out.mark_ts, vec![3_900_000, 4_000_000]);
+}
+
+#[test]
+fn eevdf_keeps_threads_on_their_cpu_while_it_is_busy() {
+    // two CPUs; each thread alternates work and short sleeps, starting on
+    // CPU 1: the wakeups find CPU 1 idle or busy, CPU 0 stays unused
+    // until the balancer may pull a thread that is no longer cache-hot
+    let mut threads = Vec::new();
+    for c in 0..2 {
+        let mut t = vm_thread(0, c, (0..20).flat_map(|_| [Phase::Work(300_000), Phase::Block(100_000)]).collect());
+        t.start_cpu = Some(1);
+        threads.push(t);
+    }
+    let w = workload(threads, 1);
+    let out = replay(&w, &free_host(2), &eevdf(250.0), i64::MAX);
+    let first_on_0 = out.slice_cpu.iter().zip(&out.slice_start).filter(|(c, _)| **c == 0).map(|(_, s)| *s).min();
+    assert!(first_on_0.is_some_and(|s| s >= 4_000_000), "CPU 0 first used at {first_on_0:?}, before the first balancing tick");
+    assert_eq!(out.cpu_ns, vec![6_000_000, 6_000_000]);
+}

@@ -6,6 +6,8 @@
 //! fired) are recognised by a per-thread/per-CPU generation counter rather
 //! than removed from the heap. No hash-order iteration anywhere.
 
+mod per_cpu;
+
 use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
 use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, VcpuClass, VcpuFeatures};
@@ -13,7 +15,7 @@ use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
 use crate::rng::SplitMix64;
 use crate::policy::{Placement, Policy, SchedulerKind, SpinResponse};
-use crate::sched::{credit::Credit, fair::Fair, Scheduler, Sub};
+use crate::sched::{credit::Credit, eevdf::Eevdf, fair::Fair, Scheduler, Sub};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -51,6 +53,9 @@ struct Th {
     /// When it was dispatched (before the switch cost): the scheduler
     /// charges from here, so bouncing threads pay for their switches.
     dispatched_at: i64,
+    /// Charged to the scheduler up to here (schedulers that charge
+    /// running threads as they go).
+    charged_at: i64,
     /// Left the CPU (parked or requeued) since its last suspend-spin call.
     redispatched: bool,
     /// Up to when work progress has been accounted.
@@ -77,6 +82,12 @@ struct Cpu {
     /// A Dispatch event is queued for this CPU (so wakeups spread out
     /// over idle CPUs instead of all targeting the first one).
     pending: bool,
+    /// Per-CPU run queues (Linux's newidle balance): when this CPU last
+    /// went idle, the running average of its idle periods, and whether
+    /// the queued Dispatch is a tick's load balancing.
+    idle_stamp: Option<i64>,
+    avg_idle: i64,
+    balancing: bool,
 }
 
 /// Runs one replay.
@@ -109,6 +120,11 @@ pub struct Engine<'a> {
     /// The output being built.
     pub out: Output,
     events: u64,
+    /// Host utilisation (per-CPU run queues' idle search), and the busy
+    /// time of the current tick window.
+    util_avg: f64,
+    win_busy: i64,
+    win_start: i64,
     remaining_threads: usize,
 }
 
@@ -161,6 +177,13 @@ impl<'a> Engine<'a> {
                 p.param("min_granularity_ns") as i64,
                 p.param("wakeup_granularity_ns") as i64,
             )),
+            SchedulerKind::Eevdf => {
+                let slice = p.param("base_slice_ns") as i64;
+                let hz = p.param("tick_hz");
+                let tick = if hz > 0.0 { (1e9 / hz).round() as i64 } else { 0 };
+                let slice = if slice > 0 { slice } else { Eevdf::default_slice_ns(h.freq_khz.len()) };
+                Box::new(Eevdf::new(weights.iter().map(|_| 1024).collect(), h.freq_khz.len(), slice, tick, p.param("migration_cost_ns") as i64))
+            }
             SchedulerKind::Credit => Box::new(Credit::new(
                 weights,
                 h.freq_khz.len(),
@@ -184,17 +207,19 @@ impl<'a> Engine<'a> {
                 siblings[vm.0 as usize].push(i as u32);
             }
         }
+        let ncpu = h.freq_khz.len() as u32;
         let th = (0..n)
-            .map(|_| Th {
+            .map(|i| Th {
                 phase: 0,
                 remaining: 0,
                 st: St::Blocked,
                 gen: 0,
                 run_start: 0,
                 dispatched_at: 0,
+                charged_at: 0,
                 redispatched: false,
                 progress_at: 0,
-                last_cpu: None,
+                last_cpu: w.threads[i].start_cpu.filter(|&c| c < ncpu),
                 spin: None,
                 aspw: false,
                 dmask: Vec::new(),
@@ -205,7 +230,7 @@ impl<'a> Engine<'a> {
                 waiters: Vec::new(),
             })
             .collect();
-        let cpus = (0..h.freq_khz.len()).map(|_| Cpu { cur: None, gen: 0, idle_since: 0, pending: false }).collect();
+        let cpus = (0..h.freq_khz.len()).map(|_| Cpu { cur: None, gen: 0, idle_since: 0, pending: false, idle_stamp: None, avg_idle: 2 * p.param("migration_cost_ns") as i64, balancing: false }).collect();
         let nl = lock_index.len();
         Engine {
             w,
@@ -224,6 +249,9 @@ impl<'a> Engine<'a> {
             siblings,
             out: Output::new(w, h),
             events: 0,
+            util_avg: 1.0,
+            win_busy: 0,
+            win_start: 0,
             remaining_threads: n,
             pin: vec![None; n],
             bal: None,
@@ -245,6 +273,9 @@ impl<'a> Engine<'a> {
     /// Run to completion (or until `limit_ns` of simulated time).
     pub fn run(mut self, limit_ns: i64) -> Output {
         for i in 0..self.w.threads.len() {
+            if let Some(c) = self.th[i].last_cpu {
+                self.sched.migrate(ThreadId(i as u32), c);
+            }
             self.load_phase(i as u32);
             let s = self.w.threads[i].start_ns;
             self.th[i].gen += 1;
@@ -285,6 +316,18 @@ impl<'a> Engine<'a> {
                 Ev::Balance => self.balance(),
                 Ev::Tick => {
                     self.sched.tick(self.now);
+                    if let (true, Some(p)) = (self.sched.per_cpu_queues(), self.sched.tick_ns()) {
+                        self.update_util(p);
+                    }
+                    if self.sched.per_cpu_queues() && self.sched.ready() > 0 {
+                        // periodic load balancing: idle CPUs look for work
+                        for c in 0..self.cpus.len() {
+                            if self.cpus[c].cur.is_none() && !self.cpus[c].pending {
+                                self.cpus[c].balancing = true;
+                                self.at(self.now, Ev::Dispatch(c as u32));
+                            }
+                        }
+                    }
                     if let Some(p) = self.sched.tick_ns() {
                         self.at(self.now + p, Ev::Tick);
                     }
@@ -318,6 +361,9 @@ impl<'a> Engine<'a> {
     }
 
     fn kick_idle_or_preempt(&mut self, t: u32) {
+        if self.sched.per_cpu_queues() && self.pin[t as usize].is_none() {
+            return self.wake_on_own_cpu(t);
+        }
         if let Some(p) = self.pin[t as usize] {
             match self.cpus[p as usize].cur {
                 None => self.at(self.now, Ev::Dispatch(p)),
@@ -357,13 +403,14 @@ impl<'a> Engine<'a> {
         if let Some(b) = &mut self.bal {
             b.busy[c as usize] += (now - self.th[t as usize].run_start.max(b.period_start)).max(0);
         }
+        self.win_busy += (now - self.th[t as usize].dispatched_at.max(self.win_start)).max(0);
         let th = &mut self.th[t as usize];
-        let ran = (now - th.run_start).max(0);
         if let Some((_, since)) = th.spin {
             self.out.spin(t, now - since.max(th.run_start));
         }
         th.gen += 1;
-        self.sched.charge(ThreadId(t), (now - th.dispatched_at).max(ran));
+        // from dispatch (or the last charge), so the switch cost counts too
+        self.sched.charge(ThreadId(t), now - th.charged_at);
         self.out.ran(t, c, th.run_start, now);
         Some(t)
     }
@@ -403,12 +450,13 @@ impl<'a> Engine<'a> {
     }
 
     fn slice_end(&mut self, c: u32) {
-        if self.sched.ready() == 0 {
+        if self.sched.ready_on(c) == 0 {
             // nobody waits: keep running, new slice
             if let Some(t) = self.cpus[c as usize].cur {
                 let s = self.sched.slice_ns(ThreadId(t), 0);
                 let g = self.cpus[c as usize].gen;
-                self.at(self.now + s, Ev::SliceEnd(c, g));
+                let end = self.slice_end_at(self.now + s);
+                self.at(end, Ev::SliceEnd(c, g));
             }
             return;
         }
@@ -418,19 +466,32 @@ impl<'a> Engine<'a> {
 
     fn dispatch(&mut self, c: u32) {
         self.cpus[c as usize].pending = false;
+        let balancing = std::mem::take(&mut self.cpus[c as usize].balancing);
         if self.cpus[c as usize].cur.is_some() {
             return;
         }
+        // a CPU going idle pulls work from another only when its idle
+        // periods have been long enough to pay for a migration (avg_idle)
+        let cost = self.p.param("migration_cost_ns") as i64;
+        let pull = balancing || self.cpus[c as usize].avg_idle >= cost;
         let th = &self.th;
         let pin = &self.pin;
         let pool = &self.pool;
         let cp = self.cpu_pool[c as usize];
-        let Some(ThreadId(t)) = self.sched.pick(&mut |x: ThreadId| {
+        let now = self.now;
+        let Some(ThreadId(t)) = self.sched.pick_on(c, now, pull, &mut |x: ThreadId| {
             let i = x.0 as usize;
             !th[i].aspw && pin[i].is_none_or(|p| p == c) && pool[i].is_none_or(|p| p == cp)
         }) else {
+            let cpu = &mut self.cpus[c as usize];
+            cpu.idle_stamp = cpu.idle_stamp.or(Some(now));
             return;
         };
+        let cpu = &mut self.cpus[c as usize];
+        if let Some(since) = cpu.idle_stamp.take() {
+            // update_avg, capped at twice the migration cost
+            cpu.avg_idle = (cpu.avg_idle + (now - since - cpu.avg_idle) / 8).min(2 * cost);
+        }
         let cost = self.h.costs.context_switch_ns + if self.th[t as usize].last_cpu.is_some_and(|l| l != c) { self.h.costs.migration_ns } else { 0 };
         self.out.overhead(cost);
         self.cpus[c as usize].cur = Some(t);
@@ -438,6 +499,7 @@ impl<'a> Engine<'a> {
         let th = &mut self.th[t as usize];
         th.st = St::Running(c);
         th.dispatched_at = self.now;
+        th.charged_at = self.now;
         th.run_start = self.now + cost;
         th.progress_at = self.now + cost;
         th.last_cpu = Some(c);
@@ -449,7 +511,8 @@ impl<'a> Engine<'a> {
             _ => self.sched.slice_ns(ThreadId(t), ready),
         };
         let g = self.cpus[c as usize].gen;
-        self.at(self.now + cost + slice, Ev::SliceEnd(c, g));
+        let end = self.slice_end_at(self.now + cost + slice);
+        self.at(end, Ev::SliceEnd(c, g));
         self.on_dispatch_policy(t);
         let g = self.th[t as usize].gen;
         self.at(self.now + cost, Ev::Step(t, g));
@@ -612,6 +675,7 @@ impl<'a> Engine<'a> {
 
     fn block(&mut self, t: u32, c: u32, dur: Option<i64>) {
         self.put_off_cpu(c, self.now);
+        self.sched.sleep(ThreadId(t));
         let th = &mut self.th[t as usize];
         th.st = St::Blocked;
         th.gen += 1;
@@ -625,6 +689,7 @@ impl<'a> Engine<'a> {
 
     fn finish(&mut self, t: u32, c: u32) {
         self.put_off_cpu(c, self.now);
+        self.sched.sleep(ThreadId(t));
         self.th[t as usize].st = St::Done;
         self.set_state(t, StateCode::Done, None);
         self.remaining_threads -= 1;

@@ -2,6 +2,7 @@
 //! bookkeeping, a scheduler only orders the ready threads.
 
 pub mod credit;
+pub mod eevdf;
 pub mod fair;
 
 use crate::model::ThreadId;
@@ -24,10 +25,35 @@ pub trait Scheduler {
     fn enqueue(&mut self, t: ThreadId, sub: Sub, woken: bool);
     /// The first ready thread for which `eligible` holds; it is removed.
     fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId>;
+    /// The first ready thread for CPU `c` at time `now` (per-CPU run
+    /// queues: its own queue, else, if `pull`, one pulled from another
+    /// CPU); it is removed.
+    fn pick_on(&mut self, _c: u32, _now: i64, _pull: bool, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
+        self.pick(eligible)
+    }
+    /// The ready `t` is to run on idle CPU `c` (per-CPU run queues move it).
+    fn migrate(&mut self, _t: ThreadId, _c: u32) {}
+    /// Per-CPU run queues: running threads are charged as they go (before
+    /// wakeup preemption checks), not only when they leave the CPU, and
+    /// idle CPUs look for work to pull at every tick (load balancing).
+    fn per_cpu_queues(&self) -> bool {
+        false
+    }
+    /// If set, an expired slice is only noticed at the next multiple of
+    /// this period (the kernel's scheduler tick).
+    fn slice_tick_ns(&self) -> Option<i64> {
+        None
+    }
+    /// Ready threads waiting for CPU `c`.
+    fn ready_on(&self, _c: u32) -> usize {
+        self.ready()
+    }
     /// The slice `t` gets now, with `ready` threads waiting.
     fn slice_ns(&self, t: ThreadId, ready: usize) -> i64;
     /// `t` ran for `ns`.
     fn charge(&mut self, t: ThreadId, ns: i64);
+    /// `t` left the CPU to block or finish (it is not ready).
+    fn sleep(&mut self, _t: ThreadId) {}
     /// Directed yield: make `t` the next pick.
     fn boost(&mut self, t: ThreadId);
     /// Should a newly woken `woken` preempt `running`?
