@@ -301,12 +301,35 @@ def xen_host() -> dict:
     return {"xen_version": f"{kv.get('xen_major', '?')}.{kv.get('xen_minor', '?')}", "cpu_mhz": _int(str(mhz).split(".")[0]) if mhz else None, "cpu_hz": float(mhz) * 1e6 if mhz else None, "scheduler": kv.get("xen_scheduler"), "domains": doms}
 
 
+def kernel_hz(release: str) -> int | None:
+    """CONFIG_HZ of the running kernel (its scheduler tick), from
+    /proc/config.gz or /boot/config-RELEASE; None when neither says."""
+    import gzip
+
+    texts = []
+    try:
+        texts.append(gzip.open("/proc/config.gz", "rt").read())
+    except OSError:
+        pass
+    texts.append(_read(Path(f"/boot/config-{release}")) or "")
+    return next((v for v in (config_value(t, "CONFIG_HZ") for t in texts) if v is not None), None)
+
+
+def config_value(config: str, key: str) -> int | None:
+    """An integer option's value in kernel .config text."""
+    for line in config.splitlines():
+        if line.startswith(key + "="):
+            return _int(line.split("=", 1)[1].strip())
+    return None
+
+
 def host_snapshot() -> dict:
     cpus = _cpus()
     u = platform.uname()
     return {
         "hostname": u.node,
         "kernel": f"{u.system} {u.release} {u.version} {u.machine}",
+        "kernel_hz": kernel_hz(u.release),
         "cpu": {"model": cpus["model"], "count": cpus["count"], "topology": cpus["topology"]},
         "cpufreq": cpus["cpufreq"] or {"absent": "no cpufreq driver"},
         "idle_states": cpus["idle_states"] or {"absent": "no cpuidle driver"},

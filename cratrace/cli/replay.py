@@ -16,7 +16,7 @@ from cratrace.errors import UsageError
 def replay_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", help="Directory for OUT/<policy>/model/*.parquet and metrics.json.")],
     capture: Annotated[Optional[Path], typer.Argument(help="A modelled capture (`cratrace model` first); optional for --scenario postcopy.")] = None,
-    policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler, spin response and placement: fair, credit; spin, yield, wapd, wopd, rslp; energy-balance, asymmetric (fast/slow core pools, credit). Compose with +, e.g. credit+wapd, fair+energy-balance, asymmetric+yield. Repeatable. See docs/replay-policies.md.")] = None,
+    policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler, spin response and placement: fair (CFS), eevdf (Linux 6.6+), credit (Xen); spin, yield, wapd, wopd, rslp; energy-balance, asymmetric (fast/slow core pools, credit). Compose with +, e.g. credit+wapd, fair+energy-balance, asymmetric+yield. Repeatable; default: the policy that produced the capture. See docs/replay-policies.md.")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, balance_k, fast_cores, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), per VM class.VM=cpu|io and elasticity.VM=E, throughput_marker, fidelity_tolerance_pct. Unknown keys list the allowed ones.")] = None,
     seed: Annotated[int, typer.Option(help="Seed recorded with the results (the built-in policies are deterministic).")] = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
@@ -26,7 +26,8 @@ def replay_cmd(
     """Replay the recorded demand under each policy and compare.
 
     Exits 1 when the replay under the policy that produced the capture
-    (fair for KVM, credit for Xen) misses the fidelity gate.
+    (eevdf for KVM hosts on Linux 6.6 or later, fair before, credit for
+    Xen) misses the fidelity gate.
     """
     from cratrace.replay import replay_capture
 
@@ -52,7 +53,12 @@ def replay_cmd(
         return
     if capture is None:
         raise UsageError("a capture is required (except for --scenario postcopy)")
-    res = replay_capture(capture, policy or ["fair"], out, settings=settings, seed=seed, force=force)
+    if not policy:
+        from cratrace.capture import Capture
+        from cratrace.replay.run import baseline_policy
+
+        policy = [baseline_policy(Capture(capture))]
+    res = replay_capture(capture, policy, out, settings=settings, seed=seed, force=force)
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
     else:

@@ -27,7 +27,7 @@ def to_capture(host: dict[str, Any]) -> dict[str, Any]:
     """The parts of capture.json a host snapshot provides."""
     cpu = host.get("cpu") or {}
     return {
-        "host": {k: host.get(k) for k in ("hostname", "kernel", "clocksource", "cpufreq", "idle_states", "libvirt", "xen") if k in host}
+        "host": {k: host.get(k) for k in ("hostname", "kernel", "kernel_hz", "clocksource", "cpufreq", "idle_states", "libvirt", "xen") if k in host}
         | {"cpu_model": cpu.get("model"), "topology": cpu.get("topology")},
         "tsc_hz": host.get("tsc_hz"),
         "cpu_hz": host.get("cpu_hz") or (host.get("xen") or {}).get("cpu_hz"),

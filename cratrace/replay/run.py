@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,7 +25,7 @@ from cratrace.model.frames import conform
 from cratrace.replay.workload import Workload, extract_workload
 
 ENGINE_PARAMS = {
-    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns",
+    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns",
     "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries",
     "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
     "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
@@ -77,6 +78,7 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 thread_vm=w.vm_of,
                 thread_vcpu=w.vcpu_of,
                 thread_start=w.start,
+                thread_cpu=w.start_cpu,
                 phase_thread=w.phase_thread,
                 phase_kind=w.phase_kind,
                 phase_a=w.phase_a,
@@ -296,9 +298,21 @@ def _balance_metrics(r: dict) -> dict:
 
 
 def baseline_policy(cap: Capture) -> str:
-    """The policy that produced the capture: credit on Xen, fair otherwise."""
+    """The policy that produced the capture: credit on Xen; on Linux,
+    eevdf from 6.6 on (host.json's kernel), fair (CFS) before or when the
+    kernel is unknown."""
     kinds = {s["kind"] for s in cap.meta.get("sources", [])}
-    return "credit" if "xentrace" in kinds else "fair"
+    if "xentrace" in kinds:
+        return "credit"
+    release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
+    return "eevdf" if release is not None and release >= (6, 6) else "fair"
+
+
+def linux_release(uname: str) -> tuple[int, int] | None:
+    """(major, minor) from `uname -srvm` text such as "Linux 6.18.44-fc
+    #1 SMP ..."; None when it does not name a Linux release."""
+    m = re.match(r"Linux (\d+)\.(\d+)", uname.strip())
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None) -> dict[str, dict]:
@@ -314,6 +328,10 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
     w = extract_workload(cap, marker)
+    hz = (cap.meta.get("host") or {}).get("kernel_hz")
+    if isinstance(hz, (int, float)) and hz > 0:
+        # the recorded kernel's tick: when it noticed expired slices
+        engine.setdefault("tick_hz", float(hz))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     base = baseline_policy(cap)

@@ -251,3 +251,10 @@ def test_max_size_stops_the_capture_early_and_output_stays_readable(tracing_lock
     assert m["stop_reason"] == "max-size reached" and m["duration_s"] < 15
     r = subprocess.run(["trace-cmd", "report", "-i", str(raw / "trace.dat")], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and "sys_enter" in r.stdout
+
+
+def test_kernel_tick_rate_comes_from_the_kernel_config():
+    assert cc.config_value("# CONFIG_HZ_100 is not set\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n", "CONFIG_HZ") == 250
+    assert cc.config_value("CONFIG_HZ_1000=y\n", "CONFIG_HZ") is None
+    hz = cc.host_snapshot()["kernel_hz"]
+    assert hz is None or hz in (100, 250, 300, 1000)

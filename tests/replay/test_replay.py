@@ -9,12 +9,13 @@ import polars as pl
 import pytest
 
 from cratrace.replay import extract_workload, replay_capture
+from cratrace.replay.run import baseline_policy, linux_release
 from cratrace.replay.workload import ACQUIRE, MARK, RELEASE, WORK
 from cratrace.tables import MODEL_TABLES
 from tests.helpers import cratrace as run_cli
 from tests.model.conftest import lab_capture  # noqa: F401  (session fixture)
 
-POLICIES = ["fair", "fair+spin", "yield", "wapd", "wopd", "rslp", "credit"]
+POLICIES = ["fair", "fair+spin", "eevdf", "yield", "wapd", "wopd", "rslp", "credit"]
 
 
 @pytest.fixture(scope="module")
@@ -69,10 +70,13 @@ def test_same_inputs_and_seed_give_byte_identical_outputs(lab_capture, tmp_path)
                 assert f.read_bytes() == (b / p / f.relative_to(a / p)).read_bytes(), f
 
 
-def test_fidelity_is_measured_and_reported_not_hidden(replays):
+def test_fidelity_is_measured_and_reported_not_hidden(replays, lab_capture):  # noqa: F811
     _, res = replays
-    f = res["fair"]["fidelity"]
+    base = baseline_policy(lab_capture)
+    assert base in ("eevdf", "fair")
+    f = res[base]["fidelity"]
     assert f["gate_applies"] is True
+    assert res["fair" if base == "eevdf" else "eevdf"]["fidelity"]["gate_applies"] is False
     assert f["cpu_time_err_pct"] >= 0 and f["throughput_err_pct"] >= 0
     assert f["passed"] == (f["cpu_time_err_pct"] <= 5 and f["throughput_err_pct"] <= 5)
     assert res["wapd"]["fidelity"]["gate_applies"] is False
@@ -87,8 +91,10 @@ def test_spin_responses_change_spin_waste_and_calls(replays):
 
 
 def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: F811
-    p = run_cli("replay", lab_capture.path, "-o", tmp_path / "r", "-p", "fair", "--json")
-    m = json.loads(p.stdout)["fair"]
+    # no --policy: the policy that produced the capture, gate applied
+    p = run_cli("replay", lab_capture.path, "-o", tmp_path / "r", "--json")
+    (name, m), = json.loads(p.stdout).items()
+    assert name == baseline_policy(lab_capture) and m["fidelity"]["gate_applies"]
     assert p.returncode == (0 if m["fidelity"]["passed"] else 1)
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r2", "-p", "fair+magic")
     assert bad.returncode == 2 and "magic" in bad.stderr and "allowed" in bad.stderr
@@ -147,3 +153,18 @@ def test_asymmetric_policy_pools_vcpus_and_reports_saving_against_all_fast(lab_c
     assert ratio == pytest.approx(w.freq_khz / 1_330_000, rel=0.05)
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "b", "--policy", "asymmetric", "--set", "class.nosuchvm=io")
     assert bad.returncode == 2 and "no VM named 'nosuchvm'" in bad.stderr
+
+
+def test_the_baseline_policy_follows_the_host_kernel():
+    from types import SimpleNamespace
+
+    def cap(kernel=None, kind="tracedat"):
+        return SimpleNamespace(meta={"sources": [{"kind": kind}], "host": {"kernel": kernel} if kernel else {}})
+
+    assert linux_release("Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0 x86_64") == (6, 18)
+    assert linux_release("Linux 5.10.0-28-amd64 #1 SMP Debian") == (5, 10)
+    assert linux_release("FreeBSD 14.0") is None
+    assert baseline_policy(cap("Linux 6.6.0 #1")) == "eevdf"
+    assert baseline_policy(cap("Linux 6.5.13 #1")) == "fair"
+    assert baseline_policy(cap()) == "fair"
+    assert baseline_policy(cap("Linux 6.18.0", kind="xentrace")) == "credit"
