@@ -9,6 +9,6 @@ rm -rf "$out" && mkdir -p "$out"
 cratrace import sample-traces/lab-kvm-sched -o "$out/capture" --quiet
 cratrace info "$out/capture"
 cratrace model "$out/capture"
-cratrace replay "$out/capture" -o "$out/replays" -p fair -p yield -p wapd -p wopd -p rslp -p credit -p fair+energy-balance -p asymmetric+yield --set fast_cores=1 --set class.vm0=cpu || true  # exit 1 = fidelity gate missed; the report says by how much
+cratrace replay "$out/capture" -o "$out/replays" -p eevdf -p fair -p yield -p wapd -p wopd -p rslp -p credit -p fair+energy-balance -p asymmetric+yield --set fast_cores=1 --set class.vm0=cpu || true  # exit 1 = fidelity gate missed; the report says by how much
 cratrace report "$out/capture" --replays "$out/replays" -o "$out/report.html" --tables "$out/tables"
 echo "demo: report at $(cd "$out" && pwd)/report.html (tables in $out/tables)"
