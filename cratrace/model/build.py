@@ -17,7 +17,7 @@ from cratrace.model.cpu_slices import cpu_slices
 from cratrace.model.faults import faults
 from cratrace.model.frames import conform
 from cratrace.model.io_work import io_work
-from cratrace.model.markers import markers
+from cratrace.model import markers as marker_lines
 from cratrace.model.power import power
 from cratrace.model.spin_episodes import spin_episodes, with_holder
 from cratrace.model.threads import name_observations, thread_names, threads
@@ -44,8 +44,11 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     t0 = time.perf_counter()
     model_dir = cap.path / "model"
     model_dir.mkdir(exist_ok=True)
-    with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-write") as writer:
-        out = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet"))
+    with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-write") as writer, ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-markers") as side:
+        # marker text parsing (Rust, without the GIL) needs only the print
+        # events: it runs while the thread and CPU tables are built
+        parsed = side.submit(marker_lines.parse, ev.get("print"))
+        out = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet"), parsed.result)
     rows = {name: out[name].height for name in TABLE_ORDER}
     meta = dict(cap.meta)
     meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}
@@ -55,10 +58,11 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     return rows
 
 
-def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save) -> dict[str, pl.DataFrame]:
+def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, parsed_markers) -> dict[str, pl.DataFrame]:
     """The tables in dependency order. `save(name, df)` is called as soon
     as a table is final, so Parquet encoding (polars releases the GIL)
-    overlaps the tables still being computed."""
+    overlaps the tables still being computed; `parsed_markers()` gives the
+    parsed marker lines (computed beside the first tables)."""
     out: dict[str, pl.DataFrame] = {}
     futures = []
 
@@ -74,7 +78,7 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save) -> dict[
     say("cpu_slices")
     done("cpu_slices", cpu_slices(ev, span))
     say("markers")
-    done("markers", markers(ev.get("print"), out["threads"]))
+    done("markers", marker_lines.attribute(parsed_markers(), out["threads"]))
     say("spin_episodes")
     spins = spin_episodes(ev, out["threads"], out["markers"], spin_gap_ns)
     say("vcpu_states")

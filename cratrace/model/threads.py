@@ -44,11 +44,18 @@ def thread_names(obs: pl.DataFrame, span_end: int) -> pl.DataFrame:
     """Runs of the same name per thread → [start, end) segments."""
     if obs.height == 0:
         return conform(obs, "thread_names")
-    # One sort, then neighbours compared (a thread's rows are adjacent);
-    # window expressions over tid cost twice as much here.
     tid, comm = pl.col("tid"), pl.col("comm")
+    # tid 0 is the idle task of every CPU, shown as swapper/<cpu>: one
+    # name, not a rename at every switch between CPUs' views of it
+    obs = obs.with_columns(pl.when(tid == 0).then(pl.lit("swapper")).otherwise(comm).alias("comm"))
+    # Most threads keep one name: a hash group-by settles them; only the
+    # renamed ones need their observations in time order.
+    names = obs.group_by("tid", "comm").agg(pl.col("ts").min())
+    renamed = names.filter(pl.len().over("tid") > 1)["tid"].unique()
+    one = names.filter(~tid.is_in(renamed.implode()))
     new_run = (tid != tid.shift(1)) | comm.ne_missing(comm.shift(1))
-    o = obs.sort("tid", "ts").filter(new_run.fill_null(True))
+    many = obs.filter(tid.is_in(renamed.implode())).sort("tid", "ts").filter(new_run.fill_null(True))
+    o = pl.concat([one.select("tid", "comm", "ts"), many.select("tid", "comm", "ts")]).sort("tid", "ts")
     runs = o.select("tid", "comm", pl.col("ts").alias("start"))
     last = (tid != tid.shift(-1)).fill_null(True)
     runs = runs.with_columns(pl.when(last).then(pl.lit(span_end)).otherwise(pl.col("start").shift(-1)).alias("end"))

@@ -93,3 +93,19 @@ def test_cpu_slices_recover_switch_ins_the_kernel_did_not_emit():
     # without the wakeup there is no evidence: the gap stays with idle
     s = cpu_slices({"sched_switch": ev["sched_switch"]}, (0, 100))
     assert list(zip(s["tid"], s["start"], s["end"])) == [(7, 0, 10), (0, 10, 45), (0, 45, 60), (8, 60, 100)]
+
+
+def test_thread_names_are_runs_of_one_name_and_the_idle_task_is_one_thread():
+    from cratrace.model.threads import thread_names
+
+    obs = pl.DataFrame({
+        "tid": [0, 0, 0, 5, 5, 5, 5, 7, 7],
+        "comm": ["swapper/0", "swapper/1", "swapper/0", "bash", "bash", "cat", "bash", "x", None],
+        "ts": [10, 11, 12, 40, 20, 30, 50, 60, 70],
+    })
+    runs = thread_names(obs, 100).sort("tid", "start")
+    assert runs.rows() == [
+        (0, "swapper", 10, 100),
+        (5, "bash", 20, 30), (5, "cat", 30, 40), (5, "bash", 40, 100),
+        (7, "x", 60, 70), (7, None, 70, 100),
+    ]
