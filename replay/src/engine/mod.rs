@@ -356,10 +356,6 @@ impl<'a> Engine<'a> {
         self.kick_idle_or_preempt(t);
     }
 
-    fn idle_cpu(&self) -> Option<usize> {
-        (0..self.cpus.len()).find(|&c| self.cpus[c].cur.is_none() && !self.cpus[c].pending)
-    }
-
     fn kick_idle_or_preempt(&mut self, t: u32) {
         if self.sched.per_cpu_queues() && self.pin[t as usize].is_none() {
             return self.wake_on_own_cpu(t);
@@ -536,24 +532,34 @@ impl<'a> Engine<'a> {
                         if kt.dmask.is_empty() {
                             kt.aspw = false;
                             self.gspw[v] -= 1;
-                            self.kick_idle();
+                            self.kick_idle_for(k);
                         }
                     }
                 }
             }
             SpinResponse::Wopd => {
                 for k in self.siblings[v].clone() {
-                    self.th[k as usize].aspw = false;
+                    if std::mem::take(&mut self.th[k as usize].aspw) {
+                        self.kick_idle_for(k);
+                    }
                 }
                 self.gspw[v] = 0;
-                self.kick_idle();
             }
             _ => {}
         }
     }
 
-    fn kick_idle(&mut self) {
-        if let Some(c) = self.idle_cpu() {
+    /// The unparked, ready thread `k` may run again: an idle CPU it may
+    /// use (its pin and pool; its previous CPU first) looks for work.
+    fn kick_idle_for(&mut self, k: u32) {
+        if self.th[k as usize].st != St::Ready {
+            return;
+        }
+        let (pool, pin) = (self.pool[k as usize], self.pin[k as usize]);
+        let usable = |c: usize| self.cpus[c].cur.is_none() && !self.cpus[c].pending && pool.is_none_or(|p| self.cpu_pool[c] == p) && pin.is_none_or(|p| p as usize == c);
+        let prev = self.th[k as usize].last_cpu.map(|c| c as usize).filter(|&c| usable(c));
+        if let Some(c) = prev.or_else(|| (0..self.cpus.len()).find(|&c| usable(c))) {
+            self.sched.migrate(ThreadId(k), c as u32);
             self.at(self.now, Ev::Dispatch(c as u32));
         }
     }
