@@ -70,7 +70,8 @@ def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callab
     )
     out = df.select("ts", "cpu", pl.lit(None, pl.Int32).alias("pid"), pl.lit("").alias("instance"), "counter", "value", "unit", "interval_ns")
     if out.height:
-        out.write_parquet(out_dir / "perf_counter.parquet")
+        codec = str(options.get("compression", "lz4"))
+        out.write_parquet(out_dir / "perf_counter.parquet", compression={"none": "uncompressed"}.get(codec, codec))
     tr = [int(out["ts"].min()), int(out["ts"].max())] if out.height else None
     return {
         "format": "perf-stat-csv",

@@ -27,9 +27,29 @@ from cratrace.tables import MODEL_TABLES
 TABLE_ORDER = ("thread_names", "threads", "cpu_slices", "markers", "spin_episodes", "vcpu_states", "io_work", "power", "faults")
 
 
-def _write(df: pl.DataFrame, path: Path) -> None:
+#: Parquet codec names (as pyarrow reports them) → polars' writer names
+_CODECS = {"LZ4": "lz4", "LZ4_RAW": "lz4", "ZSTD": "zstd", "UNCOMPRESSED": "uncompressed"}
+
+
+def events_codec(events_dir: Path) -> str:
+    """The codec the capture's event tables were written with (`cratrace
+    import --compression`), for the model tables to match: LZ4 when the
+    import was for speed, zstd when it was for size."""
+    from collections import Counter
+
+    import pyarrow.parquet as pq
+
+    seen: Counter[str] = Counter()
+    for f in sorted(events_dir.glob("*.parquet")):
+        md = pq.ParquetFile(f).metadata
+        if md.num_row_groups and md.num_columns:
+            seen[_CODECS.get(md.row_group(0).column(0).compression, "zstd")] += 1
+    return seen.most_common(1)[0][0] if seen else "lz4"
+
+
+def _write(df: pl.DataFrame, path: Path, codec: str) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    df.write_parquet(tmp, compression="zstd", compression_level=1)
+    df.write_parquet(tmp, compression=codec)
     os.replace(tmp, path)
 
 
@@ -44,11 +64,12 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     t0 = time.perf_counter()
     model_dir = cap.path / "model"
     model_dir.mkdir(exist_ok=True)
+    codec = events_codec(cap.path / "events")
     with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-write") as writer, ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-markers") as side:
         # marker text parsing (Rust, without the GIL) needs only the print
         # events: it runs while the thread and CPU tables are built
         parsed = side.submit(marker_lines.parse, ev.get("print"))
-        out = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet"), parsed.result)
+        out = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), parsed.result)
     rows = {name: out[name].height for name in TABLE_ORDER}
     meta = dict(cap.meta)
     meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}

@@ -38,6 +38,12 @@ def test_compression_option_sets_every_column_chunk_and_ts_is_delta_encoded(tmp_
     sw = _codecs_and_encodings(out / "events" / "sched_switch.parquet")
     assert {c for codecs, _ in sw.values() for c in codecs} == {expected}
     assert "DELTA_BINARY_PACKED" in sw["ts"][1]
+    # so do the perf stat counters and the model tables
+    pc = _codecs_and_encodings(out / "events" / "perf_counter.parquet")
+    assert {c for codecs, _ in pc.values() for c in codecs} == {expected}
+    cratrace("model", out, "-q", check=True)
+    vs = _codecs_and_encodings(out / "model" / "vcpu_states.parquet")
+    assert {c for codecs, _ in vs.values() for c in codecs} == {expected}
     assert "RLE_DICTIONARY" in sw["next_comm"][1] or "PLAIN_DICTIONARY" in sw["next_comm"][1]
 
 
