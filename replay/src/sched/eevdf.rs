@@ -1,18 +1,22 @@
-//! EEVDF, Linux's fair class since 6.6, over one global run queue: each
+//! EEVDF, Linux's fair class since 6.6, with one run queue per pCPU: each
 //! thread has a virtual runtime and a virtual deadline one slice ahead of
 //! it; the next thread is the *eligible* one (virtual runtime at or below
-//! the weighted average, i.e. not ahead of its share) with the earliest
-//! deadline. With RUN_TO_PARITY (on by default) a running thread keeps
-//! the CPU until it reaches its deadline, so a wakeup does not preempt it
-//! when all slices are equal: this is what lets a spinning vCPU hold a
-//! CPU for its whole slice while the lock holder waits, the lock-holder
-//! preemption that CFS's wakeup preemption used to cut short.
+//! its queue's weighted average, i.e. not ahead of its share) with the
+//! earliest deadline. RUN_TO_PARITY: a running thread keeps the CPU while
+//! it is eligible and inside its slice; a wakeup on its CPU preempts it
+//! only once it is ahead of its share or past its slice. Without HRTICK
+//! an expired slice is noticed at the next tick, so a spinning vCPU can
+//! hold a CPU for up to a slice plus a tick while its lock holder waits
+//! in the same queue: the lock-holder preemption the traces show.
 //!
 //! Placement (PLACE_LAG): a thread keeps the lag it had when it slept, so
 //! an owed thread comes back owed. DELAY_DEQUEUE: a thread that sleeps
 //! while ahead of its share stays in its run queue's average until the
 //! average catches up with it (then it leaves with zero lag); woken
-//! before that, it resumes where it was.
+//! before that, it resumes where it was. An idle CPU pulls from the
+//! busiest other queue, but not a thread that ran within the migration
+//! cost unless a pull already failed that way; where woken threads go is
+//! the engine's part (`engine/per_cpu.rs`).
 
 use super::{Scheduler, Sub};
 use crate::model::ThreadId;
