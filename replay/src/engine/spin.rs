@@ -1,0 +1,229 @@
+//! Spinning and the spin responses: a vCPU that finds its lock held
+//! spins, yields to a sibling (KVM's directed yield) or calls the
+//! hypervisor (Umeno et al.'s WAPD, WOPD and RSLP), and the bookkeeping
+//! that releases a parked spinner when its partners have been dispatched.
+
+use super::{vm_of, Engine, Ev, St};
+use crate::model::ThreadId;
+use crate::output::StateCode;
+use crate::policy::SpinResponse;
+use crate::sched::Sub;
+
+impl Engine<'_> {
+    /// WAPD/WOPD bookkeeping when `j` is dispatched.
+    pub(super) fn on_dispatch_policy(&mut self, j: u32) {
+        let Some(vm) = vm_of(self.w, j) else { return };
+        let v = vm.0 as usize;
+        if self.gspw[v] == 0 {
+            return;
+        }
+        let n = self.siblings[v].len() as i64;
+        match self.p.spin {
+            SpinResponse::Wapd => {
+                self.out.overhead(self.h.costs.scan_per_partner_ns * n);
+                for k in self.siblings[v].clone() {
+                    let kt = &mut self.th[k as usize];
+                    if kt.aspw && kt.dmask.contains(&j) {
+                        kt.dmask.retain(|&x| x != j);
+                        if kt.dmask.is_empty() {
+                            kt.aspw = false;
+                            self.gspw[v] -= 1;
+                            self.kick_idle_for(k);
+                        }
+                    }
+                }
+            }
+            SpinResponse::Wopd => {
+                for k in self.siblings[v].clone() {
+                    if std::mem::take(&mut self.th[k as usize].aspw) {
+                        self.kick_idle_for(k);
+                    }
+                }
+                self.gspw[v] = 0;
+            }
+            _ => {}
+        }
+    }
+
+    /// The unparked, ready thread `k` may run again: an idle CPU it may
+    /// use (its pin and pool; its previous CPU first) looks for work.
+    fn kick_idle_for(&mut self, k: u32) {
+        if self.th[k as usize].st != St::Ready {
+            return;
+        }
+        let (pool, pin) = (self.pool[k as usize], self.pin[k as usize]);
+        let usable = |c: usize| self.cpus[c].cur.is_none() && !self.cpus[c].pending && pool.is_none_or(|p| self.cpu_pool[c] == p) && pin.is_none_or(|p| p as usize == c);
+        let prev = self.th[k as usize].last_cpu.map(|c| c as usize).filter(|&c| usable(c));
+        if let Some(c) = prev.or_else(|| (0..self.cpus.len()).find(|&c| usable(c))) {
+            self.sched.migrate(ThreadId(k), c as u32);
+            self.at(self.now, Ev::Dispatch(c as u32));
+        }
+    }
+
+    pub(super) fn start_spin(&mut self, t: u32, c: u32, li: usize) {
+        let ti = t as usize;
+        self.th[ti].spin = Some((li, self.now));
+        self.th[ti].retries = 0;
+        self.th[ti].redispatched = false;
+        self.th[ti].excessive_counted = false;
+        self.out.spin_episode_start(t, self.now, self.lock_holder[li]);
+        self.set_state(t, StateCode::Spinning, Some(c));
+        let window = match self.p.spin {
+            SpinResponse::Spin => None,
+            SpinResponse::Yield => Some(self.p.param("ple_window_ns") as i64),
+            _ => Some(self.p.param("spin_budget_ns") as i64),
+        };
+        if let Some(wd) = window {
+            let g = self.th[ti].gen;
+            self.at(self.now + wd.max(0), Ev::Step(t, g));
+        }
+    }
+
+    pub(super) fn wake_spinners(&mut self, li: usize) {
+        // running spinners on this lock re-check now, in CPU order
+        for c in 0..self.cpus.len() {
+            if let Some(s) = self.cpus[c].cur {
+                if self.th[s as usize].spin.is_some_and(|(l, _)| l == li) {
+                    let g = self.th[s as usize].gen;
+                    let when = self.now.max(self.th[s as usize].run_start);
+                    self.at(when, Ev::Step(s, g));
+                }
+            }
+        }
+    }
+
+    /// The spinner `t` (running on `c`) re-checks its lock. Returns true
+    /// when it must stop stepping (still spinning, or left the CPU).
+    pub(super) fn retry_spin(&mut self, t: u32, c: u32) -> bool {
+        let ti = t as usize;
+        let (li, since) = self.th[ti].spin.expect("spinning");
+        if self.lock_holder[li].is_none() {
+            self.lock_holder[li] = Some(t);
+            self.out.spin(t, self.now - since.max(self.th[ti].run_start));
+            self.out.spin_episode_end(t, self.now);
+            self.th[ti].spin = None;
+            self.complete_phase(t);
+            self.set_state(t, StateCode::Guest, Some(c));
+            return false;
+        }
+        // still held: the spin response decides
+        match self.p.spin {
+            SpinResponse::Spin => true,
+            SpinResponse::Yield => {
+                self.hypercall(t);
+                self.directed_yield(t, c);
+                true
+            }
+            SpinResponse::Wapd | SpinResponse::Wopd | SpinResponse::Rslp => {
+                self.suspend_spin_call(t, c);
+                true
+            }
+        }
+    }
+
+    fn hypercall(&mut self, t: u32) {
+        self.out.hypercall(t, self.h.costs.hypercall_ns);
+    }
+
+    fn respin(&mut self, t: u32, ns: i64) {
+        let g = self.th[t as usize].gen;
+        self.at(self.now + ns.max(1), Ev::Step(t, g));
+    }
+
+    fn leave_cpu_ready(&mut self, t: u32, c: u32, sub: Sub) {
+        let ti = t as usize;
+        self.th[ti].redispatched = true;
+        self.put_off_cpu(c, self.now);
+        self.th[ti].st = St::Ready;
+        self.th[ti].sub = sub;
+        self.sched.enqueue(ThreadId(t), sub, false);
+        self.set_state(t, StateCode::Preempted, None);
+        self.at(self.now, Ev::Dispatch(c));
+    }
+
+    /// KVM: yield to one eligible sibling (preempted, not itself spinning).
+    fn directed_yield(&mut self, t: u32, c: u32) {
+        let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("ple_window_ns") as i64) };
+        let v = vm.0 as usize;
+        let sib = &self.siblings[v];
+        let n = sib.len();
+        let start = self.last_boosted[v];
+        let target = (1..=n).map(|k| (start + k) % n).find(|&k| {
+            let s = sib[k];
+            s != t && self.th[s as usize].st == St::Ready && self.th[s as usize].spin.is_none()
+        });
+        match target {
+            Some(k) => {
+                self.last_boosted[v] = k;
+                let s = sib[k];
+                self.sched.boost(ThreadId(s));
+                self.leave_cpu_ready(t, c, Sub::ProperReady);
+            }
+            None => self.respin(t, self.p.param("ple_window_ns") as i64),
+        }
+    }
+
+    fn note_redispatch(&mut self, t: u32) {
+        let ti = t as usize;
+        self.th[ti].retries += 1;
+        if self.th[ti].retries as f64 > self.p.param("excess_retries") && !self.th[ti].excessive_counted {
+            self.th[ti].excessive_counted = true;
+            self.out.excessive_spin(t);
+        }
+    }
+
+    /// Umeno et al.'s suspend-spin call and the three responses.
+    fn suspend_spin_call(&mut self, t: u32, c: u32) {
+        let ti = t as usize;
+        let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("respin_ns") as i64) };
+        let v = vm.0 as usize;
+        if self.th[ti].redispatched {
+            // dispatched again, and the lock is still held: an uncleared
+            // re-dispatch (Umeno et al.'s retry)
+            self.th[ti].redispatched = false;
+            self.note_redispatch(t);
+        }
+        self.hypercall(t);
+        let partners: Vec<u32> = self.siblings[v].iter().copied().filter(|&s| s != t).collect();
+        self.out.overhead(self.h.costs.scan_per_partner_ns * partners.len() as i64);
+        let ready = |e: &Self, s: u32| e.th[s as usize].st == St::Ready && !e.th[s as usize].aspw;
+        match self.p.spin {
+            SpinResponse::Wapd => {
+                let dmask: Vec<u32> = partners.iter().copied().filter(|&s| ready(self, s)).collect();
+                if dmask.is_empty() {
+                    return self.respin(t, self.p.param("respin_ns") as i64);
+                }
+                self.th[ti].dmask = dmask;
+                self.th[ti].aspw = true;
+                self.gspw[v] += 1;
+                self.leave_cpu_ready(t, c, Sub::ProperReady);
+            }
+            SpinResponse::Wopd => {
+                if partners.iter().any(|&s| matches!(self.th[s as usize].st, St::Running(_))) {
+                    return self.respin(t, self.p.param("respin_ns") as i64);
+                }
+                if partners.iter().any(|&s| ready(self, s)) {
+                    self.th[ti].aspw = true;
+                    self.gspw[v] += 1;
+                    self.leave_cpu_ready(t, c, Sub::ProperReady);
+                } else {
+                    self.respin(t, self.p.param("respin_ns") as i64);
+                }
+            }
+            _ => {
+                // RSLP: requeue at the tail of the subqueue the ready
+                // partners are in (out-service before slice-end before
+                // proper-ready), so the spinner runs after them.
+                let subs: Vec<Sub> = partners.iter().filter(|&&s| self.th[s as usize].st == St::Ready).map(|&s| self.th[s as usize].sub).collect();
+                let sub = if subs.contains(&Sub::OutService) {
+                    Sub::OutService
+                } else if subs.contains(&Sub::SliceEnd) {
+                    Sub::SliceEnd
+                } else {
+                    Sub::ProperReady
+                };
+                self.leave_cpu_ready(t, c, sub);
+            }
+        }
+    }
+}
