@@ -201,6 +201,7 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
             "throughput_unit": "marks/s" if marks[i] else "useful guest s/s",
             "marks": marks[i],
             "recorded_throughput_per_s": round(rec_tp, 6) if rec_tp else None,
+            "recorded_spin_s": round(w.recorded_spin_ns.get(name, 0) / 1e9, 6),
             "excessive_spins": vm_exc[i],
         }
     cpu_err = 0.0

@@ -42,6 +42,9 @@ class Workload:
     critical_ns: dict[str, int] = field(default_factory=dict)
     recorded_cpu_ns: list[int] = field(default_factory=list)
     recorded_marks: dict[str, int] = field(default_factory=dict)
+    #: per VM, the vCPUs' recorded spinning time (ns), to set beside the
+    #: replay's: the demand a spin policy may remove
+    recorded_spin_ns: dict[str, int] = field(default_factory=dict)
     #: per VM, recorded (first vCPU start, last mark) relative to t0: the
     #: window throughput is measured over, in the recording and the replay
     recorded_window: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -158,6 +161,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
     tx = markers.filter(pl.col("name") == throughput_marker)
     w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
+    spun = states.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum())
+    w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
     marks_by = {(vm, vc): sorted(g["ts"].to_list()) for (vm, vc), g in tx.group_by(["vm", "vcpu"])}
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:

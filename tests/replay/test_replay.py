@@ -82,6 +82,15 @@ def test_fidelity_is_measured_and_reported_not_hidden(replays, lab_capture):  # 
     assert res["wapd"]["fidelity"]["gate_applies"] is False
 
 
+def test_recorded_spin_is_reported_beside_the_replayed(replays, lab_capture):  # noqa: F811
+    _, res = replays
+    rec = dict(lab_capture.sql("SELECT vm, sum(\"end\" - start) FROM vcpu_states WHERE state = 'spinning' GROUP BY vm").rows())
+    assert rec, "the lab capture has spinning vCPUs"
+    for p in POLICIES:
+        for vm, v in res[p]["vms"].items():
+            assert v["recorded_spin_s"] == pytest.approx(int(rec.get(vm, 0)) / 1e9, abs=1e-6), (p, vm)
+
+
 def test_spin_responses_change_spin_waste_and_calls(replays):
     _, res = replays
     spin = {p: sum(v["spin_s"] for v in res[p]["vms"].values()) for p in POLICIES}
