@@ -79,7 +79,6 @@ struct Th {
 struct Cpu {
     cur: Option<u32>,
     gen: u64,
-    idle_since: i64,
     /// A Dispatch event is queued for this CPU (so wakeups spread out
     /// over idle CPUs instead of all targeting the first one).
     pending: bool,
@@ -126,6 +125,9 @@ pub struct Engine<'a> {
     util_avg: f64,
     win_busy: i64,
     win_start: i64,
+    /// Per-CPU run queues: idle periods shorter than this on average, and
+    /// no idle CPU pulls (the policy's `migration_cost_ns`, read once).
+    migration_cost: i64,
     remaining_threads: usize,
 }
 
@@ -171,6 +173,7 @@ impl<'a> Engine<'a> {
         // grows with its weight, not with weight × vCPUs.
         let per_vm = vcpus_per_vm(w);
         let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1) as i64).max(1))).collect();
+        let migration_cost = p.param("migration_cost_ns") as i64;
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
                 weights.iter().map(|_| 1024).collect(),
@@ -183,7 +186,7 @@ impl<'a> Engine<'a> {
                 let hz = p.param("tick_hz");
                 let tick = if hz > 0.0 { (1e9 / hz).round() as i64 } else { 0 };
                 let slice = if slice > 0 { slice } else { Eevdf::default_slice_ns(h.freq_khz.len()) };
-                Box::new(Eevdf::new(weights.iter().map(|_| 1024).collect(), h.freq_khz.len(), slice, tick, p.param("migration_cost_ns") as i64))
+                Box::new(Eevdf::new(weights.iter().map(|_| 1024).collect(), h.freq_khz.len(), slice, tick, migration_cost))
             }
             SchedulerKind::Credit => Box::new(Credit::new(
                 weights,
@@ -231,7 +234,7 @@ impl<'a> Engine<'a> {
                 waiters: Vec::new(),
             })
             .collect();
-        let cpus = (0..h.freq_khz.len()).map(|_| Cpu { cur: None, gen: 0, idle_since: 0, pending: false, idle_stamp: None, avg_idle: 2 * p.param("migration_cost_ns") as i64, balancing: false }).collect();
+        let cpus = (0..h.freq_khz.len()).map(|_| Cpu { cur: None, gen: 0, pending: false, idle_stamp: None, avg_idle: 2 * migration_cost, balancing: false }).collect();
         let nl = lock_index.len();
         Engine {
             w,
@@ -253,6 +256,7 @@ impl<'a> Engine<'a> {
             util_avg: 1.0,
             win_busy: 0,
             win_start: 0,
+            migration_cost,
             remaining_threads: n,
             pin: vec![None; n],
             bal: None,
@@ -395,7 +399,6 @@ impl<'a> Engine<'a> {
     fn put_off_cpu(&mut self, c: u32, now: i64) -> Option<u32> {
         let t = self.cpus[c as usize].cur.take()?;
         self.cpus[c as usize].gen += 1;
-        self.cpus[c as usize].idle_since = now;
         self.account_progress(t, c, now);
         if let Some(b) = &mut self.bal {
             b.busy[c as usize] += (now - self.th[t as usize].run_start.max(b.period_start)).max(0);
@@ -469,7 +472,7 @@ impl<'a> Engine<'a> {
         }
         // a CPU going idle pulls work from another only when its idle
         // periods have been long enough to pay for a migration (avg_idle)
-        let cost = self.p.param("migration_cost_ns") as i64;
+        let cost = self.migration_cost;
         let pull = balancing || self.cpus[c as usize].avg_idle >= cost;
         let th = &self.th;
         let pin = &self.pin;

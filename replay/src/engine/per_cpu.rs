@@ -76,5 +76,4 @@ impl Engine<'_> {
             _ => due,
         }
     }
-
 }
