@@ -108,7 +108,7 @@ def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path, compression
 
             frames = [pl.scan_parquet(p) for p in paths]
             merged = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-            merged.sort("ts", maintain_order=True).sink_parquet(dest, compression={"none": "uncompressed"}.get(compression, compression))
+            merged.sort("ts", maintain_order=True).sink_parquet(dest, compression=importers.polars_compression(compression))
         rows[name] = _native.parquet_rows(dest)
     return rows
 

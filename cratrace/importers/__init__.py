@@ -22,6 +22,11 @@ def sink_options(options: dict) -> dict:
     return {"batch_rows": int(options.get("batch_rows", 65536)), "compression": str(options.get("compression", "lz4"))}
 
 
+def polars_compression(codec: str) -> str:
+    """`--compression`'s name for a codec as polars' Parquet writers spell it."""
+    return {"none": "uncompressed"}.get(codec, codec)
+
+
 def available() -> dict[str, ModuleType]:
     """KIND -> module for every importer present in this build."""
     out: dict[str, ModuleType] = {}

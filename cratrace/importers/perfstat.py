@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from cratrace.errors import CorruptTraceError
+from cratrace.importers import polars_compression, sink_options
 
 if TYPE_CHECKING:
     import polars as pl
@@ -70,8 +71,7 @@ def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callab
     )
     out = df.select("ts", "cpu", pl.lit(None, pl.Int32).alias("pid"), pl.lit("").alias("instance"), "counter", "value", "unit", "interval_ns")
     if out.height:
-        codec = str(options.get("compression", "lz4"))
-        out.write_parquet(out_dir / "perf_counter.parquet", compression={"none": "uncompressed"}.get(codec, codec))
+        out.write_parquet(out_dir / "perf_counter.parquet", compression=polars_compression(sink_options(options)["compression"]))
     tr = [int(out["ts"].min()), int(out["ts"].max())] if out.height else None
     return {
         "format": "perf-stat-csv",

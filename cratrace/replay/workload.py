@@ -154,8 +154,9 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     freqs = slices["freq_khz"].drop_nulls()
     w.freq_khz = int(freqs.median()) if freqs.len() else 1_000_000
     w.critical_ns = _critical_ns(markers, throughput_marker)
-    cpu_by_tid = dict(slices.group_by("tid").agg(pl.col("dur").sum()).iter_rows())
-    first_cpu = dict(slices.sort("start").group_by("tid").agg(pl.col("cpu").first()).iter_rows())
+    per_tid = slices.group_by("tid").agg(pl.col("dur").sum(), pl.col("cpu").sort_by("start").first())
+    cpu_by_tid = dict(zip(per_tid["tid"], per_tid["dur"]))
+    first_cpu = dict(zip(per_tid["tid"], per_tid["cpu"]))
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
