@@ -32,7 +32,6 @@ from collectors import cratrace_collect as cc
 from cratrace.importer import import_capture
 from cratrace.lab import LabParams, executable
 from cratrace.model import build_model
-from cratrace.capture import Capture
 from cratrace.replay import replay_capture
 from cratrace.replay.run import baseline_policy
 
@@ -71,11 +70,11 @@ def main() -> None:
                 cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k, duration_s=a.seconds, work_clock=clock).argv(executable()))
             cap = import_capture([d / "raw"], d / "cap")
             build_model(cap)
-            policy = baseline_policy(cap if isinstance(cap, Capture) else Capture(cap))
+            policy = baseline_policy(cap)
             # the other Linux scheduler model on the same capture, to compare
             other = "fair" if policy == "eevdf" else "eevdf"
             ms = replay_capture(cap, [policy, other], d / "rep")
-            m, f, g = ms[policy], ms[policy]["fidelity"], ms[other]["fidelity"]
+            f, g = ms[policy]["fidelity"], ms[other]["fidelity"]
             wait_s, stranded_s = stranded_wait(d / "cap")
             res[f"{clock} clock, {2 * k / cpus:.0f}x ({2 * k} vCPUs on {cpus} CPUs)"] = {
                 "policy": policy,
