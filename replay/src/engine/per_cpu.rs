@@ -13,15 +13,8 @@ impl Engine<'_> {
     /// that the kernel skips the search (SIS_UTIL); else it queues on its
     /// previous CPU and preempts there if the scheduler says so.
     pub(super) fn wake_on_own_cpu(&mut self, t: u32) {
-        let pool = self.pool[t as usize];
-        let idle = |c: usize| pool.is_none_or(|p| self.cpu_pool[c] == p) && self.cpus[c].cur.is_none() && !self.cpus[c].pending;
         let prev = self.th[t as usize].last_cpu.map(|c| c as usize);
-        let target = match prev {
-            Some(p) if idle(p) => Some(p),
-            Some(_) if !self.idle_scan() => None,
-            _ => (0..self.cpus.len()).find(|&c| idle(c)),
-        };
-        if let Some(c) = target {
+        if let Some(c) = self.idle_cpu_for(t, prev.is_none() || self.idle_scan()) {
             self.sched.migrate(ThreadId(t), c as u32);
             self.at(self.now, Ev::Dispatch(c as u32));
             return;
@@ -42,6 +35,15 @@ impl Engine<'_> {
             self.preempt(home as u32, Sub::ProperReady);
             self.at(self.now, Ev::Dispatch(home as u32));
         }
+    }
+
+    /// An idle CPU `t` may run on (its pool and pin): its previous CPU if
+    /// that one is idle, else, if `search`, the first idle one.
+    pub(super) fn idle_cpu_for(&self, t: u32, search: bool) -> Option<usize> {
+        let (pool, pin) = (self.pool[t as usize], self.pin[t as usize]);
+        let usable = |c: usize| self.cpus[c].cur.is_none() && !self.cpus[c].pending && pool.is_none_or(|p| self.cpu_pool[c] == p) && pin.is_none_or(|p| p as usize == c);
+        let prev = self.th[t as usize].last_cpu.map(|c| c as usize).filter(|&c| usable(c));
+        prev.or_else(|| if search { (0..self.cpus.len()).find(|&c| usable(c)) } else { None })
     }
 
     /// SIS_UTIL: whether a waking thread may look for an idle CPU, from

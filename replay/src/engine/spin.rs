@@ -51,10 +51,7 @@ impl Engine<'_> {
         if self.th[k as usize].st != St::Ready {
             return;
         }
-        let (pool, pin) = (self.pool[k as usize], self.pin[k as usize]);
-        let usable = |c: usize| self.cpus[c].cur.is_none() && !self.cpus[c].pending && pool.is_none_or(|p| self.cpu_pool[c] == p) && pin.is_none_or(|p| p as usize == c);
-        let prev = self.th[k as usize].last_cpu.map(|c| c as usize).filter(|&c| usable(c));
-        if let Some(c) = prev.or_else(|| (0..self.cpus.len()).find(|&c| usable(c))) {
+        if let Some(c) = self.idle_cpu_for(k, true) {
             self.sched.migrate(ThreadId(k), c as u32);
             self.at(self.now, Ev::Dispatch(c as u32));
         }
