@@ -14,6 +14,7 @@
 use crate::error::{ReadError, ReadResult};
 use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -141,24 +142,32 @@ struct Stream {
     cpu: u32,
     windows: Vec<(u64, u64)>,
     next_window: usize,
+    /// File bytes from `buf_start`: the current window and often the next
+    /// ones of this pCPU (see `fill`).
     buf: Vec<u8>,
+    buf_start: u64,
+    /// The current window is `buf[pos..win_end]`.
     pos: usize,
+    win_end: usize,
     last_tsc: u64,
     cur: Option<Rec>,
 }
 
+/// Most bytes one read brings in for a stream.
+const READ_AHEAD: u64 = 1 << 20;
+
 impl Stream {
     fn advance(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<bool> {
         loop {
-            if self.pos + 4 <= self.buf.len() {
-                let b = &self.buf[self.pos..];
+            if self.pos + 4 <= self.win_end {
+                let b = &self.buf[self.pos..self.win_end];
                 let w = u32::from_le_bytes(b[0..4].try_into().expect("4"));
                 let n = ((w >> 28) & 7) as usize;
                 let has_tsc = w >> 31 == 1;
                 let size = 4 + if has_tsc { 8 } else { 0 } + 4 * n;
                 if b.len() < size {
                     s.warnings.push(format!("{}: cpu {}: a record is cut at the end of its window; rest of window skipped", path.display(), self.cpu));
-                    self.pos = self.buf.len();
+                    self.pos = self.win_end;
                     continue;
                 }
                 let mut off = 4;
@@ -178,11 +187,35 @@ impl Stream {
                 self.cur = None;
                 return Ok(false);
             };
+            if start < self.buf_start || start + len > self.buf_start + self.buf.len() as u64 {
+                self.fill(file, path)?;
+            }
             self.next_window += 1;
-            self.buf.resize(len as usize, 0);
-            file.read_exact_at(&mut self.buf, start).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
-            self.pos = 0;
+            self.pos = (start - self.buf_start) as usize;
+            self.win_end = self.pos + len as usize;
         }
+    }
+
+    /// Read the next window, with as many of this pCPU's following windows
+    /// as fit in [`READ_AHEAD`] bytes while at least a quarter of the bytes
+    /// read are this pCPU's. Windows are often a kilobyte; one read each
+    /// cost more in system calls than decoding them, and with few pCPUs the
+    /// windows between this pCPU's are cheap to read past.
+    fn fill(&mut self, file: &File, path: &Path) -> ReadResult<()> {
+        let (start, len) = self.windows[self.next_window];
+        let (mut end, mut own) = (start + len, len);
+        for &(s2, l2) in &self.windows[self.next_window + 1..] {
+            let span = s2 + l2 - start;
+            if span > READ_AHEAD || 4 * (own + l2) < span {
+                break;
+            }
+            end = s2 + l2;
+            own += l2;
+        }
+        self.buf.resize((end - start) as usize, 0);
+        file.read_exact_at(&mut self.buf, start).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
+        self.buf_start = start;
+        Ok(())
     }
 }
 
@@ -195,21 +228,46 @@ fn col(name: &str, ty: ColumnType) -> ColumnSpec {
 #[derive(Default)]
 struct Tables {
     tables: Vec<(&'static str, TableId, u64)>,
+    /// Record id (or arm key) → index into `tables`: a few dozen integer comparisons per
+    /// record, where comparing names (several share a length) cost a
+    /// `memcmp` each.
+    by_id: Vec<(u32, usize)>,
 }
 
+// Keys of the arms that match ranges of ids rather than fixed ones: an id
+// in a range can also reach a fixed arm (when that arm's length guard
+// holds), so a range arm must not cache its tables under the id. Record ids
+// have 28 bits, so these never collide with one.
+/// Records without a decoder of their own (`xen_record`).
+const ANY_OTHER_ID: u32 = u32::MAX;
+/// Other HVM handler records (`xen_hvm_handler`).
+const HVM_HANDLER_KEY: u32 = u32::MAX - 1;
+/// Scheduler-class records (`xen_sched_class`).
+const SCHED_CLASS_KEY: u32 = u32::MAX - 2;
+
 impl Tables {
-    fn get(&mut self, sink: &mut dyn EventSink, name: &'static str, cols: &[(&str, ColumnType)]) -> ReadResult<TableId> {
-        // A few dozen tables at most: a scan that mostly ends at the first
-        // pointer comparison beats a map keyed by string content.
-        if let Some(e) = self.tables.iter_mut().find(|e| std::ptr::eq(e.0, name) || e.0 == name) {
+    /// The table for a record. `key` must pick exactly one table: the
+    /// record id in arms that match fixed ids, the arm's constant in arms
+    /// that match a range.
+    fn get(&mut self, sink: &mut dyn EventSink, key: u32, name: &'static str, cols: &[(&str, ColumnType)]) -> ReadResult<TableId> {
+        if let Some(&(_, i)) = self.by_id.iter().find(|e| e.0 == key) {
+            let e = &mut self.tables[i];
             e.2 += 1;
             return Ok(e.1);
         }
-        let mut columns = vec![col("tsc", ColumnType::U64)];
-        columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
-        let t = sink.declare_table(&TableSpec { name: name.into(), system: "xen".into(), columns }).map_err(|what| ReadError::Sink { what })?;
-        self.tables.push((name, t, 1));
-        Ok(t)
+        let i = match self.tables.iter().position(|e| e.0 == name) {
+            Some(i) => i,
+            None => {
+                let mut columns = vec![col("tsc", ColumnType::U64)];
+                columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
+                let t = sink.declare_table(&TableSpec { name: name.into(), system: "xen".into(), columns }).map_err(|what| ReadError::Sink { what })?;
+                self.tables.push((name, t, 0));
+                self.tables.len() - 1
+            }
+        };
+        self.by_id.push((key, i));
+        self.tables[i].2 += 1;
+        Ok(self.tables[i].1)
     }
 }
 
@@ -252,7 +310,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
     }
     s.cpus = per_cpu.keys().max().map_or(0, |m| m + 1);
     sink.set_instances(&[String::new()]);
-    let mut streams: Vec<Stream> = per_cpu.into_iter().map(|(cpu, windows)| Stream { cpu, windows, next_window: 0, buf: Vec::new(), pos: 0, last_tsc: 0, cur: None }).collect();
+    let mut streams: Vec<Stream> = per_cpu.into_iter().map(|(cpu, windows)| Stream { cpu, windows, next_window: 0, buf: Vec::new(), buf_start: 0, pos: 0, win_end: 0, last_tsc: 0, cur: None }).collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {
         if st.advance(&file, path, &mut s)? {
@@ -266,7 +324,10 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
     let mut done = 0u64;
     let mut list: Vec<u64> = Vec::with_capacity(7);
     use ColumnType::{ListU64, Str, I64, U32, U64};
-    while let Some(Reverse((_, _, i))) = heap.pop() {
+    // The top stream's entry is replaced in place (one sift-down) rather
+    // than popped and pushed again for every record.
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse((_, _, i)) = *top;
         let r = streams[i].cur.expect("in heap");
         let cpu = streams[i].cpu;
         s.records += 1;
@@ -277,61 +338,61 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
         let row = |sink: &mut dyn EventSink, tid: TableId, vals: &[Value<'_>]| sink.write_row(tid, &head, vals).map_err(|what| ReadError::Sink { what });
         match r.ev {
             ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
-                let tid = t.get(sink, "xen_runstate_change", &[("dom", I64), ("vcpu", I64), ("old_state", Str), ("new_state", Str)])?;
+                let tid = t.get(sink, r.ev, "xen_runstate_change", &[("dom", I64), ("vcpu", I64), ("old_state", Str), ("new_state", Str)])?;
                 let (d, v) = dom_vcpu(w[0]);
                 let old = RUNSTATES.get(((ev >> 8) & 0xf) as usize).copied().unwrap_or("unknown");
                 let new = RUNSTATES.get(((ev >> 4) & 0xf) as usize).copied().unwrap_or("unknown");
                 row(sink, tid, &[tsc, Value::I64(d), Value::I64(v), Value::Str(old), Value::Str(new)])?;
             }
             0x0002_1002 if r.n >= 1 => {
-                let tid = t.get(sink, "xen_continue_running", &[("dom", I64), ("vcpu", I64)])?;
+                let tid = t.get(sink, r.ev, "xen_continue_running", &[("dom", I64), ("vcpu", I64)])?;
                 let (d, v) = dom_vcpu(w[0]);
                 row(sink, tid, &[tsc, Value::I64(d), Value::I64(v)])?;
             }
             0x0002_800a if r.n >= 4 => {
-                let tid = t.get(sink, "xen_switch", &[("prev_dom", I64), ("prev_vcpu", I64), ("next_dom", I64), ("next_vcpu", I64)])?;
+                let tid = t.get(sink, r.ev, "xen_switch", &[("prev_dom", I64), ("prev_vcpu", I64), ("next_dom", I64), ("next_vcpu", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::I64(w[2] as i64), Value::I64(w[3] as i64)])?;
             }
             0x0002_800e if r.n >= 3 => {
-                let tid = t.get(sink, "xen_switch_infprev", &[("dom", I64), ("vcpu", I64), ("runtime", U64)])?;
+                let tid = t.get(sink, r.ev, "xen_switch_infprev", &[("dom", I64), ("vcpu", I64), ("runtime", U64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64)])?;
             }
             0x0002_800f if r.n >= 4 => {
-                let tid = t.get(sink, "xen_switch_infnext", &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)])?;
+                let tid = t.get(sink, r.ev, "xen_switch_infnext", &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64), Value::I64(w[3] as i32 as i64)])?;
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
                 let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"][(r.ev - 0x0002_8003) as usize];
-                let tid = t.get(sink, name, &[("dom", I64), ("vcpu", I64)])?;
+                let tid = t.get(sink, r.ev, name, &[("dom", I64), ("vcpu", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64)])?;
             }
             0x0008_1001 | 0x0008_1101 => {
-                let tid = t.get(sink, "xen_hvm_vmentry", &[])?;
+                let tid = t.get(sink, r.ev, "xen_hvm_vmentry", &[])?;
                 row(sink, tid, &[tsc])?;
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
-                let tid = t.get(sink, "xen_hvm_vmexit", &[("exit_reason", U32), ("rip", U64)])?;
+                let tid = t.get(sink, r.ev, "xen_hvm_vmexit", &[("exit_reason", U32), ("rip", U64)])?;
                 let rip = if r.ev & 0x100 != 0 && r.n >= 3 { wide(w, 1) } else { w[1] as u64 };
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(rip)])?;
             }
             0x0080_1001 if r.n >= 2 => {
-                let tid = t.get(sink, "xen_pm_freq_change", &[("old_mhz", U32), ("new_mhz", U32)])?;
+                let tid = t.get(sink, r.ev, "xen_pm_freq_change", &[("old_mhz", U32), ("new_mhz", U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(w[1] as u64)])?;
             }
             0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
                 let name = if r.ev == 0x0080_1002 { "xen_pm_idle_entry" } else { "xen_pm_idle_exit" };
-                let tid = t.get(sink, name, &[("cstate", U32)])?;
+                let tid = t.get(sink, r.ev, name, &[("cstate", U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
             }
             0x0010_0001..=0x0010_0003 if r.n >= 1 => {
                 // grant_table.c: TRACE_1D(event, domid of the granting domain)
-                let tid = t.get(sink, "xen_grant", &[("op", Str), ("dom", I64)])?;
+                let tid = t.get(sink, r.ev, "xen_grant", &[("op", Str), ("dom", I64)])?;
                 let op = ["map", "unmap", "transfer"][(r.ev - 0x0010_0001) as usize];
                 row(sink, tid, &[tsc, Value::Str(op), Value::I64(w[0] as i64)])?;
             }
             0x0002_8001 | 0x0002_8002 if r.n >= 1 => {
                 let name = if r.ev == 0x0002_8001 { "xen_dom_add" } else { "xen_dom_remove" };
-                let tid = t.get(sink, name, &[("dom", I64)])?;
+                let tid = t.get(sink, r.ev, name, &[("dom", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64)])?;
             }
             // typed handler records (x86 hvm code, Xen 4.x): HLT [intpending],
@@ -342,11 +403,11 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                     0x0008_2012 => ("xen_hvm_vmcall", "eax"),
                     _ => ("xen_hvm_intr", "vector"),
                 };
-                let tid = t.get(sink, name, &[(col, U32)])?;
+                let tid = t.get(sink, r.ev, name, &[(col, U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
             }
             0x0008_2021 if r.n >= 6 => {
-                let tid = t.get(sink, "xen_hvm_npf", &[("gpa", U64), ("mfn", U64), ("qualification", U32), ("p2mt", U32)])?;
+                let tid = t.get(sink, r.ev, "xen_hvm_npf", &[("gpa", U64), ("mfn", U64), ("qualification", U32), ("p2mt", U32)])?;
                 let gpa = wide(w, 0);
                 let mfn = wide(w, 2);
                 row(sink, tid, &[tsc, Value::U64(gpa), Value::U64(mfn), Value::U64(w[4] as u64), Value::U64(w[5] as u64)])?;
@@ -355,7 +416,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             // 64-bit flag), then the data unless it was a pointer
             ev if matches!(ev & !0x100, 0x0008_2016 | 0x0008_2017 | 0x0008_2216 | 0x0008_2217) && r.n >= 1 + ((ev >> 8) & 1) as usize => {
                 let na = 1 + ((ev >> 8) & 1) as usize;
-                let tid = t.get(sink, "xen_hvm_io", &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)])?;
+                let tid = t.get(sink, r.ev, "xen_hvm_io", &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)])?;
                 let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
                 let data = if r.n > na { Value::U64(w[na] as u64) } else { Value::Null };
                 let space = if ev & 0xff == 0x16 { "port" } else { "mem" };
@@ -363,19 +424,19 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 row(sink, tid, &[tsc, Value::Str(space), Value::Str(op), Value::U64(addr), data])?;
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
-                let tid = t.get(sink, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
+                let tid = t.get(sink, HVM_HANDLER_KEY, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
                 fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)])?;
             }
             0x0020_1001 | 0x0020_1101 | 0x0020_100d if r.n >= 1 => {
                 // v1: [eip (1 or 2 words), eax = op]; v2: op in the low 20 bits of word 0
                 let op = if r.ev == 0x0020_100d { w[0] & 0xf_ffff } else { w[r.n - 1] };
-                let tid = t.get(sink, "xen_pv_hypercall", &[("op", U32), ("op_name", Str)])?;
+                let tid = t.get(sink, r.ev, "xen_pv_hypercall", &[("op", U32), ("op_name", Str)])?;
                 row(sink, tid, &[tsc, Value::U64(op as u64), Value::Str(hypercall_name(op))])?;
             }
             ev if ev & 0xffff_f000 == 0x0002_2000 => {
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
-                let tid = t.get(sink, "xen_sched_class", &[("scheduler", Str), ("event", U32), ("words", ListU64)])?;
+                let tid = t.get(sink, SCHED_CLASS_KEY, "xen_sched_class", &[("scheduler", Str), ("event", U32), ("words", ListU64)])?;
                 let sched = ["credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7"][((ev >> 9) & 7) as usize];
                 fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::Str(sched), Value::U64((ev & 0x1ff) as u64), Value::ListU64(&list)])?;
@@ -385,7 +446,7 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             }
             WRAP_BUFFER => {}
             _ => {
-                let tid = t.get(sink, "xen_record", &[("id", U32), ("words", ListU64)])?;
+                let tid = t.get(sink, ANY_OTHER_ID, "xen_record", &[("id", U32), ("words", ListU64)])?;
                 fill_words(&mut list, &w[..r.n]);
                 row(sink, tid, &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)])?;
             }
@@ -396,7 +457,9 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             return Err(ReadError::Interrupted);
         }
         if streams[i].advance(&file, path, &mut s)? {
-            heap.push(Reverse((streams[i].cur.expect("advanced").tsc, cpu, i)));
+            *top = Reverse((streams[i].cur.expect("advanced").tsc, cpu, i));
+        } else {
+            PeekMut::pop(top);
         }
     }
     for (st, classes) in streams.iter().zip(&volume) {

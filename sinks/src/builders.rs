@@ -3,8 +3,11 @@
 //! failing the row (the reader typed the columns, so this is only hit by
 //! short payloads).
 
-use arrow_array::builder::{BinaryBuilder, BooleanBuilder, Float64Builder, Int64Builder, ListBuilder, StringBuilder, UInt64Builder};
-use arrow_array::{ArrayRef, Int16Array, Int32Array, Int64Array, Int8Array, UInt16Array, UInt32Array, UInt64Array, UInt8Array};
+use arrow_array::builder::{
+    BinaryBuilder, BooleanBuilder, Float64Builder, Int16Builder, Int32Builder, Int64Builder, Int8Builder, ListBuilder, StringBuilder, UInt16Builder, UInt32Builder,
+    UInt64Builder, UInt8Builder,
+};
+use arrow_array::ArrayRef;
 use arrow_schema::{DataType, Field};
 use cratrace_format::{ColumnType, Value};
 use std::sync::Arc;
@@ -32,10 +35,15 @@ pub fn arrow_type(t: &ColumnType) -> DataType {
 
 pub(crate) enum ColumnBuilder {
     Bool(BooleanBuilder),
-    /// Signed integers narrower than 64 bits are kept as i64 and narrowed
-    /// when the batch is built (values come from fields of that width).
-    Signed(Vec<Option<i64>>, u8),
-    Unsigned(Vec<Option<u64>>, u8),
+    // Narrow integers are stored at their own width as they arrive (the
+    // values come from fields of that width, so `as` only drops zeros);
+    // the builders keep no validity bitmap until the first null.
+    I8(Int8Builder),
+    I16(Int16Builder),
+    I32(Int32Builder),
+    U8(UInt8Builder),
+    U16(UInt16Builder),
+    U32(UInt32Builder),
     I64(Int64Builder),
     U64(UInt64Builder),
     F64(Float64Builder),
@@ -49,12 +57,12 @@ impl ColumnBuilder {
     pub(crate) fn new(t: &ColumnType, cap: usize) -> Self {
         match t {
             ColumnType::Bool => ColumnBuilder::Bool(BooleanBuilder::with_capacity(cap)),
-            ColumnType::I8 => ColumnBuilder::Signed(Vec::with_capacity(cap), 1),
-            ColumnType::I16 => ColumnBuilder::Signed(Vec::with_capacity(cap), 2),
-            ColumnType::I32 => ColumnBuilder::Signed(Vec::with_capacity(cap), 4),
-            ColumnType::U8 => ColumnBuilder::Unsigned(Vec::with_capacity(cap), 1),
-            ColumnType::U16 => ColumnBuilder::Unsigned(Vec::with_capacity(cap), 2),
-            ColumnType::U32 => ColumnBuilder::Unsigned(Vec::with_capacity(cap), 4),
+            ColumnType::I8 => ColumnBuilder::I8(Int8Builder::with_capacity(cap)),
+            ColumnType::I16 => ColumnBuilder::I16(Int16Builder::with_capacity(cap)),
+            ColumnType::I32 => ColumnBuilder::I32(Int32Builder::with_capacity(cap)),
+            ColumnType::U8 => ColumnBuilder::U8(UInt8Builder::with_capacity(cap)),
+            ColumnType::U16 => ColumnBuilder::U16(UInt16Builder::with_capacity(cap)),
+            ColumnType::U32 => ColumnBuilder::U32(UInt32Builder::with_capacity(cap)),
             ColumnType::U64 => ColumnBuilder::U64(UInt64Builder::with_capacity(cap)),
             ColumnType::F64 => ColumnBuilder::F64(Float64Builder::with_capacity(cap)),
             ColumnType::Str => ColumnBuilder::Str(StringBuilder::with_capacity(cap, cap * 16)),
@@ -72,12 +80,12 @@ impl ColumnBuilder {
             (ColumnBuilder::Bool(b), Value::I64(x)) => b.append_value(*x != 0),
             (ColumnBuilder::Bool(b), Value::U64(x)) => b.append_value(*x != 0),
             (ColumnBuilder::Bool(b), _) => b.append_null(),
-            (ColumnBuilder::Signed(b, _), Value::I64(x)) => b.push(Some(*x)),
-            (ColumnBuilder::Signed(b, _), Value::U64(x)) => b.push(Some(*x as i64)),
-            (ColumnBuilder::Signed(b, _), _) => b.push(None),
-            (ColumnBuilder::Unsigned(b, _), Value::U64(x)) => b.push(Some(*x)),
-            (ColumnBuilder::Unsigned(b, _), Value::I64(x)) => b.push(Some(*x as u64)),
-            (ColumnBuilder::Unsigned(b, _), _) => b.push(None),
+            (ColumnBuilder::I8(b), v) => b.append_option(int(v).map(|x| x as i8)),
+            (ColumnBuilder::I16(b), v) => b.append_option(int(v).map(|x| x as i16)),
+            (ColumnBuilder::I32(b), v) => b.append_option(int(v).map(|x| x as i32)),
+            (ColumnBuilder::U8(b), v) => b.append_option(int(v).map(|x| x as u8)),
+            (ColumnBuilder::U16(b), v) => b.append_option(int(v).map(|x| x as u16)),
+            (ColumnBuilder::U32(b), v) => b.append_option(int(v).map(|x| x as u32)),
             (ColumnBuilder::I64(b), Value::I64(x)) => b.append_value(*x),
             (ColumnBuilder::I64(b), Value::U64(x)) => b.append_value(*x as i64),
             (ColumnBuilder::I64(b), _) => b.append_null(),
@@ -103,34 +111,35 @@ impl ColumnBuilder {
         }
     }
 
-    pub(crate) fn finish(&mut self) -> ArrayRef {
-        match self {
-            ColumnBuilder::Bool(b) => Arc::new(b.finish()),
-            ColumnBuilder::Signed(v, w) => {
-                let v = std::mem::replace(v, Vec::with_capacity(v.capacity()));
-                match w {
-                    1 => Arc::new(v.into_iter().map(|x| x.map(|x| x as i8)).collect::<Int8Array>()),
-                    2 => Arc::new(v.into_iter().map(|x| x.map(|x| x as i16)).collect::<Int16Array>()),
-                    4 => Arc::new(v.into_iter().map(|x| x.map(|x| x as i32)).collect::<Int32Array>()),
-                    _ => Arc::new(v.into_iter().collect::<Int64Array>()),
-                }
-            }
-            ColumnBuilder::Unsigned(v, w) => {
-                let v = std::mem::replace(v, Vec::with_capacity(v.capacity()));
-                match w {
-                    1 => Arc::new(v.into_iter().map(|x| x.map(|x| x as u8)).collect::<UInt8Array>()),
-                    2 => Arc::new(v.into_iter().map(|x| x.map(|x| x as u16)).collect::<UInt16Array>()),
-                    4 => Arc::new(v.into_iter().map(|x| x.map(|x| x as u32)).collect::<UInt32Array>()),
-                    _ => Arc::new(v.into_iter().collect::<UInt64Array>()),
-                }
-            }
-            ColumnBuilder::I64(b) => Arc::new(b.finish()),
-            ColumnBuilder::U64(b) => Arc::new(b.finish()),
-            ColumnBuilder::F64(b) => Arc::new(b.finish()),
-            ColumnBuilder::Str(b) => Arc::new(b.finish()),
-            ColumnBuilder::Bytes(b) => Arc::new(b.finish()),
-            ColumnBuilder::ListI(b) => Arc::new(b.finish()),
-            ColumnBuilder::ListU(b) => Arc::new(b.finish()),
+    /// The rows so far as an array; the builder starts again empty, with
+    /// room for `cap` rows (growing it again by doubling would cost a
+    /// reallocation and fresh page faults per batch).
+    pub(crate) fn finish(&mut self, ty: &ColumnType, cap: usize) -> ArrayRef {
+        match std::mem::replace(self, ColumnBuilder::new(ty, cap)) {
+            ColumnBuilder::Bool(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::I8(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::I16(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::I32(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::U8(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::U16(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::U32(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::I64(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::U64(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::F64(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::Str(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::Bytes(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::ListI(mut b) => Arc::new(b.finish()),
+            ColumnBuilder::ListU(mut b) => Arc::new(b.finish()),
         }
+    }
+}
+
+/// An integer value's bits (signed or not), None for anything else.
+#[inline]
+fn int(v: &Value<'_>) -> Option<i64> {
+    match v {
+        Value::I64(x) => Some(*x),
+        Value::U64(x) => Some(*x as i64),
+        _ => None,
     }
 }

@@ -96,6 +96,41 @@ def test_grant_domain_handler_hypercall_and_scheduler_class_records_decode(tmp_p
     assert (sc["scheduler"], sc["event"], sc["words"]) == ("credit2", 3, [1, 2])
 
 
+def test_one_id_in_two_shapes_lands_in_the_table_each_shape_belongs_to(tmp_path):
+    # HLT with its word is xen_hvm_hlt; the same id without words is only a
+    # handler record. The reader caches tables by id: it must not send the
+    # second to the first's table.
+    w = XentraceWriter()
+    w.record(0, 0x00082013, [1], tsc=10)
+    w.record(0, 0x00082013, [], tsc=11)
+    w.record(0, 0x00082013, [0], tsc=12)
+    w.record(0, 0x00021002, [], tsc=13)  # continue_running cut short: generic
+    w.record(0, 0x00021002, [(3 << 16) | 1], tsc=14)
+    w.write(tmp_path / "x.bin")
+    meta = _import(tmp_path / "x.bin", tmp_path / "cap")
+    assert meta["events"] == {"xen_hvm_hlt": 2, "xen_hvm_handler": 1, "xen_record": 1, "xen_continue_running": 1}
+    ev = tmp_path / "cap" / "events"
+    assert pl.read_parquet(ev / "xen_hvm_hlt.parquet").select("tsc", "intpending").rows() == [(10, 1), (12, 0)]
+    assert pl.read_parquet(ev / "xen_hvm_handler.parquet").select("tsc", "handler", "words").rows() == [(11, "hlt", [])]
+    assert pl.read_parquet(ev / "xen_record.parquet").select("tsc", "id").rows() == [(13, 0x21002)]
+    assert pl.read_parquet(ev / "xen_continue_running.parquet").select("tsc", "dom", "vcpu").rows() == [(14, 3, 1)]
+
+
+def test_many_small_interleaved_windows_merge_in_tsc_order(tmp_path):
+    # three pCPUs, windows of three records, one pCPU far busier: each
+    # stream reads ahead past the others' windows
+    w = XentraceWriter()
+    expect = []
+    for i in range(3000):
+        cpu = 0 if i % 5 else 1 + (i // 5) % 2
+        w.record(cpu, 0x0002800A, [cpu, i, 0, 0], tsc=10 * i + 7)
+        expect.append((10 * i + 7, cpu, i))
+    w.write(tmp_path / "x.bin", window_records=3)
+    _import(tmp_path / "x.bin", tmp_path / "cap")
+    sw = pl.read_parquet(tmp_path / "cap" / "events" / "xen_switch.parquet")
+    assert sw.select("tsc", "cpu", "prev_vcpu").rows() == expect
+
+
 def test_missing_cpu_frequency_is_a_one_line_error(tmp_path):
     w = XentraceWriter()
     w.record(0, 0x00021011, [1], tsc=1)

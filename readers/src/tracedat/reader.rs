@@ -25,6 +25,7 @@ use crate::ftrace::format::EventFormat;
 use crate::ftrace::printk;
 use crate::sink::{recycle, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::Path;
 
@@ -347,7 +348,10 @@ pub fn read_tracedat(
     // One allocation for every record's values (see `recycle`).
     let mut scratch: Vec<Value<'static>> = Vec::new();
     let mut since_check = 0u32;
-    while let Some(Reverse((_, i))) = heap.pop() {
+    // The top stream's entry is replaced in place (one sift-down) rather
+    // than popped and pushed again (two sifts) for every record.
+    while let Some(mut top) = heap.peek_mut() {
+        let Reverse((_, i)) = *top;
         {
             let st = &streams[i];
             let rec = st.cur.expect("streams in the heap have a record");
@@ -400,7 +404,9 @@ pub fn read_tracedat(
         let st = &mut streams[i];
         let inst = &names[st.instance as usize];
         if st.advance(long, data_start, endian, &mut s, inst)? {
-            heap.push(Reverse((st.cur.map_or(0, |r| r.ts), i)));
+            *top = Reverse((st.cur.map_or(0, |r| r.ts), i));
+        } else {
+            PeekMut::pop(top);
         }
         // Progress is looked at every few thousand records, not per record
         // (the page count lives in the stats map).
