@@ -16,14 +16,19 @@ index within that VM. Nulls mean "not known", never zero.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 
 @dataclass(frozen=True)
 class Column:
     name: str
-    type: pa.DataType
+    #: Arrow type by its name (``int64``, ``int32``, ``double``, ``string``,
+    #: ``bool``): the model build needs the types but not pyarrow, whose
+    #: import alone took ~50 ms of it
+    type: str
     doc: str
     unit: str = ""
     nullable: bool = True
@@ -38,8 +43,10 @@ class Table:
     extra: dict = field(default_factory=dict)
 
     def schema(self) -> pa.Schema:
+        import pyarrow as pa
+
         return pa.schema(
-            [pa.field(c.name, c.type, nullable=c.nullable) for c in self.columns]
+            [pa.field(c.name, pa.type_for_alias(c.type), nullable=c.nullable) for c in self.columns]
         )
 
     @property
@@ -47,11 +54,11 @@ class Table:
         return [c.name for c in self.columns]
 
 
-def _c(name: str, type_: pa.DataType, doc: str, unit: str = "", nullable: bool = True) -> Column:
+def _c(name: str, type_: str, doc: str, unit: str = "", nullable: bool = True) -> Column:
     return Column(name, type_, doc, unit, nullable)
 
 
-I64, I32, F64, STR, BOOL = pa.int64(), pa.int32(), pa.float64(), pa.string(), pa.bool_()
+I64, I32, F64, STR, BOOL = "int64", "int32", "double", "string", "bool"
 
 _START = _c("start", I64, "interval start", "ns", False)
 _END = _c("end", I64, "interval end (exclusive)", "ns", False)

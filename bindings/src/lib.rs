@@ -18,6 +18,14 @@ fn parquet_rows(path: std::path::PathBuf) -> PyResult<u64> {
     cratrace_arrow::parquet_row_count(&path).map_err(|what| errors::to_py(cratrace_format::ReadError::Sink { what }))
 }
 
+/// Codec of a Parquet file's first column chunk (`lz4`, `zstd`,
+/// `uncompressed`, ...), None when it has no rows: lets the model write its
+/// tables as the events were written without importing pyarrow.
+#[pyfunction]
+fn parquet_codec(path: std::path::PathBuf) -> PyResult<Option<&'static str>> {
+    cratrace_arrow::parquet_codec(&path).map_err(|what| errors::to_py(cratrace_format::ReadError::Sink { what }))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -28,6 +36,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
     m.add_function(wrap_pyfunction!(markers::parse_markers, m)?)?;
     Ok(())
 }

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from cratrace.cli.console import console
 
@@ -53,6 +52,8 @@ def info_cmd(
         console.print(f"time   {_fmt_ns(tr[0])} .. {_fmt_ns(tr[1])}  ({summary['duration_s'] or 0:.3f} s)   clock {m.get('clock')}   CPUs {m.get('cpus')}")
         for s in summary["sources"]:
             console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes, sha256 {s['sha256'][:12]}…)", highlight=False)
+        from rich.table import Table
+
         t = Table("event", "rows", box=None, pad_edge=False)
         for name, n in sorted(summary["events"].items(), key=lambda kv: -kv[1]):
             t.add_row(name, f"{n:,}")

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.table import Table
 
 from cratrace.cli.console import console
 from cratrace.errors import UsageError
@@ -64,6 +63,8 @@ def replay_cmd(
     else:
         # compact headers, numbers never wrapped: fits an 80-column terminal;
         # the legend below says what each column is
+        from rich.table import Table
+
         t = Table(box=None, pad_edge=False, caption="ETR/ITR: transactions per second of wall / busy time; calls: hypervisor calls per busy s; ovh: scheduling overhead; exc: excessive spins; fidelity: CPU-time / throughput error against the recording (gate 5%, checked for the policy that produced the capture)", caption_justify="left")
         t.add_column("policy", no_wrap=True)
         for name in ("ETR/s", "ITR/s", "guest%", "spin s", "calls", "ovh%", "exc", "fidelity %"):

@@ -8,8 +8,12 @@ import polars as pl
 from cratrace.tables import MODEL_TABLES
 
 
+#: the Arrow type names the declarations use, as polars types
+_POLARS = {"int64": pl.Int64, "int32": pl.Int32, "double": pl.Float64, "string": pl.String, "bool": pl.Boolean}
+
+
 def schema(name: str) -> dict[str, pl.DataType]:
-    return dict(pl.from_arrow(MODEL_TABLES[name].schema().empty_table()).schema)
+    return {c.name: _POLARS[c.type] for c in MODEL_TABLES[name].columns}
 
 
 def empty(name: str) -> pl.DataFrame:

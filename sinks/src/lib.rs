@@ -47,6 +47,24 @@ pub fn parquet_row_count(path: &Path) -> Result<u64, String> {
     Ok(r.metadata().file_metadata().num_rows().max(0) as u64)
 }
 
+/// Codec of a Parquet file's first column chunk, named as Parquet writers
+/// take it (`lz4`, `zstd`, `snappy`, `gzip`, `brotli`, `lzo`,
+/// `uncompressed`); None for a file without row groups.
+pub fn parquet_codec(path: &Path) -> Result<Option<&'static str>, String> {
+    let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let r = SerializedFileReader::new(f).map_err(|e| format!("{}: {e}", path.display()))?;
+    let first = r.metadata().row_groups().first().and_then(|g| g.columns().first()).map(|c| c.compression());
+    Ok(first.map(|c| match c {
+        Compression::UNCOMPRESSED => "uncompressed",
+        Compression::SNAPPY => "snappy",
+        Compression::GZIP(_) => "gzip",
+        Compression::LZO => "lzo",
+        Compression::BROTLI(_) => "brotli",
+        Compression::LZ4 | Compression::LZ4_RAW => "lz4",
+        Compression::ZSTD(_) => "zstd",
+    }))
+}
+
 /// Writes one Parquet file per table into a directory.
 pub struct ParquetSink {
     dir: PathBuf,
@@ -276,6 +294,22 @@ mod tests {
         assert_eq!(a, (0..7).map(|i| Some(-i)).collect::<Vec<_>>());
         assert_eq!(pid, (0..7).map(Some).collect::<Vec<_>>());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn the_codec_is_read_back_from_the_footer() {
+        for (codec, name) in [(Codec::Lz4, "lz4"), (Codec::Zstd, "zstd"), (Codec::None, "uncompressed")] {
+            let dir = std::env::temp_dir().join(format!("cratrace-sink-codec-{}-{name}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut sink = ParquetSink::new(&dir, 4, codec);
+            let spec = TableSpec { name: "ev".into(), system: "sys".into(), columns: vec![ColumnSpec { name: "a".into(), ty: ColumnType::U64 }] };
+            let t = sink.declare_table(&spec).unwrap();
+            sink.write_row(t, &RowHeader { ts: 1, cpu: 0, pid: None, instance: 0 }, &[Value::U64(1)]).unwrap();
+            let files = sink.finish().unwrap();
+            assert_eq!(parquet_codec(&files[0].1).unwrap(), Some(name));
+            std::fs::remove_dir_all(&dir).ok();
+        }
+        assert!(parquet_codec(Path::new("/nonexistent/x.parquet")).unwrap_err().contains("/nonexistent/x.parquet"));
     }
 
     #[test]
