@@ -37,7 +37,7 @@ def test_compression_option_sets_every_column_chunk_and_ts_is_delta_encoded(tmp_
     cratrace("import", RAW, "-o", out, "-q", *(["--compression", codec] if codec else []), check=True)
     sw = _codecs_and_encodings(out / "events" / "sched_switch.parquet")
     assert {c for codecs, _ in sw.values() for c in codecs} == {expected}
-    assert "DELTA_BINARY_PACKED" in sw["ts"][1]
+    assert "DELTA_BINARY_PACKED" in sw["ts"][1] and "DELTA_BINARY_PACKED" in sw["cpu"][1]
     # so do the perf stat counters and the model tables
     pc = _codecs_and_encodings(out / "events" / "perf_counter.parquet")
     assert {c for codecs, _ in pc.values() for c in codecs} == {expected}

@@ -190,10 +190,45 @@ enum Slot {
     ListU(usize),
 }
 
+/// A field's decoding rule in the form the per-record loop wants: small
+/// and `Copy`, so the loop reads it by value (a `FieldKind` carries a
+/// `String` and had to be moved out of the decoder and back per field).
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Int { size: usize, signed: bool },
+    Bool,
+    CharArray,
+    TailStr,
+    DynStr { relative: bool },
+    DynCpumask { relative: bool },
+    DynArray { relative: bool, elem: usize, signed: bool },
+    FixedArray { elem: usize, signed: bool },
+    TailArray { elem: usize, signed: bool },
+    Skip,
+}
+
+impl Op {
+    fn of(k: &FieldKind) -> Op {
+        match *k {
+            FieldKind::Int { size, signed } => Op::Int { size, signed },
+            FieldKind::Bool => Op::Bool,
+            FieldKind::CharArray => Op::CharArray,
+            FieldKind::TailStr => Op::TailStr,
+            FieldKind::DynStr { relative } => Op::DynStr { relative },
+            FieldKind::DynCpumask { relative } => Op::DynCpumask { relative },
+            FieldKind::DynArray { relative, elem, signed } => Op::DynArray { relative, elem, signed },
+            FieldKind::FixedArray { elem, signed } => Op::FixedArray { elem, signed },
+            FieldKind::TailArray { elem, signed } => Op::TailArray { elem, signed },
+            FieldKind::Unsupported(_) => Op::Skip,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
 struct Col {
     offset: usize,
     size: usize,
-    kind: FieldKind,
+    op: Op,
 }
 
 /// Decodes the own fields of one event type.
@@ -219,7 +254,7 @@ fn text_end(bytes: &[u8]) -> usize {
 impl FieldDecoder {
     /// A decoder for the given (typeable) fields.
     pub fn new(fields: &[(&FieldFormat, FieldKind)], endian: Endian, long_size: usize) -> Self {
-        let cols: Vec<Col> = fields.iter().map(|(f, k)| Col { offset: f.offset, size: f.size, kind: k.clone() }).collect();
+        let cols: Vec<Col> = fields.iter().map(|(f, k)| Col { offset: f.offset, size: f.size, op: Op::of(k) }).collect();
         let n = cols.len();
         FieldDecoder {
             cols,
@@ -246,6 +281,10 @@ impl FieldDecoder {
     fn text_slot(&mut self, i: usize, payload: &[u8], start: usize, end: usize) -> Slot {
         let bytes = &payload[start..end];
         let n = text_end(bytes);
+        // ASCII (comm names, nearly all text) needs no further check
+        if bytes[..n].is_ascii() {
+            return Slot::Text(start, start + n);
+        }
         match std::str::from_utf8(&bytes[..n]) {
             Ok(_) => Slot::Text(start, start + n),
             Err(_) => {
@@ -282,77 +321,66 @@ impl FieldDecoder {
     /// short payload decode as null rather than failing the record.
     pub fn prepare(&mut self, payload: &[u8]) {
         for i in 0..self.cols.len() {
-            let (offset, size) = (self.cols[i].offset, self.cols[i].size);
-            let kind = std::mem::replace(&mut self.cols[i].kind, FieldKind::Bool);
-            let slot = match &kind {
-                FieldKind::Int { size, signed } => match self.endian.uint(payload, offset, *size) {
-                    Some(v) if *signed => Slot::I(sign_extend(v, *size)),
+            let c = self.cols[i];
+            let slot = match c.op {
+                Op::Int { size, signed } => match self.endian.uint(payload, c.offset, size) {
+                    Some(v) if signed => Slot::I(sign_extend(v, size)),
                     Some(v) => Slot::U(v),
                     None => Slot::Null,
                 },
-                FieldKind::Bool => payload.get(offset).map_or(Slot::Null, |b| Slot::B(*b != 0)),
-                FieldKind::CharArray => match offset.checked_add(size).filter(|&e| e <= payload.len()) {
-                    Some(end) => self.text_slot(i, payload, offset, end),
+                Op::Bool => payload.get(c.offset).map_or(Slot::Null, |b| Slot::B(*b != 0)),
+                Op::CharArray => match c.offset.checked_add(c.size).filter(|&e| e <= payload.len()) {
+                    Some(end) => self.text_slot(i, payload, c.offset, end),
                     None => Slot::Null,
                 },
-                FieldKind::TailStr => {
-                    if offset <= payload.len() {
-                        self.text_slot(i, payload, offset, payload.len())
+                Op::TailStr => {
+                    if c.offset <= payload.len() {
+                        self.text_slot(i, payload, c.offset, payload.len())
                     } else {
                         Slot::Null
                     }
                 }
-                FieldKind::DynStr { relative } => {
-                    let c = &self.cols[i];
-                    match self.dyn_range(payload, c, *relative) {
-                        Some((s, e)) => self.text_slot(i, payload, s, e),
-                        None => Slot::Null,
-                    }
-                }
-                FieldKind::DynCpumask { relative } => {
-                    let c = &self.cols[i];
-                    match self.dyn_range(payload, c, *relative) {
-                        Some((s, e)) => {
-                            let word = self.long_size;
-                            let l = &mut self.lists_u[i];
-                            l.clear();
-                            let mut p = s;
-                            let mut base = 0u64;
-                            while p + word <= e {
-                                let mut w = self.endian.uint(payload, p, word).unwrap_or(0);
-                                while w != 0 {
-                                    l.push(base + w.trailing_zeros() as u64);
-                                    w &= w - 1;
-                                }
-                                base += 8 * word as u64;
-                                p += word;
+                Op::DynStr { relative } => match self.dyn_range(payload, &c, relative) {
+                    Some((s, e)) => self.text_slot(i, payload, s, e),
+                    None => Slot::Null,
+                },
+                Op::DynCpumask { relative } => match self.dyn_range(payload, &c, relative) {
+                    Some((s, e)) => {
+                        let word = self.long_size;
+                        let l = &mut self.lists_u[i];
+                        l.clear();
+                        let mut p = s;
+                        let mut base = 0u64;
+                        while p + word <= e {
+                            let mut w = self.endian.uint(payload, p, word).unwrap_or(0);
+                            while w != 0 {
+                                l.push(base + w.trailing_zeros() as u64);
+                                w &= w - 1;
                             }
-                            Slot::ListU(i)
+                            base += 8 * word as u64;
+                            p += word;
                         }
-                        None => Slot::Null,
+                        Slot::ListU(i)
                     }
-                }
-                FieldKind::DynArray { relative, elem, signed } => {
-                    let c = &self.cols[i];
-                    match self.dyn_range(payload, c, *relative) {
-                        Some((s, e)) => self.ints(i, payload, s, e, *elem, *signed),
-                        None => Slot::Null,
-                    }
-                }
-                FieldKind::FixedArray { elem, signed } => match offset.checked_add(size).filter(|&e| e <= payload.len()) {
-                    Some(end) => self.ints(i, payload, offset, end, *elem, *signed),
                     None => Slot::Null,
                 },
-                FieldKind::TailArray { elem, signed } => {
-                    if offset <= payload.len() {
-                        self.ints(i, payload, offset, payload.len(), *elem, *signed)
+                Op::DynArray { relative, elem, signed } => match self.dyn_range(payload, &c, relative) {
+                    Some((s, e)) => self.ints(i, payload, s, e, elem, signed),
+                    None => Slot::Null,
+                },
+                Op::FixedArray { elem, signed } => match c.offset.checked_add(c.size).filter(|&e| e <= payload.len()) {
+                    Some(end) => self.ints(i, payload, c.offset, end, elem, signed),
+                    None => Slot::Null,
+                },
+                Op::TailArray { elem, signed } => {
+                    if c.offset <= payload.len() {
+                        self.ints(i, payload, c.offset, payload.len(), elem, signed)
                     } else {
                         Slot::Null
                     }
                 }
-                FieldKind::Unsupported(_) => Slot::Null,
+                Op::Skip => Slot::Null,
             };
-            self.cols[i].kind = kind;
             self.slots[i] = slot;
         }
     }
@@ -368,7 +396,7 @@ impl FieldDecoder {
                 Slot::U(v) => Value::U64(v),
                 Slot::B(v) => Value::Bool(v),
                 // SAFETY: prepare() produced Text(a, b) only after
-                // from_utf8 accepted exactly payload[a..b], and `values`
+                // from_utf8 (or an ASCII check) accepted exactly payload[a..b], and `values`
                 // must be called with the same payload.
                 Slot::Text(a, b) => Value::Str(unsafe { std::str::from_utf8_unchecked(&payload[a..b]) }),
                 Slot::Owned(i) => Value::Str(&self.strings[i]),
