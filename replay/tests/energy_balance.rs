@@ -64,3 +64,25 @@ fn the_rule_evens_out_per_core_energy() {
     let max_t = |o: &Output| o.bal_temp_c.iter().cloned().fold(0.0, f64::max);
     assert!(max_t(&balanced) <= max_t(&pinned));
 }
+
+#[test]
+fn with_per_cpu_run_queues_each_vcpu_queues_on_its_core_and_follows_swaps() {
+    // eevdf keeps a run queue per core: a pinned vCPU's queue must be its
+    // core's, at the start and after every swap, or the core it is pinned
+    // to never finds it
+    let w = build_like();
+    let mut p = Policy::parse("eevdf+energy-balance").unwrap();
+    p.set("balance_k", 1e12).unwrap();
+    let still = replay(&w, &Host::uniform(2, 3_000_000), &p, i64::MAX);
+    p.set("force_swap_hz", 100.0).unwrap();
+    let swapped = replay(&w, &Host::uniform(2, 3_000_000), &p, i64::MAX);
+    let fair = run(&w, &[("balance_k", 1e12)]);
+    for out in [&still, &swapped] {
+        assert_eq!(out.mark_ts.len(), 800);
+    }
+    // two vCPUs on two cores, no contention: as fast as the fair scheduler
+    let ratio = still.end_ns as f64 / fair.end_ns as f64;
+    assert!((ratio - 1.0).abs() < 0.01, "eevdf {} vs fair {} ns", still.end_ns, fair.end_ns);
+    assert!(swapped.swaps_realised > 0 && swapped.end_ns > still.end_ns);
+    assert!((swapped.end_ns as f64) < 1.2 * still.end_ns as f64, "swaps cost {} → {} ns", still.end_ns, swapped.end_ns);
+}

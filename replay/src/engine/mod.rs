@@ -362,7 +362,7 @@ impl<'a> Engine<'a> {
     }
 
     fn kick_idle_or_preempt(&mut self, t: u32) {
-        if self.sched.per_cpu_queues() && self.pin[t as usize].is_none() {
+        if self.sched.per_cpu_queues() {
             return self.wake_on_own_cpu(t);
         }
         if let Some(p) = self.pin[t as usize] {

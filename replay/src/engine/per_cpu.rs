@@ -13,7 +13,8 @@ impl Engine<'_> {
     /// that the kernel skips the search (SIS_UTIL); else it queues on its
     /// previous CPU and preempts there if the scheduler says so.
     pub(super) fn wake_on_own_cpu(&mut self, t: u32) {
-        let prev = self.th[t as usize].last_cpu.map(|c| c as usize);
+        // a pinned thread's queue is on its pin (the balancer moves both)
+        let prev = self.pin[t as usize].or(self.th[t as usize].last_cpu).map(|c| c as usize);
         if let Some(c) = self.idle_cpu_for(t, prev.is_none() || self.idle_scan()) {
             self.sched.migrate(ThreadId(t), c as u32);
             self.at(self.now, Ev::Dispatch(c as u32));

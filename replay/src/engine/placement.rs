@@ -7,6 +7,7 @@ use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, Vcpu
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
 use crate::rng::SplitMix64;
+use crate::model::ThreadId;
 use crate::sched::Sub;
 
 /// State of the energy/thermal balancer (Klee 2007; `energy::balance`).
@@ -41,6 +42,8 @@ impl Engine<'_> {
         for (i, t) in self.w.threads.iter().enumerate() {
             if t.vm.is_some() {
                 self.pin[i] = Some(next % n as u32);
+                // per-CPU run queues: the thread's queue follows its core
+                self.sched.migrate(ThreadId(i as u32), next % n as u32);
                 next += 1;
             }
         }
@@ -228,6 +231,9 @@ impl Engine<'_> {
             if let St::Running(c) = self.th[t].st {
                 self.preempt(c, Sub::ProperReady);
                 self.at(self.now, Ev::Dispatch(c));
+            }
+            if let Some(p) = new {
+                self.sched.migrate(ThreadId(t as u32), p);
             }
             if self.th[t].remaining > 0 {
                 self.th[t].remaining += cost;
