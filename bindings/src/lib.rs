@@ -6,6 +6,7 @@ use pyo3::prelude::*;
 mod errors;
 mod markers;
 mod perfdata;
+mod perfstat;
 mod postcopy;
 mod replay;
 mod tracedat;
@@ -34,6 +35,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
+    m.add_function(wrap_pyfunction!(perfstat::read_perfstat, m)?)?;
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;

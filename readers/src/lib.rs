@@ -21,6 +21,7 @@ pub mod error;
 pub mod ftrace;
 pub mod sink;
 pub mod perfdata;
+pub mod perfstat;
 pub mod tracedat;
 pub mod xentrace;
 

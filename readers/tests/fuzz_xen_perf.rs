@@ -1,8 +1,9 @@
-//! Bounded fuzz pass (proptest) over the xentrace and perf.data readers:
+//! Bounded fuzz pass (proptest) over the xentrace, perf.data and perf stat readers:
 //! random bytes and mutations of valid files must end in Ok or a
 //! ReadError, never a panic.
 
 use cratrace_format::perfdata::read_perfdata;
+use cratrace_format::perfstat::read_perfstat;
 use cratrace_format::xentrace::read_xentrace;
 use cratrace_format::{EventSink, RowHeader, TableId, TableSpec, Value};
 use proptest::prelude::*;
@@ -64,5 +65,16 @@ proptest! {
         f.extend(tail);
         let p = tmp("p.data", &f);
         let _ = read_perfdata(&p, &mut Null, &mut |_, _| true);
+    }
+
+    #[test]
+    fn perfstat_never_panics(lines in proptest::collection::vec((0.0f64..1e6, 0u32..5000, "[0-9<>a-z. ]{0,12}", "[a-z]{0,4}", "[a-z-]{0,12}"), 0..30), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6)) {
+        let mut f = Vec::new();
+        for (t, cpu, v, unit, ev) in &lines {
+            f.extend(format!("{t:.9},CPU{cpu},{v},{unit},{ev},100,100.00,,\n").into_bytes());
+        }
+        for (at, b) in flips { if !f.is_empty() { let n = f.len(); f[at % n] = b; } }
+        let p = tmp("s.csv", &f);
+        let _ = read_perfstat(&p, Some(5), &mut Null);
     }
 }

@@ -70,18 +70,34 @@ def test_a_file_that_differs_from_its_manifest_fails_the_import_and_leaves_nothi
     assert not (tmp_path / "cap").exists() and not list(tmp_path.glob(".cap.importing-*"))
 
 
-def test_importing_a_trace_dat_does_not_load_polars(tmp_path):
-    # polars costs a quarter of a second of start-up; reading a trace.dat
-    # does not need it (the perf stat CSV importer does, so a bare file here)
+def test_importing_a_raw_capture_loads_neither_polars_nor_rich(tmp_path):
+    # polars costs a quarter of a second of start-up and Rich a twentieth:
+    # reading trace.dat and the perf stat CSV (native readers both) with
+    # --quiet needs neither
     code = (
         "import sys\n"
         "from cratrace.cli.main import main\n"
         "try:\n"
-        f"    main(['import', {str(RAW / 'trace.dat')!r}, '-o', {str(tmp_path / 'cap')!r}, '-q'])\n"
+        f"    main(['import', {str(RAW)!r}, '-o', {str(tmp_path / 'cap')!r}, '-q'])\n"
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
-        "print('polars' in sys.modules)\n"
+        "print('polars' in sys.modules, 'rich' in sys.modules)\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert p.stdout.strip() == "False"
+    assert p.stdout.strip() == "False False"
     assert (tmp_path / "cap" / "events" / "sched_switch.parquet").exists()
+    assert (tmp_path / "cap" / "events" / "perf_counter.parquet").exists()
+
+
+def test_a_damaged_perf_stat_line_is_a_one_line_error_naming_file_and_line(tmp_path):
+    lines = (RAW / "perf-stat.csv").read_text().splitlines(keepends=True)
+    data = [i for i, line in enumerate(lines) if ",CPU" in line]
+    lines[data[3]] = lines[data[3]].replace(",CPU", ",XPU", 1)
+    bad = tmp_path / "perf-stat.csv"
+    bad.write_text("".join(lines))
+    p = cratrace("import", bad, "-o", tmp_path / "cap")
+    assert p.returncode == 2
+    err = p.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert str(bad) in err and f"line {data[3] + 1}:" in err and "perf stat -A" in err and "Traceback" not in err
+    assert not (tmp_path / "cap").exists()
