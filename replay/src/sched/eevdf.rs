@@ -32,6 +32,9 @@ const CACHE_NICE_TRIES: u32 = 1;
 #[derive(Default)]
 struct RunQueue {
     ready: BTreeSet<(i64, u64, u32)>,
+    /// Its delayed sleepers (few: one per thread that slept ahead of its
+    /// share), so settling them does not scan every thread.
+    delayed: Vec<u32>,
     sum_wv: i128,
     sum_w: i128,
     base: i64,
@@ -178,12 +181,24 @@ impl Eevdf {
     /// Delayed sleepers of run queue `c` that the average has caught up
     /// with leave it, with zero lag (DELAY_ZERO).
     fn settle_delayed(&mut self, c: usize) {
-        loop {
+        while !self.rqs[c].delayed.is_empty() {
             let v = self.rqs[c].avg();
-            let Some(i) = (0..self.delayed.len()).find(|&i| self.delayed[i] && self.cpu[i] == c && self.vruntime[i] <= v) else { return };
+            // lowest thread first, so the order (and the empty queue's
+            // resting average) does not depend on the list's order
+            let Some(k) = (0..self.rqs[c].delayed.len()).filter(|&k| self.vruntime[self.rqs[c].delayed[k] as usize] <= v).min_by_key(|&k| self.rqs[c].delayed[k]) else { return };
+            let i = self.rqs[c].delayed.swap_remove(k) as usize;
             self.delayed[i] = false;
             self.slept[i] = Some(0);
             self.leave_rq(i);
+        }
+    }
+
+    /// `i` is no longer a delayed sleeper (woken, or moved to another CPU).
+    fn undelay(&mut self, i: usize) {
+        self.delayed[i] = false;
+        let d = &mut self.rqs[self.cpu[i]].delayed;
+        if let Some(k) = d.iter().position(|&x| x as usize == i) {
+            d.swap_remove(k);
         }
     }
 
@@ -246,7 +261,7 @@ impl Scheduler for Eevdf {
         self.settle_delayed(self.cpu[i]);
         if self.delayed[i] {
             // woken before the average caught up: resumes where it was
-            self.delayed[i] = false;
+            self.undelay(i);
         } else if woken && !self.on_rq[i] {
             self.place(i);
         }
@@ -308,7 +323,7 @@ impl Scheduler for Eevdf {
         let c = c as usize % self.rqs.len();
         let i = t.0 as usize;
         if self.delayed[i] {
-            self.delayed[i] = false;
+            self.undelay(i);
             self.slept[i] = Some(self.avg_of(i) - self.vruntime[i]);
             self.leave_rq(i);
         }
@@ -359,6 +374,7 @@ impl Scheduler for Eevdf {
             if lag < 0 {
                 // ahead of its share: stays in the average until it is not
                 self.delayed[i] = true;
+                self.rqs[self.cpu[i]].delayed.push(i as u32);
                 return;
             }
             // Linux clamps lag to about two slices
