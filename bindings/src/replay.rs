@@ -1,6 +1,8 @@
 //! `replay`: run the engine once on columnar inputs; columnar outputs.
 
 use cratrace_replay::{replay as run, Costs, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec, Workload};
+use arrow::pyarrow::PyArrowType;
+use arrow_array::{Array, Int32Array, Int64Array, UInt32Array, UInt8Array};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -98,22 +100,25 @@ pub fn replay(
     let out = py.detach(|| run(&w, &h, &p, limit_ns));
     let wall = t0.elapsed().as_secs_f64();
     let d = PyDict::new(py);
-    d.set_item("state_thread", out.states.thread)?;
-    d.set_item("state_code", out.states.state.iter().map(|&c| c as u32).collect::<Vec<u32>>())?;
-    d.set_item("state_start", out.states.start)?;
-    d.set_item("state_end", out.states.end)?;
-    d.set_item("state_pcpu", out.states.pcpu)?;
-    d.set_item("slice_cpu", out.slice_cpu)?;
-    d.set_item("slice_thread", out.slice_thread)?;
-    d.set_item("slice_start", out.slice_start)?;
-    d.set_item("slice_end", out.slice_end)?;
-    d.set_item("mark_thread", out.mark_thread)?;
-    d.set_item("mark_ts", out.mark_ts)?;
-    d.set_item("ep_thread", out.ep_thread)?;
-    d.set_item("ep_start", out.ep_start)?;
-    d.set_item("ep_end", out.ep_end)?;
-    d.set_item("ep_holder", out.ep_holder)?;
-    d.set_item("ep_calls", out.ep_calls)?;
+    // The per-row columns cross as Arrow arrays (zero-copy through the C
+    // data interface): as Python int lists they cost more than the replay.
+    let col = |data: arrow::array::ArrayData| PyArrowType(data);
+    d.set_item("state_thread", col(UInt32Array::from(out.states.thread).into_data()))?;
+    d.set_item("state_code", col(UInt8Array::from(out.states.state).into_data()))?;
+    d.set_item("state_start", col(Int64Array::from(out.states.start).into_data()))?;
+    d.set_item("state_end", col(Int64Array::from(out.states.end).into_data()))?;
+    d.set_item("state_pcpu", col(Int32Array::from(out.states.pcpu).into_data()))?;
+    d.set_item("slice_cpu", col(Int32Array::from_iter_values(out.slice_cpu.iter().map(|&c| c as i32)).into_data()))?;
+    d.set_item("slice_thread", col(UInt32Array::from(out.slice_thread).into_data()))?;
+    d.set_item("slice_start", col(Int64Array::from(out.slice_start).into_data()))?;
+    d.set_item("slice_end", col(Int64Array::from(out.slice_end).into_data()))?;
+    d.set_item("mark_thread", col(UInt32Array::from(out.mark_thread).into_data()))?;
+    d.set_item("mark_ts", col(Int64Array::from(out.mark_ts).into_data()))?;
+    d.set_item("ep_thread", col(UInt32Array::from(out.ep_thread).into_data()))?;
+    d.set_item("ep_start", col(Int64Array::from(out.ep_start).into_data()))?;
+    d.set_item("ep_end", col(Int64Array::from(out.ep_end).into_data()))?;
+    d.set_item("ep_holder", col(Int64Array::from(out.ep_holder).into_data()))?;
+    d.set_item("ep_calls", col(Int64Array::from(out.ep_calls).into_data()))?;
     d.set_item("cpu_ns", out.cpu_ns)?;
     d.set_item("spin_ns", out.spin_ns)?;
     d.set_item("calls", out.calls)?;

@@ -172,10 +172,11 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
             vm_exc[v] += r["excessive"][i]
     marks = [0] * n
     last_mark = [0] * n
-    for t, ts in zip(r["mark_thread"], r["mark_ts"]):
-        if w.vm_of[t] >= 0:
-            marks[w.vm_of[t]] += 1
-            last_mark[w.vm_of[t]] = max(last_mark[w.vm_of[t]], ts)
+    # the engine's columns are Arrow arrays, a Python policy's are lists
+    mk = pl.DataFrame({"t": r["mark_thread"], "ts": r["mark_ts"]}, schema={"t": pl.UInt32, "ts": pl.Int64})
+    mk = mk.with_columns(pl.col("t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
+    for v, k, last in mk.group_by("vm").agg(pl.len(), pl.col("ts").max()).iter_rows():
+        marks[v], last_mark[v] = k, last
     busy = sum(cpu) + r["overhead_ns"]
     U = busy / (pc * T * 1e9) if T > 0 else 0
     ends = sum(marks)
