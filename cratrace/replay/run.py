@@ -22,6 +22,7 @@ from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import OutputExistsError, UsageError
 from cratrace.model.frames import conform
+from cratrace.replay import diagnostics
 from cratrace.replay.workload import Workload, extract_workload
 
 ENGINE_PARAMS = {
@@ -337,6 +338,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     base = baseline_policy(cap)
+    recorded_states = cap.model["vcpu_states"].collect() if "vcpu_states" in cap.model_paths else None
     results = {}
     for policy in policies:
         dest = out / policy.replace("/", "_")
@@ -360,6 +362,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             rb = _run_engine(w, bp, fast, costs, hb, limit_ns)
             metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
+        if recorded_states is not None:
+            metrics["fidelity"]["diagnostics"] = diagnostics.compare(recorded_states, tables["vcpu_states"])
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=out))
         try:
             (tmp / "model").mkdir()

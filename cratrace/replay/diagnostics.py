@@ -1,0 +1,65 @@
+"""Why a replay differs from its recording: the same measurements taken on
+the capture's `vcpu_states` and on the replay's, set side by side in
+metrics.json (`fidelity.diagnostics`). Pure functions from frames to
+numbers; they read only canonical columns, so they apply to both."""
+
+from __future__ import annotations
+
+import polars as pl
+
+RUNNING = ("guest", "spinning")
+ASLEEP = ("blocked", "halted")
+
+
+def _runs(states: pl.DataFrame) -> pl.DataFrame:
+    """Each stretch a vCPU spent on a CPU (guest and spinning segments
+    merged), with the state it left into."""
+    s = states.sort("tid", "start").with_columns(
+        pl.col("state").is_in(RUNNING).alias("_on"),
+        pl.col("state").shift(-1).over("tid").alias("_next"),
+    )
+    s = s.with_columns((pl.col("_on") & ~pl.col("_on").shift(1).over("tid").fill_null(False)).cum_sum().over("tid").alias("_run"))
+    return (
+        s.filter(pl.col("_on"))
+        .group_by("tid", "_run")
+        .agg(pl.col("vm").first(), pl.col("start").min(), pl.col("end").max(), pl.col("_next").last().alias("left_to"))
+        .drop("_run")
+    )
+
+
+def sibling_wakeup_preemption(states: pl.DataFrame, window_ns: int = 30_000) -> dict[str, float | int | None]:
+    """Of the wakeups of a vCPU while another vCPU of its VM was on a CPU,
+    the share after which such a sibling was preempted within `window_ns`:
+    how often a waking vCPU takes the CPU from its own VM (the lock-holder
+    preemption the spin policies are about starts here)."""
+    states = states.filter(pl.col("vm").is_not_null())
+    s = states.sort("tid", "start").with_columns(pl.col("state").shift(1).over("tid").alias("_prev"))
+    wakes = s.filter(pl.col("_prev").is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
+    runs = _runs(states).rename({"tid": "sib", "start": "rs", "end": "re"}).sort("rs")
+    sibs = states.select("vm", pl.col("tid").alias("sib")).unique()
+    pairs = wakes.join(sibs, on="vm").filter(pl.col("sib") != pl.col("tid")).sort("t")
+    if pairs.height == 0 or runs.height == 0:
+        return {"wakeups": 0, "preempted_pct": None}
+    hit = pairs.join_asof(runs.select("sib", "rs", "re", "left_to"), left_on="t", right_on="rs", by="sib", strategy="backward", check_sortedness=False)
+    hit = hit.with_columns(
+        ((pl.col("rs") < pl.col("t")) & (pl.col("re") >= pl.col("t"))).fill_null(False).alias("_running"),
+    ).with_columns((pl.col("_running") & (pl.col("left_to") == "preempted") & (pl.col("re") - pl.col("t") <= window_ns)).alias("_pre"))
+    per_wake = hit.group_by("vm", "tid", "t").agg(pl.col("_running").any(), pl.col("_pre").any()).filter(pl.col("_running"))
+    n = per_wake.height
+    return {"wakeups": n, "preempted_pct": round(100 * per_wake["_pre"].sum() / n, 2) if n else None}
+
+
+def preempted_s(states: pl.DataFrame) -> dict[str, float]:
+    """Per VM, vCPU seconds runnable but waiting for a CPU."""
+    p = states.filter(pl.col("vm").is_not_null() & (pl.col("state") == "preempted"))
+    return {vm: round(ns / 1e9, 6) for vm, ns in p.group_by("vm").agg((pl.col("end") - pl.col("start")).sum()).iter_rows()}
+
+
+def compare(recorded: pl.DataFrame, replayed: pl.DataFrame) -> dict:
+    """The diagnostics of one replay against its recording."""
+    rec, rep = sibling_wakeup_preemption(recorded), sibling_wakeup_preemption(replayed)
+    return {
+        "sibling_wakeup_preemption_pct": {"recorded": rec["preempted_pct"], "replayed": rep["preempted_pct"]},
+        "sibling_wakeups": {"recorded": rec["wakeups"], "replayed": rep["wakeups"]},
+        "preempted_s": {"recorded": preempted_s(recorded), "replayed": preempted_s(replayed)},
+    }

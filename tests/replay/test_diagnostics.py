@@ -1,0 +1,47 @@
+"""fidelity.diagnostics: the same measurements on the recording and the
+replay. Known answers on hand-built timelines, then their place in
+metrics.json."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from cratrace.replay.diagnostics import compare, preempted_s, sibling_wakeup_preemption
+from tests.model.conftest import lab_capture  # noqa: F401  (session fixture)
+
+
+def _states(rows):
+    return pl.DataFrame(rows, schema={"vm": pl.String, "tid": pl.Int64, "state": pl.String, "start": pl.Int64, "end": pl.Int64}, orient="row")
+
+
+def test_a_wakeup_that_takes_the_cpu_from_a_running_sibling_counts_as_preemption():
+    us = 1_000
+    s = _states([
+        # vCPU 1 runs (guest, then spinning: one stretch), is preempted 5 µs
+        # after vCPU 2 wakes at 50 µs, runs again, and is not preempted by
+        # the wakeup at 200 µs (it blocks 100 µs later, beyond 30 µs)
+        ("a", 1, "guest", 0, 30 * us), ("a", 1, "spinning", 30 * us, 55 * us), ("a", 1, "preempted", 55 * us, 150 * us),
+        ("a", 1, "guest", 150 * us, 300 * us), ("a", 1, "blocked", 300 * us, 400 * us),
+        ("a", 2, "blocked", 0, 50 * us), ("a", 2, "preempted", 50 * us, 55 * us), ("a", 2, "guest", 55 * us, 150 * us),
+        ("a", 2, "blocked", 150 * us, 200 * us), ("a", 2, "preempted", 200 * us, 300 * us), ("a", 2, "guest", 300 * us, 400 * us),
+        # another VM's wakeup while vCPU 1 runs is not a sibling's
+        ("b", 3, "blocked", 0, 20 * us), ("b", 3, "guest", 20 * us, 25 * us), ("b", 3, "blocked", 25 * us, 400 * us),
+    ])
+    assert sibling_wakeup_preemption(s) == {"wakeups": 2, "preempted_pct": 50.0}
+    assert preempted_s(s) == {"a": pytest.approx((95 + 5 + 100) * us / 1e9)}
+    d = compare(s, s.filter(pl.col("tid") != 2))
+    assert d["sibling_wakeup_preemption_pct"] == {"recorded": 50.0, "replayed": None}
+    assert d["sibling_wakeups"] == {"recorded": 2, "replayed": 0}
+
+
+def test_metrics_set_the_replay_beside_the_recording(lab_capture, tmp_path):  # noqa: F811
+    from cratrace.replay import replay_capture
+
+    res = replay_capture(lab_capture, ["fair"], tmp_path / "out")
+    d = res["fair"]["fidelity"]["diagnostics"]
+    rec = sibling_wakeup_preemption(lab_capture.model["vcpu_states"].collect())
+    assert d["sibling_wakeups"]["recorded"] == rec["wakeups"] > 0
+    assert d["sibling_wakeup_preemption_pct"]["recorded"] == rec["preempted_pct"]
+    assert 0 <= d["sibling_wakeup_preemption_pct"]["replayed"] <= 100
+    assert set(d["preempted_s"]["recorded"]) == set(res["fair"]["vms"])
