@@ -5,7 +5,9 @@ machine's CPUs), import, model, replay under the policy that produced it
 per-thread CPU-time error and worst per-VM throughput error (target:
 within 5%), the same for the other Linux scheduler model on the same
 capture, and, from the recording, how much of the vCPUs' runnable waiting
-(`preempted` in vcpu_states) happened while some CPU was idle. Each level
+(`preempted` in vcpu_states) happened while some CPU was idle, and how
+often a waking vCPU preempted a running sibling, recorded and replayed
+(`fidelity.diagnostics` in metrics.json). Each level
 is recorded with the lab's bursts in thread CPU time (fixed work, as a
 guest computes) and in wall time (bursts shrink when preempted), unless
 --work-clocks says otherwise. Captures differ run to run (the kernel's
@@ -86,6 +88,7 @@ def main() -> None:
                 "other_throughput_err_pct": g["throughput_err_pct"],
                 "recorded_wait_s": wait_s,
                 "recorded_wait_with_idle_cpu_s": stranded_s,
+                "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
             }
         finally:
             shutil.rmtree(d, ignore_errors=True)
@@ -96,8 +99,14 @@ def main() -> None:
             print(
                 f"{lvl}, {f['policy']}: worst thread CPU-time error {f['cpu_time_err_pct']:.1f}%, worst VM throughput error {f['throughput_err_pct']:.1f}% -> {'within' if f['passed'] else 'outside'} 5%; "
                 f"({f['other_policy']}: {f['other_cpu_time_err_pct']:.1f}% / {f['other_throughput_err_pct']:.1f}%); "
-                f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle"
+                f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
+                f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}"
             )
+
+
+def _pct(f: dict, side: str) -> str:
+    v = (f.get("sibling_wakeup_preemption_pct") or {}).get(side)
+    return "n/a" if v is None else f"{v:.0f}%"
 
 
 if __name__ == "__main__":
