@@ -198,9 +198,10 @@ impl Stream {
 
     /// Read the next window, with as many of this pCPU's following windows
     /// as fit in [`READ_AHEAD`] bytes while at least a quarter of the bytes
-    /// read are this pCPU's. Windows are often a kilobyte; one read each
-    /// cost more in system calls than decoding them, and with few pCPUs the
-    /// windows between this pCPU's are cheap to read past.
+    /// read are this pCPU's. Windows can be a kilobyte (the generated
+    /// benchmark file's are): one `pread` each put the kernel's read path
+    /// at a few percent of the import, and with few pCPUs the windows
+    /// between this pCPU's are cheap to read past.
     fn fill(&mut self, file: &File, path: &Path) -> ReadResult<()> {
         let (start, len) = self.windows[self.next_window];
         let (mut end, mut own) = (start + len, len);
@@ -228,9 +229,9 @@ fn col(name: &str, ty: ColumnType) -> ColumnSpec {
 #[derive(Default)]
 struct Tables {
     tables: Vec<(&'static str, TableId, u64)>,
-    /// Record id (or arm key) → index into `tables`: a few dozen integer comparisons per
-    /// record, where comparing names (several share a length) cost a
-    /// `memcmp` each.
+    /// Record id (or arm key) → index into `tables`: at most a few dozen
+    /// integer comparisons per record, where comparing names called
+    /// `memcmp` for every same-length name passed (several share a length).
     by_id: Vec<(u32, usize)>,
 }
 
