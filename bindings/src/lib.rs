@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod arrow_stream;
 mod errors;
 mod markers;
 mod perfdata;
@@ -40,5 +41,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
     m.add_function(wrap_pyfunction!(markers::parse_markers, m)?)?;
+    m.add_class::<arrow_stream::ArrowTable>()?;
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! `parse_markers`: trace_marker texts → name, fields (JSON), vm, vcpu,
-//! one Arrow batch in and one out (the model's `markers` table spent most
-//! of its time in regular expressions over every line).
+//! one Arrow stream in and one table out (the model's `markers` table spent
+//! most of its time in regular expressions over every line).
 
-use arrow::pyarrow::PyArrowType;
+use crate::arrow_stream::{read_stream, ArrowTable};
 use arrow_array::builder::{Int32Builder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, RecordBatch};
@@ -12,20 +12,24 @@ use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use std::sync::Arc;
 
-/// Parse each text (a string array; nulls stay null) into the columns
-/// `name`, `fields` (JSON object), `vm` and `vcpu` (the `vm=`/`vcpu=`
-/// fields, vcpu as an integer or null).
+/// Parse each text (the first column of a polars frame; nulls
+/// stay null) into the columns `name`, `fields` (JSON object), `vm` and
+/// `vcpu` (the `vm=`/`vcpu=` fields, vcpu as an integer or null).
 #[pyfunction]
-pub fn parse_markers(py: Python<'_>, texts: PyArrowType<arrow::array::ArrayData>) -> PyResult<PyArrowType<RecordBatch>> {
-    let arr = arrow_array::make_array(texts.0);
-    let texts: Vec<Option<&str>> = match arr.data_type() {
-        DataType::Utf8 => arr.as_string::<i32>().iter().collect(),
-        DataType::LargeUtf8 => arr.as_string::<i64>().iter().collect(),
-        DataType::Utf8View => arr.as_string_view().iter().collect(),
-        other => return Err(PyTypeError::new_err(format!("parse_markers: expected a string array, got {other}"))),
-    };
-    let batch = py.detach(|| parse(&texts));
-    Ok(PyArrowType(batch.map_err(|e| PyTypeError::new_err(e.to_string()))?))
+pub fn parse_markers(py: Python<'_>, texts: Bound<'_, PyAny>) -> PyResult<ArrowTable> {
+    let batches = read_stream(&texts, "parse_markers")?;
+    let mut all: Vec<Option<&str>> = Vec::new();
+    for b in &batches {
+        let arr = b.columns().first().ok_or_else(|| PyTypeError::new_err("parse_markers: no column"))?;
+        match arr.data_type() {
+            DataType::Utf8 => all.extend(arr.as_string::<i32>().iter()),
+            DataType::LargeUtf8 => all.extend(arr.as_string::<i64>().iter()),
+            DataType::Utf8View => all.extend(arr.as_string_view().iter()),
+            other => return Err(PyTypeError::new_err(format!("parse_markers: expected a string column, got {other}"))),
+        }
+    }
+    let batch = py.detach(|| parse(&all));
+    Ok(ArrowTable::new(batch.map_err(|e| PyTypeError::new_err(e.to_string()))?))
 }
 
 fn parse(texts: &[Option<&str>]) -> Result<RecordBatch, arrow_schema::ArrowError> {

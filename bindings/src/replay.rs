@@ -1,8 +1,9 @@
 //! `replay`: run the engine once on columnar inputs; columnar outputs.
 
 use cratrace_replay::{replay as run, Costs, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec, Workload};
-use arrow::pyarrow::PyArrowType;
-use arrow_array::{Array, Int32Array, Int64Array, UInt32Array, UInt8Array};
+use crate::arrow_stream::ArrowTable;
+use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
+use std::sync::Arc;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -100,25 +101,44 @@ pub fn replay(
     let out = py.detach(|| run(&w, &h, &p, limit_ns));
     let wall = t0.elapsed().as_secs_f64();
     let d = PyDict::new(py);
-    // The per-row columns cross as Arrow arrays (zero-copy through the C
-    // data interface): as Python int lists they cost more than the replay.
-    let col = |data: arrow::array::ArrayData| PyArrowType(data);
-    d.set_item("state_thread", col(UInt32Array::from(out.states.thread).into_data()))?;
-    d.set_item("state_code", col(UInt8Array::from(out.states.state).into_data()))?;
-    d.set_item("state_start", col(Int64Array::from(out.states.start).into_data()))?;
-    d.set_item("state_end", col(Int64Array::from(out.states.end).into_data()))?;
-    d.set_item("state_pcpu", col(Int32Array::from(out.states.pcpu).into_data()))?;
-    d.set_item("slice_cpu", col(Int32Array::from_iter_values(out.slice_cpu.iter().map(|&c| c as i32)).into_data()))?;
-    d.set_item("slice_thread", col(UInt32Array::from(out.slice_thread).into_data()))?;
-    d.set_item("slice_start", col(Int64Array::from(out.slice_start).into_data()))?;
-    d.set_item("slice_end", col(Int64Array::from(out.slice_end).into_data()))?;
-    d.set_item("mark_thread", col(UInt32Array::from(out.mark_thread).into_data()))?;
-    d.set_item("mark_ts", col(Int64Array::from(out.mark_ts).into_data()))?;
-    d.set_item("ep_thread", col(UInt32Array::from(out.ep_thread).into_data()))?;
-    d.set_item("ep_start", col(Int64Array::from(out.ep_start).into_data()))?;
-    d.set_item("ep_end", col(Int64Array::from(out.ep_end).into_data()))?;
-    d.set_item("ep_holder", col(Int64Array::from(out.ep_holder).into_data()))?;
-    d.set_item("ep_calls", col(Int64Array::from(out.ep_calls).into_data()))?;
+    // The per-row columns cross as one Arrow table per kind of row
+    // (zero-copy, through the PyCapsule interface: no pyarrow); as Python
+    // int lists they cost more than the replay. Column names are what
+    // cratrace.replay.run reads.
+    let table = |cols: Vec<(&str, ArrayRef)>| -> PyResult<ArrowTable> {
+        RecordBatch::try_from_iter(cols).map(ArrowTable::new).map_err(|e| PyValueError::new_err(e.to_string()))
+    };
+    let st = out.states;
+    d.set_item(
+        "states",
+        table(vec![
+            ("_t", Arc::new(UInt32Array::from(st.thread)) as ArrayRef),
+            ("code", Arc::new(UInt8Array::from(st.state))),
+            ("start", Arc::new(Int64Array::from(st.start))),
+            ("end", Arc::new(Int64Array::from(st.end))),
+            ("pcpu", Arc::new(Int32Array::from(st.pcpu))),
+        ])?,
+    )?;
+    d.set_item(
+        "slices",
+        table(vec![
+            ("cpu", Arc::new(Int32Array::from_iter_values(out.slice_cpu.iter().map(|&c| c as i32))) as ArrayRef),
+            ("_t", Arc::new(UInt32Array::from(out.slice_thread))),
+            ("start", Arc::new(Int64Array::from(out.slice_start))),
+            ("end", Arc::new(Int64Array::from(out.slice_end))),
+        ])?,
+    )?;
+    d.set_item("marks", table(vec![("_t", Arc::new(UInt32Array::from(out.mark_thread)) as ArrayRef), ("ts", Arc::new(Int64Array::from(out.mark_ts)))])?)?;
+    d.set_item(
+        "episodes",
+        table(vec![
+            ("_t", Arc::new(UInt32Array::from(out.ep_thread)) as ArrayRef),
+            ("start", Arc::new(Int64Array::from(out.ep_start))),
+            ("end", Arc::new(Int64Array::from(out.ep_end))),
+            ("holder", Arc::new(Int64Array::from(out.ep_holder))),
+            ("exits", Arc::new(Int64Array::from(out.ep_calls))),
+        ])?,
+    )?;
     d.set_item("cpu_ns", out.cpu_ns)?;
     d.set_item("spin_ns", out.spin_ns)?;
     d.set_item("calls", out.calls)?;

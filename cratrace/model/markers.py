@@ -29,7 +29,7 @@ def parse(prints: pl.LazyFrame | None) -> pl.DataFrame | None:
     # One pass in Rust over the texts (cratrace-format's ftrace::marker
     # says what a name and a field are); regular expressions over every
     # line were most of the model build on marker-heavy traces.
-    parsed = pl.from_arrow(_native.parse_markers(df["text"].to_arrow(compat_level=pl.CompatLevel.newest())))
+    parsed = pl.DataFrame(_native.parse_markers(df.select("text")))
     df = pl.concat([df, parsed.rename({"vm": "_vm", "vcpu": "_vcpu"})], how="horizontal")
     if not df["ts"].is_sorted():
         df = df.sort("ts", maintain_order=True)

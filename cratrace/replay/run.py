@@ -101,25 +101,42 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
         raise UsageError(str(e)) from None
 
 
+#: the engine's result tables: their columns, and the list keys a Python
+#: policy (cratrace.replay.policy) returns them under
+RESULT_TABLES = {
+    "states": {"_t": ("state_thread", pl.UInt32), "code": ("state_code", pl.UInt8), "start": ("state_start", pl.Int64), "end": ("state_end", pl.Int64), "pcpu": ("state_pcpu", pl.Int32)},
+    "slices": {"cpu": ("slice_cpu", pl.Int32), "_t": ("slice_thread", pl.UInt32), "start": ("slice_start", pl.Int64), "end": ("slice_end", pl.Int64)},
+    "marks": {"_t": ("mark_thread", pl.UInt32), "ts": ("mark_ts", pl.Int64)},
+    "episodes": {"_t": ("ep_thread", pl.UInt32), "start": ("ep_start", pl.Int64), "end": ("ep_end", pl.Int64), "holder": ("ep_holder", pl.Int64), "exits": ("ep_calls", pl.Int64)},
+}
+
+
+def _as_tables(r: dict) -> dict:
+    """A Python policy's list results as the engine's tables."""
+    for name, cols in RESULT_TABLES.items():
+        r[name] = pl.DataFrame({c: r.pop(key) for c, (key, _) in cols.items()}, schema={c: t for c, (_, t) in cols.items()})
+    return r
+
+
 def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.DataFrame]:
     t0 = w.t0
     tid = pl.Series(w.tids, dtype=pl.Int64)
     vm_names = w.vm_names
     th = pl.DataFrame({"_t": range(len(w.tids)), "tid": tid, "vm": [vm_names[v] if v >= 0 else None for v in w.vm_of], "vcpu": [c if c >= 0 else None for c in w.vcpu_of]}, schema={"_t": pl.UInt32, "tid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32})
-    st = pl.DataFrame({"_t": r["state_thread"], "code": r["state_code"], "start": r["state_start"], "end": r["state_end"], "pcpu": r["state_pcpu"]}, schema={"_t": pl.UInt32, "code": pl.UInt8, "start": pl.Int64, "end": pl.Int64, "pcpu": pl.Int32})
+    st = pl.DataFrame(r["states"])
     st = st.join(th, on="_t").filter(pl.col("vm").is_not_null()).with_columns(
         pl.col("code").replace_strict(STATE_NAMES, return_dtype=pl.String).alias("state"),
         (pl.col("start") + t0).alias("start"),
         (pl.col("end") + t0).alias("end"),
         pl.when(pl.col("pcpu") >= 0).then(pl.col("pcpu")).alias("pcpu"),
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
-    sl = pl.DataFrame({"cpu": r["slice_cpu"], "_t": r["slice_thread"], "start": r["slice_start"], "end": r["slice_end"]}, schema={"cpu": pl.Int32, "_t": pl.UInt32, "start": pl.Int64, "end": pl.Int64})
+    sl = pl.DataFrame(r["slices"])
     sl = sl.join(th.select("_t", "tid"), on="_t").with_columns((pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"))
     sl = _with_idle(sl.select("cpu", "tid", "start", "end"), int(r["end_ns"]) + t0, t0, w.pcpus)
-    mk = pl.DataFrame({"_t": r["mark_thread"], "ts": r["mark_ts"]}, schema={"_t": pl.UInt32, "ts": pl.Int64}).join(th, on="_t").with_columns(
+    mk = pl.DataFrame(r["marks"]).join(th, on="_t").with_columns(
         (pl.col("ts") + t0).alias("ts"), pl.lit(marker).alias("name"), pl.lit(marker).alias("text"), pl.lit("{}").alias("fields")
     )
-    ep = pl.DataFrame({"_t": r["ep_thread"], "start": r["ep_start"], "end": r["ep_end"], "holder": r["ep_holder"], "exits": r["ep_calls"]}, schema={"_t": pl.UInt32, "start": pl.Int64, "end": pl.Int64, "holder": pl.Int64, "exits": pl.Int64})
+    ep = pl.DataFrame(r["episodes"])
     hv = th.select(pl.col("_t").cast(pl.Int64).alias("holder"), pl.col("vcpu").alias("holder_vcpu"))
     ep = ep.join(th, on="_t").join(hv, on="holder", how="left").with_columns(
         (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("replay").alias("source")
@@ -173,8 +190,7 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
             vm_exc[v] += r["excessive"][i]
     marks = [0] * n
     last_mark = [0] * n
-    # the engine's columns are Arrow arrays, a Python policy's are lists
-    mk = pl.DataFrame({"t": r["mark_thread"], "ts": r["mark_ts"]}, schema={"t": pl.UInt32, "ts": pl.Int64})
+    mk = pl.DataFrame(r["marks"]).rename({"_t": "t"})
     mk = mk.with_columns(pl.col("t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
     for v, k, last in mk.group_by("vm").agg(pl.len(), pl.col("ts").max()).iter_rows():
         marks[v], last_mark[v] = k, last
@@ -347,7 +363,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         if policy in python_policies:
             from cratrace.replay.policy import run_python_policy
 
-            r = run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs.get("context_switch_ns", 2_000), limit_ns)
+            r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs.get("context_switch_ns", 2_000), limit_ns))
         else:
             r = _run_engine(w, policy, engine, costs, host, limit_ns)
         gate = policy in (base, f"{base}+spin")

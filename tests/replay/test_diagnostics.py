@@ -45,3 +45,25 @@ def test_metrics_set_the_replay_beside_the_recording(lab_capture, tmp_path):  # 
     assert d["sibling_wakeup_preemption_pct"]["recorded"] == rec["preempted_pct"]
     assert 0 <= d["sibling_wakeup_preemption_pct"]["replayed"] <= 100
     assert set(d["preempted_s"]["recorded"]) == set(res["fair"]["vms"])
+
+
+def test_model_and_replay_hand_tables_over_without_pyarrow(lab_capture, tmp_path):  # noqa: F811
+    # the marker parse and the replay's results cross the Rust boundary
+    # through the Arrow PyCapsule interface; pyarrow's import (about 50 ms)
+    # is for the reference reader and the tests, not the pipeline
+    import shutil
+    import subprocess
+    import sys
+
+    cap = tmp_path / "cap"
+    shutil.copytree(lab_capture.path, cap)
+    code = (
+        "import sys\n"
+        "from cratrace.model import build_model\n"
+        "from cratrace.replay import replay_capture\n"
+        f"rows = build_model({str(cap)!r})\n"
+        f"replay_capture({str(cap)!r}, ['fair'], {str(tmp_path / 'out')!r})\n"
+        "print(rows['markers'] > 0, 'pyarrow' in sys.modules)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.split() == ["True", "False"], p.stdout
