@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -21,6 +21,7 @@ pub fn replay(
     thread_vcpu: Vec<i64>,
     thread_start: Vec<i64>,
     thread_cpu: Option<Vec<i64>>,
+    thread_fine: Option<Vec<bool>>,
     phase_thread: Vec<u32>,
     phase_kind: Vec<u8>,
     phase_a: Vec<i64>,
@@ -42,7 +43,8 @@ pub fn replay(
         return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
     }
     let thread_cpu = thread_cpu.unwrap_or_else(|| vec![-1; n]);
-    if thread_cpu.len() != n {
+    let thread_fine = thread_fine.unwrap_or_else(|| vec![false; n]);
+    if thread_cpu.len() != n || thread_fine.len() != n {
         return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
     }
     let m = phase_thread.len();
@@ -74,6 +76,7 @@ pub fn replay(
             phases: Vec::new(),
             start_ns: thread_start[i],
             start_cpu: u32::try_from(thread_cpu[i]).ok(),
+            fine_accounting: thread_fine[i],
         })
         .collect();
     for i in 0..m {

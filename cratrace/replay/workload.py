@@ -34,6 +34,9 @@ class Workload:
     start: list[int] = field(default_factory=list)
     #: the CPU each thread first ran on in the capture (-1: never ran)
     start_cpu: list[int] = field(default_factory=list)
+    #: the kernel re-read each thread's runtime every few µs while it ran
+    #: (system calls that run update_curr): its expired slices end at once
+    fine_accounting: list[bool] = field(default_factory=list)
     vm_names: list[str] = field(default_factory=list)
     phase_thread: list[int] = field(default_factory=list)
     phase_kind: list[int] = field(default_factory=list)
@@ -51,9 +54,10 @@ class Workload:
     pcpus: int = 1
     freq_khz: int = 1_000_000
 
-    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1) -> int:
+    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False) -> int:
         self.tids.append(tid)
         self.start_cpu.append(start_cpu)
+        self.fine_accounting.append(fine_accounting)
         self.vm_of.append(vm)
         self.vcpu_of.append(vcpu)
         self.start.append(start)
@@ -65,6 +69,24 @@ class Workload:
         self.phase_kind.append(kind)
         self.phase_a.append(int(a))
         self.phase_b.append(int(b))
+
+
+#: a thread whose runtime the kernel updated at least this often (median
+#: gap between its `sched_stat_runtime` events) made system calls while it
+#: worked; ticks and switches alone update it every few milliseconds
+FINE_ACCOUNTING_NS = 50_000
+
+
+def fine_accounting(stat_runtime: pl.LazyFrame | None) -> set[int]:
+    """Threads whose expired slices the kernel noticed at once: update_curr
+    (which ends an expired slice) ran for them every few µs, at the system
+    calls they made, not only at ticks. Each `sched_stat_runtime` event is
+    one such update; without the events, none."""
+    if stat_runtime is None:
+        return set()
+    pid = "field_pid" if "field_pid" in stat_runtime.collect_schema().names() else "pid"
+    per = stat_runtime.group_by(pl.col(pid).alias("tid")).agg(pl.col("runtime").median().alias("gap")).collect()
+    return {int(t) for t, gap in per.iter_rows() if t and gap is not None and gap <= FINE_ACCOUNTING_NS}
 
 
 def _critical_ns(markers: pl.DataFrame, marker: str) -> dict[str, int]:
@@ -157,6 +179,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     per_tid = slices.group_by("tid").agg(pl.col("dur").sum(), pl.col("cpu").sort_by("start").first())
     cpu_by_tid = dict(zip(per_tid["tid"], per_tid["dur"]))
     first_cpu = dict(zip(per_tid["tid"], per_tid["cpu"]))
+    fine = fine_accounting(cap.events.get("sched_stat_runtime"))
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
@@ -174,7 +197,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         while segs and segs[0][2] in ("blocked", "halted"):
             start = segs[0][1]
             segs = segs[1:]
-        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)))
+        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine)
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
@@ -185,7 +208,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     host = [tid for tid, ns in cpu_by_tid.items() if tid != 0 and tid not in vcpu_tids and ns >= min_host_cpu_frac * total]
     for tid in sorted(host):
         s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end").rows()
-        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)))
+        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine)
         prev_end = None
         for a, b in s:
             if prev_end is not None and a > prev_end:

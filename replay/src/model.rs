@@ -53,6 +53,11 @@ pub struct ThreadSpec {
     /// The CPU it was on when the capture began, if known: where per-CPU
     /// run queues start it (the recorded placement is initial state).
     pub start_cpu: Option<u32>,
+    /// The kernel re-read its runtime every few µs while it worked (system
+    /// calls that run update_curr): an expired slice then ends at once, not
+    /// at the next tick, except while it spins (no calls). From the
+    /// capture's `sched_stat_runtime` events; false without them.
+    pub fine_accounting: bool,
 }
 
 /// A VM.

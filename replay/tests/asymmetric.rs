@@ -7,7 +7,7 @@ use cratrace_replay::*;
 const FAST_KHZ: u64 = 2_790_000;
 
 fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (10 * vm + c) as i64, vm: Some(VmId(vm)), vcpu: Some(c), phases, start_ns: 0, start_cpu: None }
+    ThreadSpec { tid: (10 * vm + c) as i64, vm: Some(VmId(vm)), vcpu: Some(c), phases, start_ns: 0, start_cpu: None, fine_accounting: false }
 }
 
 fn policy(name: &str, set: &[(&str, f64)]) -> Policy {

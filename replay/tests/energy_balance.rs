@@ -4,7 +4,7 @@
 use cratrace_replay::*;
 
 fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (10 * vm + c) as i64, vm: Some(VmId(vm)), vcpu: Some(c), phases, start_ns: 0, start_cpu: None }
+    ThreadSpec { tid: (10 * vm + c) as i64, vm: Some(VmId(vm)), vcpu: Some(c), phases, start_ns: 0, start_cpu: None, fine_accounting: false }
 }
 
 /// A kernel-build-like load: one VM, 2 vCPUs, long CPU bursts with short

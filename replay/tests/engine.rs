@@ -3,7 +3,7 @@
 use cratrace_replay::*;
 
 fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (100 + vm * 10 + vcpu) as i64, vm: Some(VmId(vm)), vcpu: Some(vcpu), phases, start_ns: 0, start_cpu: None }
+    ThreadSpec { tid: (100 + vm * 10 + vcpu) as i64, vm: Some(VmId(vm)), vcpu: Some(vcpu), phases, start_ns: 0, start_cpu: None, fine_accounting: false }
 }
 
 fn free_host(n: usize) -> Host {
@@ -161,4 +161,19 @@ fn eevdf_keeps_threads_on_their_cpu_while_it_is_busy() {
     let first_on_0 = out.slice_cpu.iter().zip(&out.slice_start).filter(|(c, _)| **c == 0).map(|(_, s)| *s).min();
     assert!(first_on_0.is_some_and(|s| s >= 4_000_000), "CPU 0 first used at {first_on_0:?}, before the first balancing tick");
     assert_eq!(out.cpu_ns, vec![6_000_000, 6_000_000]);
+}
+
+#[test]
+fn eevdf_ends_the_slice_of_a_thread_that_makes_system_calls_at_once_but_of_a_spinner_at_the_tick() {
+    // both vCPUs had their runtime re-read every few µs in the capture
+    // (fine accounting): the holder loses the CPU exactly at 1.5 ms,
+    // holding the lock; its sibling then spins, and a spinner makes no
+    // calls, so its own slice end waits for the 4 ms tick
+    let mut w = holder_past_its_slice();
+    for t in &mut w.threads {
+        t.fine_accounting = true;
+    }
+    let out = replay(&w, &free_host(1), &eevdf(250.0), i64::MAX);
+    assert_eq!(out.spin_ns[1], 2_500_000);
+    assert_eq!(out.mark_ts, vec![4_900_000, 5_000_000]);
 }

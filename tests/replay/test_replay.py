@@ -177,3 +177,16 @@ def test_the_baseline_policy_follows_the_host_kernel():
     assert baseline_policy(cap("Linux 6.5.13 #1")) == "fair"
     assert baseline_policy(cap()) == "fair"
     assert baseline_policy(cap("Linux 6.18.0", kind="xentrace")) == "credit"
+
+
+def test_threads_whose_runtime_the_kernel_updated_every_few_us_get_exact_slice_ends(lab_capture):  # noqa: F811
+    from cratrace.replay.workload import fine_accounting
+
+    ev = pl.LazyFrame({"field_pid": [1, 1, 1, 2, 2, 0], "runtime": [2_000, 3_000, 2_500, 4_000_000, 100_000, 5]})
+    assert fine_accounting(ev) == {1}
+    assert fine_accounting(None) == set()
+    # the lab's bursts read their thread CPU clock (a system call) in a
+    # loop: every vCPU qualifies in a real capture
+    w = extract_workload(lab_capture)
+    vcpus = [f for f, v in zip(w.fine_accounting, w.vm_of) if v >= 0]
+    assert vcpus and all(vcpus)

@@ -450,12 +450,22 @@ impl<'a> Engine<'a> {
     }
 
     fn slice_end(&mut self, c: u32) {
+        if let Some(t) = self.cpus[c as usize].cur {
+            // a thread noticed at once when it works is noticed only at the
+            // tick while it spins (no system calls)
+            let due = self.slice_end_at(self.now);
+            if due > self.now && self.th[t as usize].spin.is_some() {
+                let g = self.cpus[c as usize].gen;
+                self.at(due, Ev::SliceEnd(c, g));
+                return;
+            }
+        }
         if self.sched.ready_on(c) == 0 {
             // nobody waits: keep running, new slice
             if let Some(t) = self.cpus[c as usize].cur {
                 let s = self.sched.slice_ns(ThreadId(t), 0);
                 let g = self.cpus[c as usize].gen;
-                let end = self.slice_end_at(self.now + s);
+                let end = self.slice_end_for(t, self.now + s);
                 self.at(end, Ev::SliceEnd(c, g));
             }
             return;
@@ -511,7 +521,7 @@ impl<'a> Engine<'a> {
             _ => self.sched.slice_ns(ThreadId(t), ready),
         };
         let g = self.cpus[c as usize].gen;
-        let end = self.slice_end_at(self.now + cost + slice);
+        let end = self.slice_end_for(t, self.now + cost + slice);
         self.at(end, Ev::SliceEnd(c, g));
         self.on_dispatch_policy(t);
         let g = self.th[t as usize].gen;

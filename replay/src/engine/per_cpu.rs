@@ -71,6 +71,18 @@ impl Engine<'_> {
         self.win_start = self.now;
     }
 
+    /// When thread `t`'s slice due at `due` is noticed: at once if the
+    /// kernel re-read its runtime every few µs in the capture
+    /// (`fine_accounting`; the SliceEnd handler still waits for the tick
+    /// while it spins), else as [`slice_end_at`](Self::slice_end_at) says.
+    pub(super) fn slice_end_for(&self, t: u32, due: i64) -> i64 {
+        if self.w.threads[t as usize].fine_accounting {
+            due
+        } else {
+            self.slice_end_at(due)
+        }
+    }
+
     /// When a slice due at `due` is noticed: at once, or at the next
     /// scheduler tick for schedulers that only look at slices on ticks.
     pub(super) fn slice_end_at(&self, due: i64) -> i64 {
