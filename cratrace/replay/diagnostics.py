@@ -55,11 +55,12 @@ def preempted_s(states: pl.DataFrame) -> dict[str, float]:
     return {vm: round(ns / 1e9, 6) for vm, ns in p.group_by("vm").agg((pl.col("end") - pl.col("start")).sum()).iter_rows()}
 
 
-def compare(recorded: pl.DataFrame, replayed: pl.DataFrame) -> dict:
-    """The diagnostics of one replay against its recording."""
-    rec, rep = sibling_wakeup_preemption(recorded), sibling_wakeup_preemption(replayed)
-    return {
-        "sibling_wakeup_preemption_pct": {"recorded": rec["preempted_pct"], "replayed": rep["preempted_pct"]},
-        "sibling_wakeups": {"recorded": rec["wakeups"], "replayed": rep["wakeups"]},
-        "preempted_s": {"recorded": preempted_s(recorded), "replayed": preempted_s(replayed)},
-    }
+def measure(states: pl.DataFrame) -> dict:
+    """The diagnostics of one timeline (a recording's or a replay's)."""
+    sib = sibling_wakeup_preemption(states)
+    return {"sibling_wakeup_preemption_pct": sib["preempted_pct"], "sibling_wakeups": sib["wakeups"], "preempted_s": preempted_s(states)}
+
+
+def compare(recorded: dict, replayed: dict) -> dict:
+    """Two `measure` results side by side: measure → {recorded, replayed}."""
+    return {k: {"recorded": recorded[k], "replayed": replayed[k]} for k in recorded}

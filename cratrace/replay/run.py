@@ -355,7 +355,6 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     base = baseline_policy(cap)
-    recorded_states = cap.model["vcpu_states"].collect() if "vcpu_states" in cap.model_paths else None
     results = {}
     for policy in policies:
         dest = out / policy.replace("/", "_")
@@ -379,8 +378,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             rb = _run_engine(w, bp, fast, costs, hb, limit_ns)
             metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
-        if recorded_states is not None:
-            metrics["fidelity"]["diagnostics"] = diagnostics.compare(recorded_states, tables["vcpu_states"])
+        metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))
         tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=out))
         try:
             (tmp / "model").mkdir()

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cratrace.capture import Capture
+from cratrace.replay import diagnostics
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
 
@@ -48,6 +49,9 @@ class Workload:
     #: per VM, the vCPUs' recorded spinning time (ns), to set beside the
     #: replay's: the demand a spin policy may remove
     recorded_spin_ns: dict[str, int] = field(default_factory=dict)
+    #: `cratrace.replay.diagnostics.measure` of the recorded vcpu_states,
+    #: for each replay's metrics to set beside its own
+    recorded_diagnostics: dict = field(default_factory=dict)
     #: per VM, recorded (first vCPU start, last mark) relative to t0: the
     #: window throughput is measured over, in the recording and the replay
     recorded_window: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -187,6 +191,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
     spun = states.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum())
     w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
+    w.recorded_diagnostics = diagnostics.measure(states)
     marks_by = {(vm, vc): sorted(g["ts"].to_list()) for (vm, vc), g in tx.group_by(["vm", "vcpu"])}
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:

@@ -13,6 +13,7 @@
 
 use crate::error::{ReadError, ReadResult};
 use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, TableSpec, Value};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -84,12 +85,9 @@ pub fn read_perfstat(path: &Path, start_ns: Option<i64>, sink: &mut dyn EventSin
         }
         prev_rel = rel;
         let counter = f[4];
-        let interval = match last_end.get_mut(&(cpu, counter.to_string())) {
-            Some(prev) => rel - std::mem::replace(prev, rel),
-            None => {
-                last_end.insert((cpu, counter.to_string()), rel);
-                rel
-            }
+        let interval = match last_end.entry((cpu, counter.to_string())) {
+            Entry::Occupied(mut prev) => rel - prev.insert(rel),
+            Entry::Vacant(first) => *first.insert(rel),
         };
         let ts = rel + start_ns.unwrap_or(0);
         let id = match table {

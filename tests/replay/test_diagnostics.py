@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from cratrace.replay.diagnostics import compare, preempted_s, sibling_wakeup_preemption
+from cratrace.replay.diagnostics import compare, measure, preempted_s, sibling_wakeup_preemption
 from tests.model.conftest import lab_capture  # noqa: F401  (session fixture)
 
 
@@ -30,7 +30,7 @@ def test_a_wakeup_that_takes_the_cpu_from_a_running_sibling_counts_as_preemption
     ])
     assert sibling_wakeup_preemption(s) == {"wakeups": 2, "preempted_pct": 50.0}
     assert preempted_s(s) == {"a": pytest.approx((95 + 5 + 100) * us / 1e9)}
-    d = compare(s, s.filter(pl.col("tid") != 2))
+    d = compare(measure(s), measure(s.filter(pl.col("tid") != 2)))
     assert d["sibling_wakeup_preemption_pct"] == {"recorded": 50.0, "replayed": None}
     assert d["sibling_wakeups"] == {"recorded": 2, "replayed": 0}
 
