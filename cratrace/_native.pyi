@@ -26,7 +26,17 @@ class ArrowTable:
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any: ...
     def __len__(self) -> int: ...
 
-def parse_markers(texts: Any) -> ArrowTable: ...  # a polars frame whose first column is text -> (name, fields, vm, vcpu)
+class MarkerLines:
+    """Parsed trace_marker lines (print events of the top-level buffer), in time order."""
+    @staticmethod
+    def read(path: str | Path) -> MarkerLines: ...  # a print event table (Parquet)
+    @staticmethod
+    def from_frame(prints: Any) -> MarkerLines: ...  # a polars frame: ts, cpu, pid, [instance], buf
+    def encode_ahead(self, compression: str) -> None: ...  # the columns that need no threads table, for the next write
+    def table(self, threads: Any, names: Sequence[str] | None = None) -> ArrowTable: ...  # threads: frame of tid, vm, vcpu
+    def write(self, threads: Any, path: str | Path, compression: str) -> int: ...  # rows written
+    def __len__(self) -> int: ...
+
 def replay(
     *,
     thread_tid: Sequence[int],

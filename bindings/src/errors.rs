@@ -30,6 +30,11 @@ pub fn to_py(e: ReadError) -> PyErr {
     }
 }
 
+/// A capture's table that cannot be read (`what` names the file).
+pub fn damaged_table(what: String) -> PyErr {
+    CratraceError::new_err(format!("damaged table: {what} (ERR:table)"))
+}
+
 /// Register the exception classes on the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

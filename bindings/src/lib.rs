@@ -17,7 +17,7 @@ mod xentrace;
 /// count what it wrote without loading a dataframe library.
 #[pyfunction]
 fn parquet_rows(path: std::path::PathBuf) -> PyResult<u64> {
-    cratrace_arrow::parquet_row_count(&path).map_err(|what| errors::to_py(cratrace_format::ReadError::Sink { what }))
+    cratrace_arrow::parquet_row_count(&path).map_err(errors::damaged_table)
 }
 
 /// Codec of a Parquet file's first column chunk (`lz4`, `zstd`,
@@ -25,7 +25,7 @@ fn parquet_rows(path: std::path::PathBuf) -> PyResult<u64> {
 /// tables as the events were written without importing pyarrow.
 #[pyfunction]
 fn parquet_codec(path: std::path::PathBuf) -> PyResult<Option<&'static str>> {
-    cratrace_arrow::parquet_codec(&path).map_err(|what| errors::to_py(cratrace_format::ReadError::Sink { what }))
+    cratrace_arrow::parquet_codec(&path).map_err(errors::damaged_table)
 }
 
 #[pymodule]
@@ -40,7 +40,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
-    m.add_function(wrap_pyfunction!(markers::parse_markers, m)?)?;
+    m.add_class::<markers::MarkerLines>()?;
     m.add_class::<arrow_stream::ArrowTable>()?;
     Ok(())
 }

@@ -1,63 +1,89 @@
-//! `parse_markers`: trace_marker texts → name, fields (JSON), vm, vcpu,
-//! one Arrow stream in and one table out (the model's `markers` table spent
-//! most of its time in regular expressions over every line).
+//! `MarkerLines`: the model's `markers` table built in Rust
+//! (cratrace-arrow's `markers` module says how), exposed in the two steps
+//! the model build runs on a side thread: parse the print events, then,
+//! once the threads table exists, attribute and write (or hand over).
 
 use crate::arrow_stream::{read_stream, ArrowTable};
-use arrow_array::builder::{Int32Builder, StringBuilder};
-use arrow_array::cast::AsArray;
-use arrow_array::{Array, ArrayRef, RecordBatch};
-use arrow_schema::DataType;
-use cratrace_format::ftrace::marker;
-use pyo3::exceptions::PyTypeError;
+use cratrace_arrow::markers::{MarkerLines as Lines, WriterVms};
+use cratrace_arrow::{read_columns, Codec, EncodedTable};
+use crate::errors::{damaged_table, to_py};
+use cratrace_format::ReadError;
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::Mutex;
 
-/// Parse each text (the first column of a polars frame; nulls
-/// stay null) into the columns `name`, `fields` (JSON object), `vm` and
-/// `vcpu` (the `vm=`/`vcpu=` fields, vcpu as an integer or null).
-#[pyfunction]
-pub fn parse_markers(py: Python<'_>, texts: Bound<'_, PyAny>) -> PyResult<ArrowTable> {
-    let batches = read_stream(&texts, "parse_markers")?;
-    let mut all: Vec<Option<&str>> = Vec::new();
-    for b in &batches {
-        let arr = b.columns().first().ok_or_else(|| PyTypeError::new_err("parse_markers: no column"))?;
-        match arr.data_type() {
-            DataType::Utf8 => all.extend(arr.as_string::<i32>().iter()),
-            DataType::LargeUtf8 => all.extend(arr.as_string::<i64>().iter()),
-            DataType::Utf8View => all.extend(arr.as_string_view().iter()),
-            other => return Err(PyTypeError::new_err(format!("parse_markers: expected a string column, got {other}"))),
-        }
-    }
-    let batch = py.detach(|| parse(&all));
-    Ok(ArrowTable::new(batch.map_err(|e| PyTypeError::new_err(e.to_string()))?))
+/// Parsed trace_marker lines of one capture.
+#[pyclass(module = "cratrace._native", frozen)]
+pub struct MarkerLines {
+    lines: Lines,
+    /// columns encoded at parse time, for a file of this codec
+    ahead: Mutex<Option<(Codec, EncodedTable)>>,
 }
 
-fn parse(texts: &[Option<&str>]) -> Result<RecordBatch, arrow_schema::ArrowError> {
-    let n = texts.len();
-    let mut name = StringBuilder::with_capacity(n, n * 8);
-    let mut fields = StringBuilder::with_capacity(n, n * 32);
-    let mut vm = StringBuilder::with_capacity(n, n * 4);
-    let mut vcpu = Int32Builder::with_capacity(n);
-    let mut json = String::new();
-    for t in texts {
-        let Some(t) = t else {
-            name.append_null();
-            fields.append_null();
-            vm.append_null();
-            vcpu.append_null();
-            continue;
-        };
-        let (nm, v, c) = marker::parse_line(t, &mut json);
-        name.append_value(nm);
-        fields.append_value(&json);
-        vm.append_option(v);
-        vcpu.append_option(c.and_then(|c| c.parse::<i32>().ok()));
+const PRINT_COLUMNS: [&str; 5] = ["ts", "cpu", "pid", "instance", "buf"];
+
+fn codec(name: &str) -> PyResult<Codec> {
+    Codec::parse(name).ok_or_else(|| PyValueError::new_err(format!("unknown compression {name:?} (lz4, zstd, uncompressed)")))
+}
+
+fn writers(threads: &Bound<'_, PyAny>) -> PyResult<WriterVms> {
+    WriterVms::from_batches(&read_stream(threads, "threads")?).map_err(PyValueError::new_err)
+}
+
+#[pymethods]
+impl MarkerLines {
+    /// Parse the print event table at `path` (the GIL is released).
+    #[staticmethod]
+    fn read(py: Python<'_>, path: PathBuf) -> PyResult<MarkerLines> {
+        py.detach(|| {
+            let batches = read_columns(&path, &PRINT_COLUMNS).map_err(damaged_table)?;
+            let lines = Lines::from_batches(&batches).map_err(|e| damaged_table(format!("{}: {e}", path.display())))?;
+            Ok(MarkerLines { lines, ahead: Mutex::new(None) })
+        })
     }
-    let cols: Vec<(&str, ArrayRef)> = vec![
-        ("name", Arc::new(name.finish())),
-        ("fields", Arc::new(fields.finish())),
-        ("vm", Arc::new(vm.finish())),
-        ("vcpu", Arc::new(vcpu.finish())),
-    ];
-    RecordBatch::try_from_iter(cols)
+
+    /// Encode the columns that need no threads table, for the next
+    /// `write` with this `compression` (the GIL is released).
+    fn encode_ahead(&self, py: Python<'_>, compression: &str) -> PyResult<()> {
+        let c = codec(compression)?;
+        let t = py.detach(|| self.lines.encode_ahead(c)).map_err(PyValueError::new_err)?;
+        if let Ok(mut a) = self.ahead.lock() {
+            *a = Some((c, t));
+        }
+        Ok(())
+    }
+
+    /// Parse print events held in a polars frame.
+    #[staticmethod]
+    fn from_frame(prints: Bound<'_, PyAny>) -> PyResult<MarkerLines> {
+        let lines = Lines::from_batches(&read_stream(&prints, "print")?).map_err(PyValueError::new_err)?;
+        Ok(MarkerLines { lines, ahead: Mutex::new(None) })
+    }
+
+    /// The `markers` table, attributed with `threads` (a frame with `tid`,
+    /// `vm`, `vcpu`); with `names`, only lines of those names.
+    #[pyo3(signature = (threads, names = None))]
+    fn table(&self, py: Python<'_>, threads: Bound<'_, PyAny>, names: Option<Vec<String>>) -> PyResult<ArrowTable> {
+        let w = writers(&threads)?;
+        let names: Option<Vec<&str>> = names.as_ref().map(|n| n.iter().map(String::as_str).collect());
+        let batch = py.detach(|| self.lines.table(&w, names.as_deref())).map_err(PyValueError::new_err)?;
+        Ok(ArrowTable::new(batch))
+    }
+
+    /// Attribute with `threads` and write the table to `path` as Parquet
+    /// (`compression`: lz4, zstd or uncompressed); returns its rows. The
+    /// GIL is released while the table is built and encoded.
+    fn write(&self, py: Python<'_>, threads: Bound<'_, PyAny>, path: PathBuf, compression: &str) -> PyResult<usize> {
+        let codec = codec(compression)?;
+        let w = writers(&threads)?;
+        // the columns encoded ahead serve one write, of their codec
+        let ahead = self.ahead.lock().ok().and_then(|mut a| a.take()).and_then(|(c, t)| (c == codec).then_some(t));
+        py.detach(|| self.lines.write(&w, ahead, codec, &path).map_err(|what| to_py(ReadError::Sink { what })))
+    }
+
+    /// Lines parsed.
+    fn __len__(&self) -> usize {
+        self.lines.len()
+    }
 }

@@ -24,12 +24,17 @@ def model_cmd(
     The tables are documented in docs/tables.md; `cratrace sql` and
     `cratrace.open()` see them beside the event tables.
     """
-    from cratrace.model import build_model
-
     import sys
 
-    say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {name}[/]"))
-    rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say)
+    # Marker lines are parsed (in Rust, without the GIL) while polars is
+    # imported: on marker-heavy captures each takes about a third of a second.
+    from cratrace.model.marker_parse import MarkerParse
+
+    with MarkerParse(capture) as early:
+        from cratrace.model.build import build_model
+
+        say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {name}[/]"))
+        rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say, marker_parse=early)
     if as_json:
         print(json.dumps(rows, indent=2))
     elif not quiet:

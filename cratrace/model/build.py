@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable
 
@@ -18,6 +18,7 @@ from cratrace.model.faults import faults
 from cratrace.model.frames import conform
 from cratrace.model.io_work import io_work
 from cratrace.model import markers as marker_lines
+from cratrace.model.marker_parse import MarkerParse, events_codec
 from cratrace.model.power import power
 from cratrace.model.spin_episodes import spin_episodes, with_holder
 from cratrace.model.threads import name_observations, thread_names, threads
@@ -27,35 +28,30 @@ from cratrace.tables import MODEL_TABLES
 TABLE_ORDER = ("thread_names", "threads", "cpu_slices", "markers", "spin_episodes", "vcpu_states", "io_work", "power", "faults")
 
 
-#: codecs polars can write; a capture in another codec gets zstd tables
-_POLARS_CODECS = {"lz4", "zstd", "uncompressed", "snappy", "gzip", "brotli"}
-
-
-def events_codec(events_dir: Path) -> str:
-    """The codec the capture's event tables were written with (`cratrace
-    import --compression`), for the model tables to match: LZ4 when the
-    import was for speed, zstd when it was for size. Read from the files'
-    footers natively (pyarrow's import alone took ~50 ms of the build)."""
-    from collections import Counter
-
-    from cratrace import _native
-
-    seen: Counter[str] = Counter()
-    for f in sorted(events_dir.glob("*.parquet")):
-        codec = _native.parquet_codec(f)
-        if codec is not None:
-            seen[codec if codec in _POLARS_CODECS else "zstd"] += 1
-    return seen.most_common(1)[0][0] if seen else "lz4"
-
-
-def _write(df: pl.DataFrame, path: Path, codec: str) -> None:
+def _write_with(write: Callable[[Path], int], path: Path) -> int:
+    """Run `write(tmp)` and move the file into place: a reader never sees
+    half a table."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    df.write_parquet(tmp, compression=codec)
+    rows = write(tmp)
     os.replace(tmp, path)
+    return rows
 
 
-def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, window_ns: int = 100_000_000, progress: Callable[[str], None] | None = None) -> dict[str, int]:
-    """Compute all canonical tables of `capture`; returns rows per table."""
+def _write(df: pl.DataFrame, path: Path, codec: str) -> int:
+    return _write_with(lambda tmp: (df.write_parquet(tmp, compression=codec), df.height)[1], path)
+
+
+def build_model(
+    capture: Capture | str | Path,
+    *,
+    spin_gap_ns: int = 50_000,
+    window_ns: int = 100_000_000,
+    progress: Callable[[str], None] | None = None,
+    marker_parse: MarkerParse | None = None,
+) -> dict[str, int]:
+    """Compute all canonical tables of `capture`; returns rows per table.
+    `marker_parse`, started earlier on the same capture, saves its parse
+    time (build_model closes it)."""
     cap = capture if isinstance(capture, Capture) else Capture(capture)
     ev = cap.events
     tr = cap.meta.get("time_range_ns") or [0, 0]
@@ -65,13 +61,19 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     t0 = time.perf_counter()
     model_dir = cap.path / "model"
     model_dir.mkdir(exist_ok=True)
-    codec = events_codec(cap.path / "events")
-    with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-write") as writer, ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-markers") as side:
-        # marker text parsing (Rust, without the GIL) needs only the print
-        # events: it runs while the thread and CPU tables are built
-        parsed = side.submit(marker_lines.parse, ev.get("print"))
-        out = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), parsed.result)
-    rows = {name: out[name].height for name in TABLE_ORDER}
+    codec = marker_parse.codec if marker_parse else events_codec(cap.path / "events")
+    with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-write") as writer, (marker_parse or MarkerParse(cap.path, codec)) as side:
+        # The markers table (Rust, without the GIL) needs only the print
+        # events to parse and the threads table to attribute: it is parsed
+        # while the thread and CPU tables are built (or from before polars
+        # was imported, when the caller started `marker_parse`), and
+        # written while the vCPU tables are.
+        def markers(threads: pl.DataFrame) -> tuple[pl.DataFrame, Future[int]]:
+            lines = side.lines.result()
+            spin_marks = marker_lines.table(lines, threads, marker_lines.SPIN_NAMES)
+            return spin_marks, side.submit(_write_with, lambda tmp: marker_lines.write(lines, threads, tmp, codec), model_dir / "markers.parquet")
+
+        rows = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), markers)
     meta = dict(cap.meta)
     meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}
     tmp = cap.path / f".capture.json.tmp-{os.getpid()}"
@@ -80,18 +82,19 @@ def build_model(capture: Capture | str | Path, *, spin_gap_ns: int = 50_000, win
     return rows
 
 
-def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, parsed_markers) -> dict[str, pl.DataFrame]:
-    """The tables in dependency order. `save(name, df)` is called as soon
-    as a table is final, so Parquet encoding (polars releases the GIL)
-    overlaps the tables still being computed; `parsed_markers()` gives the
-    parsed marker lines (computed beside the first tables)."""
+def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, markers) -> dict[str, int]:
+    """The tables in dependency order; returns rows per table. `save(name,
+    df)` is called as soon as a table is final, so Parquet encoding (polars
+    releases the GIL) overlaps the tables still being computed;
+    `markers(threads)` starts the markers table's write and gives its spin
+    marker lines."""
     out: dict[str, pl.DataFrame] = {}
-    futures = []
+    futures: dict[str, Future[int]] = {}
 
     def done(name: str, df: pl.DataFrame) -> None:
         assert name in MODEL_TABLES
         out[name] = df
-        futures.append(save(name, df))
+        futures[name] = save(name, df)
 
     say("thread_names")
     done("thread_names", thread_names(name_observations(ev), span[1]))
@@ -100,9 +103,9 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, parsed_m
     say("cpu_slices")
     done("cpu_slices", cpu_slices(ev, span))
     say("markers")
-    done("markers", marker_lines.attribute(parsed_markers(), out["threads"]))
+    spin_marks, futures["markers"] = markers(out["threads"])
     say("spin_episodes")
-    spins = spin_episodes(ev, out["threads"], out["markers"], spin_gap_ns)
+    spins = spin_episodes(ev, out["threads"], spin_marks, spin_gap_ns)
     say("vcpu_states")
     done("vcpu_states", vcpu_states(ev, out["threads"], out["cpu_slices"], spins, span))
     done("spin_episodes", conform(with_holder(spins, out["vcpu_states"]), "spin_episodes"))
@@ -112,7 +115,6 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, parsed_m
     done("power", power(ev, span))
     say("faults")
     done("faults", faults(ev, out["threads"]))
-    for f in futures:
-        f.result()  # a write error surfaces here, before capture.json says the model exists
-    assert set(out) == set(TABLE_ORDER)
-    return out
+    # a write error surfaces here, before capture.json says the model exists
+    rows = {name: futures[name].result() for name in TABLE_ORDER}
+    return rows

@@ -3,46 +3,57 @@
 ``txn_end vm=a vcpu=1`` → name ``txn_end``, fields ``{"vm": "a", "vcpu": "1"}``.
 Values stay strings in the JSON; ``vm`` and ``vcpu`` are lifted into
 columns when present, else taken from the writer thread's VM.
+
+The table is built in Rust (cratrace-arrow's ``markers`` module): on
+marker-heavy traces it is the model's largest, and parsing, attributing
+and encoding a million lines through polars was most of the model build.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import polars as pl
 
 from cratrace import _native
-from cratrace.model.frames import conform, empty, top_buffer
+from cratrace.model.frames import empty
+
+#: the marker names spin episodes are paired from
+SPIN_NAMES = ("spin_begin", "spin_end")
 
 
-def markers(prints: pl.LazyFrame | None, threads: pl.DataFrame) -> pl.DataFrame:
-    return attribute(parse(prints), threads)
-
-
-def parse(prints: pl.LazyFrame | None) -> pl.DataFrame | None:
-    """The marker lines with name, fields and their own vm/vcpu (as
-    `_vm`, `_vcpu`); needs nothing but the print events, so the model
-    build runs it beside the thread tables."""
+def parse(prints: Path | pl.LazyFrame | pl.DataFrame | None) -> _native.MarkerLines | None:
+    """Parsed lines of a print event table (a Parquet path or a frame);
+    needs nothing but the print events, so the model build runs it beside
+    the thread tables. None without print events."""
     if prints is None:
         return None
-    df = top_buffer(prints).select("ts", "cpu", pl.col("pid").cast(pl.Int64).alias("tid"), pl.col("buf").str.strip_chars_end("\n").alias("text")).collect()
-    if df.height == 0:
-        return None
-    # One pass in Rust over the texts (cratrace-format's ftrace::marker
-    # says what a name and a field are); regular expressions over every
-    # line were most of the model build on marker-heavy traces.
-    parsed = pl.DataFrame(_native.parse_markers(df.select("text")))
-    df = pl.concat([df, parsed.rename({"vm": "_vm", "vcpu": "_vcpu"})], how="horizontal")
-    if not df["ts"].is_sorted():
-        df = df.sort("ts", maintain_order=True)
-    return df
+    if isinstance(prints, Path):
+        return _native.MarkerLines.read(prints)
+    df = prints.collect() if isinstance(prints, pl.LazyFrame) else prints
+    return _native.MarkerLines.from_frame(df)
 
 
-def attribute(parsed: pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame:
+def _writers(threads: pl.DataFrame) -> pl.DataFrame:
+    return threads.select("tid", "vm", "vcpu")
+
+
+def markers(prints: Path | pl.LazyFrame | pl.DataFrame | None, threads: pl.DataFrame) -> pl.DataFrame:
     """The `markers` table: lines without their own vm=/vcpu= take the
     writer thread's VM and vCPU."""
-    if parsed is None:
+    return table(parse(prints), threads)
+
+
+def table(lines: _native.MarkerLines | None, threads: pl.DataFrame, names: tuple[str, ...] | None = None) -> pl.DataFrame:
+    """The attributed table of parsed `lines` (only `names`, if given)."""
+    if lines is None or len(lines) == 0:
         return empty("markers")
-    t = threads.select("tid", pl.col("vm").alias("_tvm"), pl.col("vcpu").alias("_tvcpu"))
-    df = parsed.join(t, on="tid", how="left", maintain_order="left").with_columns(
-        pl.coalesce("_vm", "_tvm").alias("vm"), pl.coalesce("_vcpu", "_tvcpu").alias("vcpu")
-    )
-    return conform(df, "markers")
+    return pl.DataFrame(lines.table(_writers(threads), list(names) if names else None))
+
+
+def write(lines: _native.MarkerLines | None, threads: pl.DataFrame, path: Path, compression: str) -> int:
+    """Write the attributed table to `path` (Parquet); returns its rows."""
+    if lines is None or len(lines) == 0:
+        empty("markers").write_parquet(path, compression=compression)
+        return 0
+    return lines.write(_writers(threads), path, compression)

@@ -11,6 +11,8 @@
 #![deny(missing_docs)]
 
 mod builders;
+pub mod markers;
+mod table_file;
 mod writer;
 
 use arrow_array::RecordBatch;
@@ -27,6 +29,7 @@ use std::sync::Arc;
 use writer::BackgroundWriter;
 
 pub use builders::arrow_type;
+pub use table_file::{read_columns, write_batch, EncodedTable, Encodings};
 
 struct Table {
     spec: TableSpec,
@@ -87,12 +90,12 @@ pub enum Codec {
 }
 
 impl Codec {
-    /// `lz4`, `zstd` or `none`.
+    /// `lz4`, `zstd` or `none` (`uncompressed` too, as Parquet names it).
     pub fn parse(name: &str) -> Option<Codec> {
         match name {
             "lz4" => Some(Codec::Lz4),
             "zstd" => Some(Codec::Zstd),
-            "none" => Some(Codec::None),
+            "none" | "uncompressed" => Some(Codec::None),
             _ => None,
         }
     }

@@ -44,7 +44,22 @@ def test_compression_option_sets_every_column_chunk_and_ts_is_delta_encoded(tmp_
     cratrace("model", out, "-q", check=True)
     vs = _codecs_and_encodings(out / "model" / "vcpu_states.parquet")
     assert {c for codecs, _ in vs.values() for c in codecs} == {expected}
+    # the markers table is written by the Rust writer, with the same codec
+    mk = _codecs_and_encodings(out / "model" / "markers.parquet")
+    assert {c for codecs, _ in mk.values() for c in codecs} == {expected}
+    assert "DELTA_BINARY_PACKED" in mk["ts"][1] and not ({"RLE_DICTIONARY", "PLAIN_DICTIONARY"} & mk["text"][1])
     assert "RLE_DICTIONARY" in sw["next_comm"][1] or "PLAIN_DICTIONARY" in sw["next_comm"][1]
+
+
+def test_a_damaged_event_table_fails_the_model_build_in_one_line(tmp_path):
+    out = tmp_path / "cap"
+    cratrace("import", RAW, "-o", out, "-q", check=True)
+    prints = out / "events" / "print.parquet"
+    prints.write_bytes(prints.read_bytes()[:300])
+    p = cratrace("model", out)
+    assert p.returncode == 2
+    assert "damaged table" in p.stderr and "print.parquet" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
 
 
 def test_unknown_compression_is_a_one_line_usage_error(tmp_path):

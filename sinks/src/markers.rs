@@ -1,0 +1,373 @@
+//! The model's `markers` table as Arrow columns: trace_marker lines (the
+//! `print` event table) parsed into a name and `key=value` fields, each
+//! line given the VM and vCPU it names or, failing that, its writer
+//! thread's.
+//!
+//! Marker-heavy traces have a line for every transaction, so this table is
+//! often the model's largest; built in Python it was most of the model
+//! build (parsing, joining with the threads, encoding the text twice).
+//! Parsing needs only the print events, attribution needs the threads
+//! table, so they are two steps: the build parses while it computes the
+//! threads.
+
+use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringArray, UInt32Array};
+use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Schema};
+use cratrace_format::ftrace::marker;
+use crate::{Codec, EncodedTable, Encodings};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Parsed marker lines of the top-level buffer, in time order, before
+/// attribution.
+pub struct MarkerLines {
+    ts: Int64Array,
+    cpu: Int32Array,
+    tid: Int64Array,
+    text: StringArray,
+    name: StringArray,
+    fields: StringArray,
+    /// the line's own `vm=` value
+    vm: StringArray,
+    /// the line's own `vcpu=` value, when an integer
+    vcpu: Int32Array,
+}
+
+/// Writer thread → (VM, vCPU), from the `threads` table.
+pub struct WriterVms {
+    of: HashMap<i64, (Option<String>, Option<i32>)>,
+}
+
+fn column<'a>(b: &'a RecordBatch, name: &str) -> Option<&'a ArrayRef> {
+    b.schema().index_of(name).ok().map(|i| b.column(i))
+}
+
+fn cast(a: &ArrayRef, to: &DataType, what: &str, name: &str) -> Result<ArrayRef, String> {
+    arrow_cast::cast(a, to).map_err(|e| format!("{what}: column {name}: {e}"))
+}
+
+fn required(b: &RecordBatch, name: &str, to: &DataType, what: &str) -> Result<ArrayRef, String> {
+    let a = column(b, name).ok_or_else(|| format!("{what}: no column {name}"))?;
+    cast(a, to, what, name)
+}
+
+impl WriterVms {
+    /// From batches with `tid`, `vm` and `vcpu` columns (the first row of a
+    /// repeated tid wins).
+    pub fn from_batches(batches: &[RecordBatch]) -> Result<Self, String> {
+        let what = "threads";
+        let mut of = HashMap::new();
+        for b in batches {
+            let tid = required(b, "tid", &DataType::Int64, what)?;
+            let vm = required(b, "vm", &DataType::Utf8, what)?;
+            let vcpu = required(b, "vcpu", &DataType::Int32, what)?;
+            let (tid, vm, vcpu) = (tid.as_primitive::<Int64Type>(), vm.as_string::<i32>(), vcpu.as_primitive::<Int32Type>());
+            for i in 0..b.num_rows() {
+                if tid.is_valid(i) {
+                    of.entry(tid.value(i)).or_insert_with(|| (vm.is_valid(i).then(|| vm.value(i).to_string()), vcpu.is_valid(i).then(|| vcpu.value(i))));
+                }
+            }
+        }
+        Ok(WriterVms { of })
+    }
+}
+
+impl MarkerLines {
+    /// Parse the rows of the top-level buffer (`instance` "", or every row
+    /// without an `instance` column) of print-event batches: `ts`, `cpu`,
+    /// `pid` and `buf`, the text, whose trailing newlines are dropped.
+    pub fn from_batches(batches: &[RecordBatch]) -> Result<Self, String> {
+        let what = "print";
+        let n: usize = batches.iter().map(|b| b.num_rows()).sum();
+        let mut ts: Vec<i64> = Vec::with_capacity(n);
+        let mut cpu: Vec<i32> = Vec::with_capacity(n);
+        let mut tid = Int64Builder::with_capacity(n);
+        let mut texts: Vec<ArrayRef> = Vec::with_capacity(batches.len());
+        let mut bytes = 0;
+        for b in batches {
+            let buf = required(b, "buf", &DataType::Utf8, what)?;
+            bytes += buf.as_string::<i32>().values().len();
+            texts.push(buf);
+        }
+        let mut text = Strings::with_capacity(n, bytes);
+        let mut name = Strings::with_capacity(n, n * 8);
+        // a JSON object holds the fields' text plus quotes, colons and commas
+        let mut fields = Strings::with_capacity(n, bytes + n * 8);
+        let mut vm = StringBuilder::with_capacity(n, n * 4);
+        let mut vcpu = Int32Builder::with_capacity(n);
+        for (b, buf) in batches.iter().zip(&texts) {
+            let t = required(b, "ts", &DataType::Int64, what)?;
+            let c = required(b, "cpu", &DataType::Int32, what)?;
+            let p = required(b, "pid", &DataType::Int64, what)?;
+            let inst = column(b, "instance").map(|a| cast(a, &DataType::Utf8, what, "instance")).transpose()?;
+            let (t, c, p, buf) = (t.as_primitive::<Int64Type>(), c.as_primitive::<Int32Type>(), p.as_primitive::<Int64Type>(), buf.as_string::<i32>());
+            let inst = inst.as_ref().map(|a| a.as_string::<i32>());
+            for i in 0..b.num_rows() {
+                if inst.is_some_and(|a| a.is_valid(i) && !a.value(i).is_empty()) {
+                    continue;
+                }
+                ts.push(t.value(i));
+                cpu.push(c.value(i));
+                tid.append_option(p.is_valid(i).then(|| p.value(i)));
+                let line = if buf.is_valid(i) { buf.value(i).trim_end_matches('\n') } else { "" };
+                text.push(line);
+                let (nm, v, vc) = marker::parse_line_onto(line, &mut fields.values);
+                fields.end_row();
+                name.push(nm);
+                vm.append_option(v);
+                vcpu.append_option(vc.and_then(|s| s.parse::<i32>().ok()));
+            }
+        }
+        let lines = MarkerLines {
+            ts: Int64Array::from(ts),
+            cpu: Int32Array::from(cpu),
+            tid: tid.finish(),
+            text: text.finish(),
+            name: name.finish(),
+            fields: fields.finish(),
+            vm: vm.finish(),
+            vcpu: vcpu.finish(),
+        };
+        lines.in_time_order()
+    }
+
+    /// Rows sorted by `ts`, ties in input order (print tables from an
+    /// import already are: then this costs one pass).
+    fn in_time_order(self) -> Result<Self, String> {
+        let t = self.ts.values();
+        if t.windows(2).all(|w| w[0] <= w[1]) {
+            return Ok(self);
+        }
+        let mut order: Vec<u32> = (0..t.len() as u32).collect();
+        order.sort_by_key(|&i| t[i as usize]); // stable
+        self.rows(&UInt32Array::from(order))
+    }
+
+    /// The lines at these row numbers, in their order.
+    fn rows(&self, order: &UInt32Array) -> Result<Self, String> {
+        let take = |a: &dyn Array| arrow_select::take::take(a, order, None).map_err(|e| format!("print: {e}"));
+        Ok(MarkerLines {
+            ts: take(&self.ts)?.as_primitive::<Int64Type>().clone(),
+            cpu: take(&self.cpu)?.as_primitive::<Int32Type>().clone(),
+            tid: take(&self.tid)?.as_primitive::<Int64Type>().clone(),
+            text: take(&self.text)?.as_string::<i32>().clone(),
+            name: take(&self.name)?.as_string::<i32>().clone(),
+            fields: take(&self.fields)?.as_string::<i32>().clone(),
+            vm: take(&self.vm)?.as_string::<i32>().clone(),
+            vcpu: take(&self.vcpu)?.as_primitive::<Int32Type>().clone(),
+        })
+    }
+
+    /// Lines parsed.
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    /// The `markers` table (`ts`, `cpu`, `tid`, `vm`, `vcpu`, `name`,
+    /// `fields`, `text`), in time order; a line without its own
+    /// `vm=`/`vcpu=` takes its writer's. With `names`, only the lines of
+    /// those names.
+    pub fn table(&self, writers: &WriterVms, names: Option<&[&str]>) -> Result<RecordBatch, String> {
+        if let Some(names) = names {
+            // only those lines are attributed: the spin marker lines of a
+            // capture of a million transaction markers are a handful
+            let keep: Vec<u32> = (0..self.len() as u32).filter(|&i| names.contains(&self.name.value(i as usize))).collect();
+            return self.rows(&UInt32Array::from(keep))?.table(writers, None);
+        }
+        let (vm, vcpu) = self.attributed(writers);
+        let cols: Vec<ArrayRef> = vec![
+            Arc::new(self.ts.clone()),
+            Arc::new(self.cpu.clone()),
+            Arc::new(self.tid.clone()),
+            vm,
+            vcpu,
+            Arc::new(self.name.clone()),
+            Arc::new(self.fields.clone()),
+            Arc::new(self.text.clone()),
+        ];
+        RecordBatch::try_new(schema(), cols).map_err(|e| format!("markers: {e}"))
+    }
+
+    /// The columns that do not depend on the writer threads (all but `vm`
+    /// and `vcpu`) encoded for a file compressed with `codec`: the model
+    /// build does this before the threads table exists.
+    pub fn encode_ahead(&self, codec: Codec) -> Result<EncodedTable, String> {
+        let mut t = EncodedTable::new(schema(), self.len(), codec, &ENCODINGS)?;
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(self.ts.clone()),
+            Arc::new(self.cpu.clone()),
+            Arc::new(self.tid.clone()),
+            Arc::new(self.name.clone()),
+            Arc::new(self.fields.clone()),
+            Arc::new(self.text.clone()),
+        ];
+        t.encode(&[0, 1, 2, 5, 6, 7], &arrays)?;
+        Ok(t)
+    }
+
+    /// Write the table to `path` as Parquet (with the rest of `ahead`, from
+    /// [`Self::encode_ahead`] with the same codec, when given); returns its rows.
+    pub fn write(&self, writers: &WriterVms, ahead: Option<EncodedTable>, codec: Codec, path: &std::path::Path) -> Result<usize, String> {
+        let (vm, vcpu) = self.attributed(writers);
+        let mut t = match ahead {
+            Some(t) => t,
+            None => self.encode_ahead(codec)?,
+        };
+        t.encode(&[3, 4], &[vm, vcpu])?;
+        t.write(path)?;
+        Ok(self.len())
+    }
+
+    /// The `vm` and `vcpu` columns: the line's own, else its writer's.
+    fn attributed(&self, writers: &WriterVms) -> (ArrayRef, ArrayRef) {
+        let n = self.len();
+        let mut vm = StringBuilder::with_capacity(n, n * 4);
+        let mut vcpu = Int32Builder::with_capacity(n);
+        for i in 0..n {
+            let w = if self.tid.is_valid(i) { writers.of.get(&self.tid.value(i)) } else { None };
+            if self.vm.is_valid(i) {
+                vm.append_value(self.vm.value(i));
+            } else {
+                vm.append_option(w.and_then(|w| w.0.as_deref()));
+            }
+            vcpu.append_option(if self.vcpu.is_valid(i) { Some(self.vcpu.value(i)) } else { w.and_then(|w| w.1) });
+        }
+        (Arc::new(vm.finish()), Arc::new(vcpu.finish()))
+    }
+}
+
+/// How the table is best encoded: few VMs and marker names, time-ordered
+/// timestamps, free text.
+pub const ENCODINGS: Encodings<'static> = Encodings { dictionary: &["vm", "name"], delta: &["ts", "cpu"], without_statistics: &["fields", "text"] };
+
+/// The `markers` table's Arrow schema (cratrace/tables.py declares it).
+pub fn schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("ts", DataType::Int64, false),
+        Field::new("cpu", DataType::Int32, true),
+        Field::new("tid", DataType::Int64, true),
+        Field::new("vm", DataType::Utf8, true),
+        Field::new("vcpu", DataType::Int32, true),
+        Field::new("name", DataType::Utf8, false),
+        Field::new("fields", DataType::Utf8, true),
+        Field::new("text", DataType::Utf8, false),
+    ]))
+}
+
+/// A string column without nulls, appended to in place (the JSON writer
+/// appends straight into `values`, then `end_row` closes the row).
+struct Strings {
+    offsets: Vec<i32>,
+    values: String,
+}
+
+impl Strings {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        Strings { offsets, values: String::with_capacity(bytes) }
+    }
+
+    fn push(&mut self, s: &str) {
+        self.values.push_str(s);
+        self.end_row();
+    }
+
+    fn end_row(&mut self) {
+        self.offsets.push(self.values.len() as i32);
+    }
+
+    fn finish(self) -> StringArray {
+        // offsets rise with each row of a `String`: valid, on char boundaries
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        StringArray::new(offsets, Buffer::from_vec(self.values.into_bytes()), None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prints(ts: Vec<i64>, pid: Vec<Option<i64>>, inst: Vec<&str>, buf: Vec<Option<&str>>) -> RecordBatch {
+        let n = ts.len();
+        RecordBatch::try_from_iter([
+            ("ts", Arc::new(Int64Array::from(ts)) as ArrayRef),
+            ("cpu", Arc::new(Int32Array::from(vec![1; n])) as _),
+            ("pid", Arc::new(Int64Array::from(pid)) as _),
+            ("instance", Arc::new(StringArray::from(inst)) as _),
+            ("buf", Arc::new(StringArray::from(buf)) as _),
+        ])
+        .unwrap()
+    }
+
+    fn strs(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
+        b.column_by_name(name).unwrap().as_string::<i32>().iter().map(|s| s.map(str::to_string)).collect()
+    }
+
+    #[test]
+    fn lines_take_their_writers_vm_unless_they_name_one() {
+        let p = prints(
+            vec![30, 10, 20, 20],
+            vec![Some(7), Some(7), None, Some(8)],
+            vec!["", "", "", "inst"],
+            vec![Some("txn_end vcpu=x n=1\n"), Some("spin_begin vm=a vcpu=2\n\n"), None, Some("elsewhere")],
+        );
+        let threads = RecordBatch::try_from_iter([
+            ("tid", Arc::new(Int64Array::from(vec![7, 7])) as ArrayRef),
+            ("vm", Arc::new(StringArray::from(vec![Some("w"), Some("other")])) as _),
+            ("vcpu", Arc::new(Int32Array::from(vec![Some(5), None])) as _),
+        ])
+        .unwrap();
+        let lines = MarkerLines::from_batches(&[p]).unwrap();
+        assert_eq!(lines.len(), 3);
+        let t = lines.table(&WriterVms::from_batches(&[threads.clone()]).unwrap(), None).unwrap();
+        assert_eq!(t.column(0).as_primitive::<Int64Type>().values(), &[10, 20, 30]);
+        assert_eq!(strs(&t, "text"), [Some("spin_begin vm=a vcpu=2".into()), Some("".into()), Some("txn_end vcpu=x n=1".into())]);
+        assert_eq!(strs(&t, "name"), [Some("spin_begin".into()), Some("".into()), Some("txn_end".into())]);
+        assert_eq!(strs(&t, "vm"), [Some("a".into()), None, Some("w".into())]);
+        // `vcpu=x` is not a number: the writer's vCPU stands
+        let vcpu: Vec<Option<i32>> = t.column_by_name("vcpu").unwrap().as_primitive::<Int32Type>().iter().collect();
+        assert_eq!(vcpu, [Some(2), None, Some(5)]);
+        assert_eq!(strs(&t, "fields")[2].as_deref(), Some(r#"{"vcpu":"x","n":"1"}"#));
+        let spins = lines.table(&WriterVms::from_batches(&[threads]).unwrap(), Some(&["spin_begin", "spin_end"])).unwrap();
+        assert_eq!(spins.num_rows(), 1);
+    }
+
+    #[test]
+    fn the_written_file_holds_the_table_encoded_ahead_or_not() {
+        let p = prints(vec![5, 1, 3], vec![Some(7), Some(9), None], vec!["", "", ""], vec![Some("a vm=x"), Some("b k=\"q\""), Some("c")]);
+        let threads = RecordBatch::try_from_iter([
+            ("tid", Arc::new(Int64Array::from(vec![9])) as ArrayRef),
+            ("vm", Arc::new(StringArray::from(vec!["w"])) as _),
+            ("vcpu", Arc::new(Int32Array::from(vec![3])) as _),
+        ])
+        .unwrap();
+        let w = WriterVms::from_batches(&[threads]).unwrap();
+        let lines = MarkerLines::from_batches(&[p]).unwrap();
+        let want = lines.table(&w, None).unwrap();
+        for ahead in [false, true] {
+            let path = std::env::temp_dir().join(format!("cratrace-markers-{}-{ahead}.parquet", std::process::id()));
+            let early = ahead.then(|| lines.encode_ahead(Codec::Zstd).unwrap());
+            assert_eq!(lines.write(&w, early, Codec::Zstd, &path).unwrap(), 3);
+            let schema = want.schema();
+            let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+            let back = crate::read_columns(&path, &names).unwrap();
+            assert_eq!(back, [want.clone()]);
+            std::fs::remove_file(&path).ok();
+        }
+    }
+
+    #[test]
+    fn a_batch_without_the_text_column_is_an_error_naming_it() {
+        let b = RecordBatch::try_from_iter([("ts", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]).unwrap();
+        assert_eq!(MarkerLines::from_batches(&[b]).err().unwrap(), "print: no column buf");
+    }
+}

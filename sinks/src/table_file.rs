@@ -1,0 +1,222 @@
+//! Whole tables to and from one Parquet file, for the model tables built in
+//! Rust: read the named columns of an event table; write a table whose
+//! columns are encoded in parallel, and as soon as each exists.
+
+use crate::Codec;
+use arrow_array::RecordBatch;
+use arrow_array::{Array, ArrayRef};
+use arrow_schema::SchemaRef;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnChunk, ArrowRowGroupWriterFactory};
+use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter, ProjectionMask};
+use parquet::file::writer::SerializedFileWriter;
+use std::sync::Arc;
+use parquet::basic::Encoding;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use std::fs::File;
+use std::path::Path;
+
+/// Rows per record batch read and per row group written: large enough that
+/// per-batch costs vanish, small enough that readers can split the file.
+const ROWS: usize = 1 << 18;
+
+/// The columns of `path` named in `columns` that it has (in file order),
+/// as record batches. A missing column is not an error: callers decide
+/// what its absence means.
+pub fn read_columns(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, String> {
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let f = File::open(path).map_err(|e| at(&e))?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| at(&e))?;
+    let wanted: Vec<usize> = b.schema().fields().iter().enumerate().filter(|(_, f)| columns.contains(&f.name().as_str())).map(|(i, _)| i).collect();
+    let mask = ProjectionMask::roots(b.parquet_schema(), wanted);
+    let r = b.with_projection(mask).with_batch_size(ROWS).build().map_err(|e| at(&e))?;
+    r.map(|b| b.map_err(|e| at(&e))).collect()
+}
+
+/// How some columns of a written table are encoded (the others: plain,
+/// with min/max statistics).
+#[derive(Default)]
+pub struct Encodings<'a> {
+    /// Dictionary-encoded: columns of few distinct values (it costs more
+    /// than it saves on per-row text).
+    pub dictionary: &'a [&'a str],
+    /// Delta-encoded: timestamps, CPU numbers.
+    pub delta: &'a [&'a str],
+    /// Without min/max statistics: free text, where comparing every value
+    /// to find them is a visible part of the write and no query prunes on
+    /// them.
+    pub without_statistics: &'a [&'a str],
+}
+
+/// Write `batch` to `path` (created or truncated) compressed with `codec`,
+/// encoded as `enc` says, its columns encoded on parallel threads.
+pub fn write_batch(path: &Path, batch: &RecordBatch, codec: Codec, enc: &Encodings) -> Result<(), String> {
+    let mut t = EncodedTable::new(batch.schema(), batch.num_rows(), codec, enc)?;
+    let all: Vec<usize> = (0..batch.num_columns()).collect();
+    t.encode(&all, batch.columns())?;
+    t.write(path)
+}
+
+/// A table's columns encoded into Parquet column chunks before its file is
+/// written: the columns can be encoded on several threads, and each as soon
+/// as it exists (a table whose last columns wait for another table gets
+/// the rest done first).
+pub struct EncodedTable {
+    schema: SchemaRef,
+    props: Arc<WriterProperties>,
+    parquet_root: parquet::schema::types::TypePtr,
+    factory: ArrowRowGroupWriterFactory,
+    rows: usize,
+    /// per column, its chunk for each row group, once encoded
+    chunks: Vec<Option<Vec<ArrowColumnChunk>>>,
+}
+
+impl EncodedTable {
+    /// A table of `rows` rows with this schema, to be compressed with
+    /// `codec` and encoded as `enc` says.
+    pub fn new(schema: SchemaRef, rows: usize, codec: Codec, enc: &Encodings) -> Result<Self, String> {
+        let mut props = WriterProperties::builder().set_compression(codec.parquet()).set_dictionary_enabled(false).set_max_row_group_row_count(Some(ROWS));
+        for c in enc.dictionary {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(*c), true);
+        }
+        for c in enc.delta {
+            props = props.set_column_encoding(ColumnPath::from(*c), Encoding::DELTA_BINARY_PACKED);
+        }
+        for c in enc.without_statistics {
+            props = props.set_column_statistics_enabled(ColumnPath::from(*c), EnabledStatistics::None);
+        }
+        let mut props = props.build();
+        // what ArrowWriter stores too: readers get the Arrow types back exactly
+        add_encoded_arrow_schema_to_metadata(&schema, &mut props);
+        let props = Arc::new(props);
+        let parquet_schema = ArrowSchemaConverter::new().convert(&schema).map_err(|e| format!("schema: {e}"))?;
+        if parquet_schema.num_columns() != schema.fields().len() {
+            return Err("schema: nested columns are not supported here".into());
+        }
+        let parquet_root = parquet_schema.root_schema_ptr();
+        // the factory only needs the file's schema and properties, not the file
+        let probe = SerializedFileWriter::new(std::io::sink(), parquet_root.clone(), props.clone()).map_err(|e| format!("schema: {e}"))?;
+        let factory = ArrowRowGroupWriterFactory::new(&probe, schema.clone());
+        let chunks = (0..schema.fields().len()).map(|_| None).collect();
+        Ok(EncodedTable { schema, props, parquet_root, factory, rows, chunks })
+    }
+
+    /// Encode the columns at `indices` from `arrays` (one per index, each of
+    /// the table's rows), spread over the machine's cores.
+    pub fn encode(&mut self, indices: &[usize], arrays: &[ArrayRef]) -> Result<(), String> {
+        if indices.len() != arrays.len() || indices.iter().any(|&i| i >= self.chunks.len()) {
+            return Err("encode: one array per column of the table".into());
+        }
+        if let Some(a) = arrays.iter().find(|a| a.len() != self.rows) {
+            return Err(format!("encode: a column of {} rows in a table of {}", a.len(), self.rows));
+        }
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(indices.len()).max(1);
+        // the largest columns first, dealt out in turn, so the threads finish together
+        let mut order: Vec<usize> = (0..indices.len()).collect();
+        order.sort_by_key(|&k| std::cmp::Reverse(arrays[k].get_array_memory_size()));
+        let (schema, factory, rows) = (&self.schema, &self.factory, self.rows);
+        let done: Vec<Result<Vec<(usize, Vec<ArrowColumnChunk>)>, String>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|w| {
+                    let mine: Vec<usize> = order.iter().copied().skip(w).step_by(threads).collect();
+                    s.spawn(move || mine.into_iter().map(|k| Ok((indices[k], encode_column(schema, factory, rows, indices[k], &arrays[k])?))).collect())
+                })
+                .collect();
+            workers.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("encode: a column encoder panicked".into()))).collect()
+        });
+        for r in done {
+            for (i, chunks) in r? {
+                self.chunks[i] = Some(chunks);
+            }
+        }
+        Ok(())
+    }
+
+    /// Write the file (every column must have been encoded).
+    pub fn write(self, path: &Path) -> Result<(), String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let mut columns = Vec::with_capacity(self.chunks.len());
+        for (i, c) in self.chunks.into_iter().enumerate() {
+            columns.push(c.ok_or_else(|| format!("{}: column {} was not encoded", path.display(), self.schema.field(i).name()))?.into_iter());
+        }
+        let f = File::create(path).map_err(|e| at(&e))?;
+        let mut w = SerializedFileWriter::new(f, self.parquet_root, self.props).map_err(|e| at(&e))?;
+        for _ in (0..self.rows).step_by(ROWS) {
+            let mut g = w.next_row_group().map_err(|e| at(&e))?;
+            for c in &mut columns {
+                c.next().ok_or_else(|| at(&"a column has too few row groups"))?.append_to_row_group(&mut g).map_err(|e| at(&e))?;
+            }
+            g.close().map_err(|e| at(&e))?;
+        }
+        w.close().map_err(|e| at(&e))?;
+        Ok(())
+    }
+}
+
+/// Column `i`'s chunk for each row group of `rows` rows.
+fn encode_column(schema: &SchemaRef, factory: &ArrowRowGroupWriterFactory, rows: usize, i: usize, array: &ArrayRef) -> Result<Vec<ArrowColumnChunk>, String> {
+    let field = schema.field(i);
+    let at = |e: &dyn std::fmt::Display| format!("column {}: {e}", field.name());
+    let mut out = Vec::new();
+    for (g, start) in (0..rows).step_by(ROWS).enumerate() {
+        let mut w = factory.create_column_writers(g).map_err(|e| at(&e))?.swap_remove(i);
+        for leaf in compute_leaves(field, &array.slice(start, ROWS.min(rows - start))).map_err(|e| at(&e))? {
+            w.write(&leaf).map_err(|e| at(&e))?;
+        }
+        out.push(w.close().map_err(|e| at(&e))?);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::{Array, Int64Array, StringArray};
+    use std::sync::Arc;
+
+    #[test]
+    fn a_batch_written_reads_back_by_column_name() {
+        let path = std::env::temp_dir().join(format!("cratrace-table-file-{}.parquet", std::process::id()));
+        let batch = RecordBatch::try_from_iter([
+            ("ts", Arc::new(Int64Array::from(vec![1, 2, 3])) as _),
+            ("name", Arc::new(StringArray::from(vec![Some("a"), None, Some("a")])) as _),
+            ("text", Arc::new(StringArray::from(vec!["x", "y", "z"])) as _),
+        ])
+        .unwrap();
+        write_batch(&path, &batch, Codec::Zstd, &Encodings { dictionary: &["name"], delta: &["ts"], without_statistics: &["text"] }).unwrap();
+        let back = read_columns(&path, &["text", "ts", "absent"]).unwrap();
+        assert_eq!(back.len(), 1);
+        let b = &back[0];
+        assert_eq!(b.schema().fields().iter().map(|f| f.name().as_str()).collect::<Vec<_>>(), ["ts", "text"]);
+        assert_eq!(b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values(), &[1, 2, 3]);
+        assert_eq!(b.column(1).as_any().downcast_ref::<StringArray>().unwrap().value(2), "z");
+        assert_eq!(b.column(1).null_count(), 0);
+        std::fs::remove_file(&path).ok();
+        assert!(read_columns(&path, &["ts"]).unwrap_err().starts_with(&path.display().to_string()));
+    }
+
+    #[test]
+    fn columns_encoded_apart_make_row_groups_in_order() {
+        let path = std::env::temp_dir().join(format!("cratrace-table-groups-{}.parquet", std::process::id()));
+        let n = 2 * ROWS + 5;
+        let ts: ArrayRef = Arc::new(Int64Array::from_iter_values(0..n as i64));
+        let s: ArrayRef = Arc::new(StringArray::from_iter_values((0..n).map(|i| format!("v{}", i % 7))));
+        let schema = Arc::new(arrow_schema::Schema::new(vec![arrow_schema::Field::new("ts", arrow_schema::DataType::Int64, false), arrow_schema::Field::new("s", arrow_schema::DataType::Utf8, true)]));
+        let mut t = EncodedTable::new(schema.clone(), n, Codec::Lz4, &Encodings { dictionary: &["s"], ..Default::default() }).unwrap();
+        // the second column first, then the first: the file keeps schema order
+        t.encode(&[1], &[s.clone()]).unwrap();
+        assert!(EncodedTable::new(schema.clone(), n, Codec::Lz4, &Encodings::default()).unwrap().write(&path).unwrap_err().contains("column ts was not encoded"));
+        t.encode(&[0], &[ts.clone()]).unwrap();
+        t.write(&path).unwrap();
+        let back = read_columns(&path, &["ts", "s"]).unwrap();
+        let rows: usize = back.iter().map(|b| b.num_rows()).sum();
+        assert_eq!(rows, n);
+        let got = arrow_select::concat::concat_batches(&schema, &back).unwrap();
+        assert_eq!(got.column(0).as_ref(), ts.as_ref());
+        assert_eq!(got.column(1).as_ref(), s.as_ref());
+        let f = File::open(&path).unwrap();
+        assert_eq!(parquet::file::reader::FileReader::metadata(&parquet::file::serialized_reader::SerializedFileReader::new(f).unwrap()).num_row_groups(), 3);
+        std::fs::remove_file(&path).ok();
+    }
+}
