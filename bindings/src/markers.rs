@@ -5,7 +5,7 @@
 
 use crate::arrow_stream::{read_stream, ArrowTable};
 use cratrace_arrow::markers::{MarkerLines as Lines, WriterVms};
-use cratrace_arrow::{read_columns, Codec, EncodedTable};
+use cratrace_arrow::{Codec, EncodedTable, TableReader};
 use crate::errors::{damaged_table, to_py};
 use cratrace_format::ReadError;
 use pyo3::exceptions::PyValueError;
@@ -37,8 +37,8 @@ impl MarkerLines {
     #[staticmethod]
     fn read(py: Python<'_>, path: PathBuf) -> PyResult<MarkerLines> {
         py.detach(|| {
-            let batches = read_columns(&path, &PRINT_COLUMNS).map_err(damaged_table)?;
-            let lines = Lines::from_batches(&batches).map_err(|e| damaged_table(format!("{}: {e}", path.display())))?;
+            let reader = TableReader::open(&path, &PRINT_COLUMNS).map_err(damaged_table)?;
+            let lines = Lines::from_reader(reader).map_err(|e| damaged_table(if e.starts_with(&*path.to_string_lossy()) { e } else { format!("{}: {e}", path.display()) }))?;
             Ok(MarkerLines { lines, ahead: Mutex::new(None) })
         })
     }

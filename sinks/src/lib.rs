@@ -29,7 +29,7 @@ use std::sync::Arc;
 use writer::BackgroundWriter;
 
 pub use builders::arrow_type;
-pub use table_file::{read_columns, write_batch, EncodedTable, Encodings};
+pub use table_file::{read_columns, write_batch, EncodedTable, Encodings, TableReader};
 
 struct Table {
     spec: TableSpec,

@@ -80,58 +80,22 @@ impl MarkerLines {
     /// without an `instance` column) of print-event batches: `ts`, `cpu`,
     /// `pid` and `buf`, the text, whose trailing newlines are dropped.
     pub fn from_batches(batches: &[RecordBatch]) -> Result<Self, String> {
-        let what = "print";
-        let n: usize = batches.iter().map(|b| b.num_rows()).sum();
-        let mut ts: Vec<i64> = Vec::with_capacity(n);
-        let mut cpu: Vec<i32> = Vec::with_capacity(n);
-        let mut tid = Int64Builder::with_capacity(n);
-        let mut texts: Vec<ArrayRef> = Vec::with_capacity(batches.len());
-        let mut bytes = 0;
+        let rows = batches.iter().map(|b| b.num_rows()).sum();
+        let bytes = batches.iter().filter_map(|b| column(b, "buf")).map(|a| a.get_buffer_memory_size()).sum();
+        let mut p = Parser::with_capacity(rows, bytes);
         for b in batches {
-            let buf = required(b, "buf", &DataType::Utf8, what)?;
-            bytes += buf.as_string::<i32>().values().len();
-            texts.push(buf);
+            p.push(b)?;
         }
-        let mut text = Strings::with_capacity(n, bytes);
-        let mut name = Strings::with_capacity(n, n * 8);
-        // a JSON object holds the fields' text plus quotes, colons and commas
-        let mut fields = Strings::with_capacity(n, bytes + n * 8);
-        let mut vm = StringBuilder::with_capacity(n, n * 4);
-        let mut vcpu = Int32Builder::with_capacity(n);
-        for (b, buf) in batches.iter().zip(&texts) {
-            let t = required(b, "ts", &DataType::Int64, what)?;
-            let c = required(b, "cpu", &DataType::Int32, what)?;
-            let p = required(b, "pid", &DataType::Int64, what)?;
-            let inst = column(b, "instance").map(|a| cast(a, &DataType::Utf8, what, "instance")).transpose()?;
-            let (t, c, p, buf) = (t.as_primitive::<Int64Type>(), c.as_primitive::<Int32Type>(), p.as_primitive::<Int64Type>(), buf.as_string::<i32>());
-            let inst = inst.as_ref().map(|a| a.as_string::<i32>());
-            for i in 0..b.num_rows() {
-                if inst.is_some_and(|a| a.is_valid(i) && !a.value(i).is_empty()) {
-                    continue;
-                }
-                ts.push(t.value(i));
-                cpu.push(c.value(i));
-                tid.append_option(p.is_valid(i).then(|| p.value(i)));
-                let line = if buf.is_valid(i) { buf.value(i).trim_end_matches('\n') } else { "" };
-                text.push(line);
-                let (nm, v, vc) = marker::parse_line_onto(line, &mut fields.values);
-                fields.end_row();
-                name.push(nm);
-                vm.append_option(v);
-                vcpu.append_option(vc.and_then(|s| s.parse::<i32>().ok()));
-            }
+        p.finish()
+    }
+
+    /// Parse the print table `r` reads, a batch at a time.
+    pub fn from_reader(r: crate::TableReader) -> Result<Self, String> {
+        let mut p = Parser::with_capacity(r.rows(), r.uncompressed_bytes("buf"));
+        for b in r {
+            p.push(&b?)?;
         }
-        let lines = MarkerLines {
-            ts: Int64Array::from(ts),
-            cpu: Int32Array::from(cpu),
-            tid: tid.finish(),
-            text: text.finish(),
-            name: name.finish(),
-            fields: fields.finish(),
-            vm: vm.finish(),
-            vcpu: vcpu.finish(),
-        };
-        lines.in_time_order()
+        p.finish()
     }
 
     /// Rows sorted by `ts`, ties in input order (print tables from an
@@ -244,6 +208,76 @@ impl MarkerLines {
     }
 }
 
+/// The columns of [`MarkerLines`] as they are parsed, batch by batch.
+struct Parser {
+    ts: Vec<i64>,
+    cpu: Vec<i32>,
+    tid: Int64Builder,
+    text: Strings,
+    name: Strings,
+    fields: Strings,
+    vm: StringBuilder,
+    vcpu: Int32Builder,
+}
+
+impl Parser {
+    /// For about `rows` lines of `bytes` bytes of text in all.
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        Parser {
+            ts: Vec::with_capacity(rows),
+            cpu: Vec::with_capacity(rows),
+            tid: Int64Builder::with_capacity(rows),
+            text: Strings::with_capacity(rows, bytes),
+            name: Strings::with_capacity(rows, rows * 8),
+            // a JSON object holds the fields' text plus quotes, colons and commas
+            fields: Strings::with_capacity(rows, bytes + rows * 8),
+            vm: StringBuilder::with_capacity(rows, rows * 4),
+            vcpu: Int32Builder::with_capacity(rows),
+        }
+    }
+
+    fn push(&mut self, b: &RecordBatch) -> Result<(), String> {
+        let what = "print";
+        let buf = required(b, "buf", &DataType::Utf8, what)?;
+        let t = required(b, "ts", &DataType::Int64, what)?;
+        let c = required(b, "cpu", &DataType::Int32, what)?;
+        let p = required(b, "pid", &DataType::Int64, what)?;
+        let inst = column(b, "instance").map(|a| cast(a, &DataType::Utf8, what, "instance")).transpose()?;
+        let (t, c, p, buf) = (t.as_primitive::<Int64Type>(), c.as_primitive::<Int32Type>(), p.as_primitive::<Int64Type>(), buf.as_string::<i32>());
+        let inst = inst.as_ref().map(|a| a.as_string::<i32>());
+        for i in 0..b.num_rows() {
+            if inst.is_some_and(|a| a.is_valid(i) && !a.value(i).is_empty()) {
+                continue;
+            }
+            self.ts.push(t.value(i));
+            self.cpu.push(c.value(i));
+            self.tid.append_option(p.is_valid(i).then(|| p.value(i)));
+            let line = if buf.is_valid(i) { buf.value(i).trim_end_matches('\n') } else { "" };
+            self.text.push(line);
+            let (nm, v, vc) = marker::parse_line_onto(line, &mut self.fields.values);
+            self.fields.end_row();
+            self.name.push(nm);
+            self.vm.append_option(v);
+            self.vcpu.append_option(vc.and_then(|s| s.parse::<i32>().ok()));
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<MarkerLines, String> {
+        let lines = MarkerLines {
+            ts: Int64Array::from(self.ts),
+            cpu: Int32Array::from(self.cpu),
+            tid: self.tid.finish(),
+            text: self.text.finish(),
+            name: self.name.finish(),
+            fields: self.fields.finish(),
+            vm: self.vm.finish(),
+            vcpu: self.vcpu.finish(),
+        };
+        lines.in_time_order()
+    }
+}
+
 /// How the table is best encoded: few VMs and marker names, time-ordered
 /// timestamps, free text.
 pub const ENCODINGS: Encodings<'static> = Encodings { dictionary: &["vm", "name"], delta: &["ts", "cpu"], without_statistics: &["fields", "text"] };
@@ -286,9 +320,12 @@ impl Strings {
     }
 
     fn finish(self) -> StringArray {
-        // offsets rise with each row of a `String`: valid, on char boundaries
         let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
-        StringArray::new(offsets, Buffer::from_vec(self.values.into_bytes()), None)
+        // SAFETY: `values` is a `String` and every offset is its length
+        // after a whole `&str` (or JSON text) was appended: each row is
+        // valid UTF-8 between char boundaries. Checking again read every
+        // byte of the table's three text columns once more.
+        unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(self.values.into_bytes()), None) }
     }
 }
 

@@ -25,13 +25,57 @@ const ROWS: usize = 1 << 18;
 /// as record batches. A missing column is not an error: callers decide
 /// what its absence means.
 pub fn read_columns(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, String> {
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let f = File::open(path).map_err(|e| at(&e))?;
-    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| at(&e))?;
-    let wanted: Vec<usize> = b.schema().fields().iter().enumerate().filter(|(_, f)| columns.contains(&f.name().as_str())).map(|(i, _)| i).collect();
-    let mask = ProjectionMask::roots(b.parquet_schema(), wanted);
-    let r = b.with_projection(mask).with_batch_size(ROWS).build().map_err(|e| at(&e))?;
-    r.map(|b| b.map_err(|e| at(&e))).collect()
+    TableReader::open(path, columns)?.collect()
+}
+
+/// Batches of some columns of a Parquet file, read one at a time (a caller
+/// that is done with each before the next keeps one batch in memory, and
+/// the allocator hands the next one the same pages), with the sizes a
+/// caller needs to allocate its output once.
+pub struct TableReader {
+    batches: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
+    path: String,
+    rows: usize,
+    bytes: Vec<(String, usize)>,
+}
+
+impl TableReader {
+    /// Open `path` for the columns named in `columns` that it has.
+    pub fn open(path: &Path, columns: &[&str]) -> Result<Self, String> {
+        let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+        let f = File::open(path).map_err(|e| at(&e))?;
+        let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| at(&e))?;
+        let wanted: Vec<usize> = b.schema().fields().iter().enumerate().filter(|(_, f)| columns.contains(&f.name().as_str())).map(|(i, _)| i).collect();
+        let md = b.metadata().clone();
+        let rows = md.file_metadata().num_rows().max(0) as usize;
+        let leaves = b.parquet_schema().columns();
+        let bytes = wanted
+            .iter()
+            .filter_map(|&i| leaves.get(i).map(|c| (c.name().to_string(), md.row_groups().iter().map(|g| g.column(i).uncompressed_size().max(0) as usize).sum())))
+            .collect();
+        let mask = ProjectionMask::roots(b.parquet_schema(), wanted);
+        let batches = b.with_projection(mask).with_batch_size(ROWS).build().map_err(|e| at(&e))?;
+        Ok(TableReader { batches, path: path.display().to_string(), rows, bytes })
+    }
+
+    /// Rows in the file.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Uncompressed bytes of column `name` in the file (values, lengths and
+    /// page headers: an upper bound on its values' bytes); 0 if not read.
+    pub fn uncompressed_bytes(&self, name: &str) -> usize {
+        self.bytes.iter().find(|(n, _)| n == name).map_or(0, |(_, b)| *b)
+    }
+}
+
+impl Iterator for TableReader {
+    type Item = Result<RecordBatch, String>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.batches.next().map(|b| b.map_err(|e| format!("{}: {e}", self.path)))
+    }
 }
 
 /// How some columns of a written table are encoded (the others: plain,
