@@ -390,40 +390,63 @@ impl IdIndex {
     }
 }
 
-/// The current round's samples: their bytes in one arena, sorted by
-/// (time, arrival) when the round ends. Samples of one round arrive
-/// per-CPU ordered, so the sort is of a few sorted runs.
+/// Samples waiting for their round to end, sorted by (time, arrival) when
+/// it does. Samples of one round arrive per-CPU ordered, so the sort is of
+/// a few sorted runs.
+///
+/// perf's rule: at a round's end, every sample up to the previous round's
+/// latest time can go. All samples that arrived before the previous round
+/// ended are at or before that time, so what is kept at a flush arrived in
+/// the round just ended: its bytes stay in that round's arena (`older`)
+/// until the next flush, which emits all of them, and new arrivals go to a
+/// fresh arena (`newer`). No sample's bytes are copied twice.
 #[derive(Default)]
 struct RoundSorter {
-    arena: Vec<u8>,
-    pending: Vec<(u64, u64, usize, usize)>,
+    /// the arena of samples that arrived before the last round's end
+    older: Vec<u8>,
+    /// the arena of the current round's samples
+    newer: Vec<u8>,
+    /// (time, arrival, in newer?, offset, length)
+    pending: Vec<(u64, u64, bool, usize, usize)>,
     seq: u64,
 }
 
 impl RoundSorter {
     fn push(&mut self, time: u64, rec: &[u8]) {
-        self.pending.push((time, self.seq, self.arena.len(), rec.len()));
+        self.pending.push((time, self.seq, true, self.newer.len(), rec.len()));
         self.seq += 1;
-        self.arena.extend_from_slice(rec);
+        self.newer.extend_from_slice(rec);
     }
 
-    /// Emit, in time order, every sample at or before `limit`; keep the rest.
+    /// Emit, in time order, every sample at or before `limit`; keep the
+    /// rest (which must all be of the current round, or `limit` is the end).
     fn flush(&mut self, limit: u64, mut emit: impl FnMut(&[u8]) -> ReadResult<()>) -> ReadResult<()> {
         // Stable sort: it finds and merges the per-CPU runs (the unstable
         // one does not); the keys are unique, so the order is the same.
         self.pending.sort();
         let k = self.pending.partition_point(|&(t, ..)| t <= limit);
-        for &(_, _, off, len) in &self.pending[..k] {
-            emit(&self.arena[off..off + len])?;
+        for &(_, _, newer, off, len) in &self.pending[..k] {
+            let arena = if newer { &self.newer } else { &self.older };
+            emit(&arena[off..off + len])?;
         }
-        let mut arena = Vec::with_capacity(self.arena.len() / 2);
-        let mut kept = Vec::with_capacity(self.pending.len() - k);
-        for &(t, q, off, len) in &self.pending[k..] {
-            kept.push((t, q, arena.len(), len));
-            arena.extend_from_slice(&self.arena[off..off + len]);
+        self.pending.drain(..k);
+        // A sample kept from an older arena would break the rule above (a
+        // file whose rounds overlap): keep its bytes by copying them over.
+        if self.pending.iter().any(|&(_, _, newer, ..)| !newer) {
+            let mut arena = Vec::with_capacity(self.newer.len());
+            for e in &mut self.pending {
+                let from = if e.2 { &self.newer } else { &self.older };
+                let off = arena.len();
+                arena.extend_from_slice(&from[e.3..e.3 + e.4]);
+                (e.2, e.3) = (true, off);
+            }
+            self.newer = arena;
         }
-        self.arena = arena;
-        self.pending = kept;
+        for e in &mut self.pending {
+            e.2 = false;
+        }
+        std::mem::swap(&mut self.older, &mut self.newer);
+        self.newer.clear();
         Ok(())
     }
 }
@@ -549,4 +572,47 @@ fn emit(rec: &[u8], attrs: &[Attr], ids: &IdIndex, tps: &mut [Option<Tp>], other
     sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
     other.rows += 1;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flushed(s: &mut RoundSorter, limit: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        s.flush(limit, |r| {
+            out.push(r[0]);
+            Ok(())
+        })
+        .unwrap();
+        out
+    }
+
+    #[test]
+    fn rounds_emit_in_time_order_and_keep_what_is_newer() {
+        let mut s = RoundSorter::default();
+        // round 1: two CPUs' runs; the record's byte is its time
+        for t in [3u8, 5, 9, 1, 4, 10] {
+            s.push(t as u64, &[t, 0xAA]);
+        }
+        assert_eq!(flushed(&mut s, 0), Vec::<u8>::new());
+        // round 2 arrives; the end of round 2 flushes up to round 1's latest (10)
+        for t in [11u8, 6, 12] {
+            s.push(t as u64, &[t]);
+        }
+        assert_eq!(flushed(&mut s, 10), vec![1, 3, 4, 5, 6, 9, 10]);
+        for t in [13u8] {
+            s.push(t as u64, &[t]);
+        }
+        assert_eq!(flushed(&mut s, 12), vec![11, 12]);
+        // a file that breaks the rule: round 3's flush limit is below a
+        // sample kept from before, which must survive another round
+        for t in [14u8, 2] {
+            s.push(t as u64, &[t]);
+        }
+        assert_eq!(flushed(&mut s, 1), Vec::<u8>::new());
+        s.push(15, &[15]);
+        assert_eq!(flushed(&mut s, 13), vec![2, 13]);
+        assert_eq!(flushed(&mut s, u64::MAX), vec![14, 15]);
+    }
 }
