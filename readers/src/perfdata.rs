@@ -322,13 +322,13 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
         }
         match rtype {
             SAMPLE => {
-                let t = sample_time(rec, &attrs, &ids).unwrap_or(0);
+                let (a, t) = sample_time(rec, &attrs, &ids);
                 round_max = round_max.max(t);
-                sorter.push(t, rec);
+                sorter.push(t, a, rec);
             }
             LOST if rec.len() >= 24 => s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8")),
             FINISHED_ROUND => {
-                sorter.flush(prev_round_max, |r| emit(r, &attrs, &ids, &mut tps, &mut other, sink, &mut s))?;
+                sorter.flush(prev_round_max, |r, a| emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s))?;
                 prev_round_max = round_max;
             }
             _ => {}
@@ -341,7 +341,7 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
             }
         }
     }
-    sorter.flush(u64::MAX, |r| emit(r, &attrs, &ids, &mut tps, &mut other, sink, &mut s))?;
+    sorter.flush(u64::MAX, |r, a| emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s))?;
     for (t, n) in by_type.iter().enumerate().filter(|(_, &n)| n > 0) {
         *s.records.entry(t as u32).or_default() += n;
     }
@@ -365,13 +365,14 @@ struct Parsed<'a> {
     raw: Option<&'a [u8]>,
 }
 
-fn attr_of<'a>(rec: &[u8], attrs: &'a [Attr], ids: &IdIndex) -> Option<&'a Attr> {
+/// The index of the attr a sample belongs to.
+fn attr_of(rec: &[u8], attrs: &[Attr], ids: &IdIndex) -> Option<usize> {
     if attrs.len() == 1 {
-        return attrs.first();
+        return Some(0);
     }
     // with several attrs, sample_type includes IDENTIFIER: the id comes first
     let id = u64::from_le_bytes(rec.get(8..16)?.try_into().ok()?);
-    ids.get(id).map(|i| &attrs[i])
+    ids.get(id)
 }
 
 /// Sample id → attribute index: a sorted vector (a handful of ids per
@@ -406,28 +407,28 @@ struct RoundSorter {
     older: Vec<u8>,
     /// the arena of the current round's samples
     newer: Vec<u8>,
-    /// (time, arrival, in newer?, offset, length)
-    pending: Vec<(u64, u64, bool, usize, usize)>,
+    /// (time, arrival, in newer?, offset, length, attr index)
+    pending: Vec<(u64, u64, bool, usize, usize, u32)>,
     seq: u64,
 }
 
 impl RoundSorter {
-    fn push(&mut self, time: u64, rec: &[u8]) {
-        self.pending.push((time, self.seq, true, self.newer.len(), rec.len()));
+    fn push(&mut self, time: u64, attr: u32, rec: &[u8]) {
+        self.pending.push((time, self.seq, true, self.newer.len(), rec.len(), attr));
         self.seq += 1;
         self.newer.extend_from_slice(rec);
     }
 
     /// Emit, in time order, every sample at or before `limit`; keep the
     /// rest (which must all be of the current round, or `limit` is the end).
-    fn flush(&mut self, limit: u64, mut emit: impl FnMut(&[u8]) -> ReadResult<()>) -> ReadResult<()> {
+    fn flush(&mut self, limit: u64, mut emit: impl FnMut(&[u8], u32) -> ReadResult<()>) -> ReadResult<()> {
         // Stable sort: it finds and merges the per-CPU runs (the unstable
         // one does not); the keys are unique, so the order is the same.
         self.pending.sort();
         let k = self.pending.partition_point(|&(t, ..)| t <= limit);
-        for &(_, _, newer, off, len) in &self.pending[..k] {
+        for &(_, _, newer, off, len, attr) in &self.pending[..k] {
             let arena = if newer { &self.newer } else { &self.older };
-            emit(&arena[off..off + len])?;
+            emit(&arena[off..off + len], attr)?;
         }
         self.pending.drain(..k);
         // A sample kept from an older arena would break the rule above (a
@@ -512,13 +513,26 @@ fn parse<'a>(rec: &'a [u8], a: &Attr) -> Option<Parsed<'a>> {
     Some(out)
 }
 
-fn sample_time(rec: &[u8], attrs: &[Attr], ids: &IdIndex) -> Option<u64> {
-    parse(rec, attr_of(rec, attrs, ids)?)?.time
+/// A sample's attr index (u32::MAX if unknown) and time (0 if none): the
+/// time sits at a fixed offset for its attr, so the sample is parsed
+/// whole only once, when it is emitted.
+fn sample_time(rec: &[u8], attrs: &[Attr], ids: &IdIndex) -> (u32, u64) {
+    let Some(a) = attr_of(rec, attrs, ids) else {
+        return (u32::MAX, 0);
+    };
+    let t = time_offset(attrs[a].sample_type).and_then(|p| rec.get(p..p + 8)).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
+    (a as u32, t)
+}
+
+/// Where TIME sits in a sample of this sample_type (after the header and
+/// IDENTIFIER, IP and TID when present), if the samples have it.
+fn time_offset(st: u64) -> Option<usize> {
+    (st & 4 != 0).then(|| 8 + 8 * ((st >> 16) & 1) as usize + 8 * (st & 1) as usize + 8 * ((st >> 1) & 1) as usize)
 }
 
 #[allow(clippy::too_many_arguments)]
-fn emit(rec: &[u8], attrs: &[Attr], ids: &IdIndex, tps: &mut [Option<Tp>], other: &mut Other, sink: &mut dyn EventSink, s: &mut PerfSummary) -> ReadResult<()> {
-    let Some(a) = attr_of(rec, attrs, ids) else {
+fn emit(rec: &[u8], attr: Option<&Attr>, tps: &mut [Option<Tp>], other: &mut Other, sink: &mut dyn EventSink, s: &mut PerfSummary) -> ReadResult<()> {
+    let Some(a) = attr else {
         *s.records.entry(u32::MAX).or_default() += 1;
         return Ok(());
     };
@@ -580,7 +594,7 @@ mod tests {
 
     fn flushed(s: &mut RoundSorter, limit: u64) -> Vec<u8> {
         let mut out = Vec::new();
-        s.flush(limit, |r| {
+        s.flush(limit, |r, _| {
             out.push(r[0]);
             Ok(())
         })
@@ -589,29 +603,42 @@ mod tests {
     }
 
     #[test]
+    fn the_time_read_at_its_offset_is_the_one_parse_finds() {
+        // every combination of the fields that can come before TIME, and some after
+        for bits in 0u64..64 {
+            let st = 4 | (bits & 1) | (bits & 2) | ((bits >> 2 & 1) << 16) | ((bits >> 3 & 1) << 7) | ((bits >> 4 & 1) << 8) | ((bits >> 5 & 1) << 3);
+            let a = Attr { kind: 0, config: 0, sample_type: st, read_format: 0, name: String::new() };
+            let rec: Vec<u8> = (0u64..12).flat_map(|i| (1000 + i).to_le_bytes()).collect();
+            let p = time_offset(st).unwrap();
+            assert_eq!(Some(u64::from_le_bytes(rec[p..p + 8].try_into().unwrap())), parse(&rec, &a).unwrap().time, "sample_type {st:#x}");
+        }
+        assert_eq!(time_offset(1 | 2), None);
+    }
+
+    #[test]
     fn rounds_emit_in_time_order_and_keep_what_is_newer() {
         let mut s = RoundSorter::default();
         // round 1: two CPUs' runs; the record's byte is its time
         for t in [3u8, 5, 9, 1, 4, 10] {
-            s.push(t as u64, &[t, 0xAA]);
+            s.push(t as u64, 0, &[t, 0xAA]);
         }
         assert_eq!(flushed(&mut s, 0), Vec::<u8>::new());
         // round 2 arrives; the end of round 2 flushes up to round 1's latest (10)
         for t in [11u8, 6, 12] {
-            s.push(t as u64, &[t]);
+            s.push(t as u64, 0, &[t]);
         }
         assert_eq!(flushed(&mut s, 10), vec![1, 3, 4, 5, 6, 9, 10]);
         for t in [13u8] {
-            s.push(t as u64, &[t]);
+            s.push(t as u64, 0, &[t]);
         }
         assert_eq!(flushed(&mut s, 12), vec![11, 12]);
         // a file that breaks the rule: round 3's flush limit is below a
         // sample kept from before, which must survive another round
         for t in [14u8, 2] {
-            s.push(t as u64, &[t]);
+            s.push(t as u64, 0, &[t]);
         }
         assert_eq!(flushed(&mut s, 1), Vec::<u8>::new());
-        s.push(15, &[15]);
+        s.push(15, 0, &[15]);
         assert_eq!(flushed(&mut s, 13), vec![2, 13]);
         assert_eq!(flushed(&mut s, u64::MAX), vec![14, 15]);
     }
