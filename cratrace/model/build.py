@@ -96,16 +96,20 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, markers)
         out[name] = df
         futures[name] = save(name, df)
 
-    say("thread_names")
-    done("thread_names", thread_names(name_observations(ev), span[1]))
-    say("threads")
-    done("threads", threads(ev, meta.get("vms", []), cmdlines, out["thread_names"]))
-    # the markers table is written (on its own thread) while the CPU
-    # slices are computed
-    say("markers")
-    spin_marks, futures["markers"] = markers(out["threads"])
-    say("cpu_slices")
-    done("cpu_slices", cpu_slices(ev, span))
+    # The CPU slices need nothing but events: they are computed beside
+    # the thread tables (polars releases the GIL; many of its steps are too
+    # small to use both cores on their own).
+    with ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-slices") as beside:
+        slices = beside.submit(cpu_slices, ev, span)
+        say("thread_names")
+        done("thread_names", thread_names(name_observations(ev), span[1]))
+        say("threads")
+        done("threads", threads(ev, meta.get("vms", []), cmdlines, out["thread_names"]))
+        # the markers table is written (on its own thread) from here on
+        say("markers")
+        spin_marks, futures["markers"] = markers(out["threads"])
+        say("cpu_slices")
+        done("cpu_slices", slices.result())
     say("spin_episodes")
     spins = spin_episodes(ev, out["threads"], spin_marks, spin_gap_ns)
     say("vcpu_states")
