@@ -29,10 +29,9 @@ class ArrowTable:
 class MarkerLines:
     """Parsed trace_marker lines (print events of the top-level buffer), in time order."""
     @staticmethod
-    def read(path: str | Path) -> MarkerLines: ...  # a print event table (Parquet)
+    def read(path: str | Path, compression: str | None = None, keep: Sequence[str] | None = None) -> MarkerLines: ...  # a print event table (Parquet); with compression, text columns encoded as parsed and only `keep` lines kept whole
     @staticmethod
     def from_frame(prints: Any) -> MarkerLines: ...  # a polars frame: ts, cpu, pid, [instance], buf
-    def encode_ahead(self, compression: str) -> None: ...  # the columns that need no threads table, for the next write
     def table(self, threads: Any, names: Sequence[str] | None = None) -> ArrowTable: ...  # threads: frame of tid, vm, vcpu
     def write(self, threads: Any, path: str | Path, compression: str) -> int: ...  # rows written
     def __len__(self) -> int: ...

@@ -33,25 +33,31 @@ fn writers(threads: &Bound<'_, PyAny>) -> PyResult<WriterVms> {
 
 #[pymethods]
 impl MarkerLines {
-    /// Parse the print event table at `path` (the GIL is released).
+    /// Parse the print event table at `path` (the GIL is released). With
+    /// `compression`, the columns that need no threads table are encoded as
+    /// they are parsed, for the next `write` with that codec, and only the
+    /// lines named in `keep` are kept whole (for `table`).
     #[staticmethod]
-    fn read(py: Python<'_>, path: PathBuf) -> PyResult<MarkerLines> {
+    #[pyo3(signature = (path, compression = None, keep = None))]
+    fn read(py: Python<'_>, path: PathBuf, compression: Option<&str>, keep: Option<Vec<String>>) -> PyResult<MarkerLines> {
+        let c = compression.map(codec).transpose()?;
+        let keep = keep.unwrap_or_default();
         py.detach(|| {
-            let reader = TableReader::open(&path, &PRINT_COLUMNS).map_err(damaged_table)?;
-            let lines = Lines::from_reader(reader).map_err(|e| damaged_table(if e.starts_with(&*path.to_string_lossy()) { e } else { format!("{}: {e}", path.display()) }))?;
-            Ok(MarkerLines { lines, ahead: Mutex::new(None) })
+            let open = || TableReader::open(&path, &PRINT_COLUMNS).map_err(damaged_table);
+            let damaged = |e: String| damaged_table(if e.starts_with(&*path.to_string_lossy()) { e } else { format!("{}: {e}", path.display()) });
+            if let Some(c) = c {
+                let names: Vec<&str> = keep.iter().map(String::as_str).collect();
+                if let Some((lines, ahead)) = Lines::stream(open()?, c, &names).map_err(damaged)? {
+                    return Ok(MarkerLines { lines, ahead: Mutex::new(Some((c, ahead))) });
+                }
+            }
+            let lines = Lines::from_reader(open()?).map_err(damaged)?;
+            let ahead = match c {
+                Some(c) => Some((c, lines.encode_ahead(c).map_err(PyValueError::new_err)?)),
+                None => None,
+            };
+            Ok(MarkerLines { lines, ahead: Mutex::new(ahead) })
         })
-    }
-
-    /// Encode the columns that need no threads table, for the next
-    /// `write` with this `compression` (the GIL is released).
-    fn encode_ahead(&self, py: Python<'_>, compression: &str) -> PyResult<()> {
-        let c = codec(compression)?;
-        let t = py.detach(|| self.lines.encode_ahead(c)).map_err(PyValueError::new_err)?;
-        if let Ok(mut a) = self.ahead.lock() {
-            *a = Some((c, t));
-        }
-        Ok(())
     }
 
     /// Parse print events held in a polars frame.

@@ -18,6 +18,9 @@ from typing import Any, Callable
 from cratrace import _native
 
 
+#: the marker names spin episodes are paired from (the lines the build keeps whole)
+SPIN_NAMES = ("spin_begin", "spin_end")
+
 #: what the model tables can be compressed with (polars and the Rust writer alike)
 MODEL_CODECS = ("lz4", "zstd", "uncompressed")
 
@@ -38,8 +41,9 @@ def events_codec(events_dir: Path) -> str:
 class MarkerParse:
     """The parse of ``CAPTURE/events/print.parquet`` (None when the
     capture has no print events), and the thread that runs it. The parse
-    also encodes the columns that need no threads table, for model tables
-    compressed with `codec` (by default the event tables' codec)."""
+    also encodes the columns that need no threads table as it goes, for
+    model tables compressed with `codec` (by default the event tables'
+    codec), and keeps only the spin marker lines whole."""
 
     def __init__(self, capture_dir: str | Path, codec: str | None = None) -> None:
         self._pool = ThreadPoolExecutor(1, thread_name_prefix="cratrace-model-markers")
@@ -47,9 +51,7 @@ class MarkerParse:
         self.codec = codec or events_codec(Path(capture_dir) / "events")
         self.lines: Future[_native.MarkerLines | None] = _done(None)
         if path.is_file():
-            self.lines = self._pool.submit(_native.MarkerLines.read, path)
-            # next on the same thread, while the caller uses the lines
-            self._pool.submit(lambda: self.lines.result().encode_ahead(self.codec))
+            self.lines = self._pool.submit(_native.MarkerLines.read, path, self.codec, list(SPIN_NAMES))
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future:
         """Run `fn(*args)` on the parse's thread, after the parse."""

@@ -17,9 +17,9 @@ import polars as pl
 
 from cratrace import _native
 from cratrace.model.frames import empty
+from cratrace.model.marker_parse import SPIN_NAMES
 
-#: the marker names spin episodes are paired from
-SPIN_NAMES = ("spin_begin", "spin_end")
+__all__ = ["SPIN_NAMES", "markers", "parse", "table", "write"]
 
 
 def parse(prints: Path | pl.LazyFrame | pl.DataFrame | None) -> _native.MarkerLines | None:

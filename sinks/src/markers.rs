@@ -34,6 +34,10 @@ pub struct MarkerLines {
     vm: StringArray,
     /// the line's own `vcpu=` value, when an integer
     vcpu: Int32Array,
+    /// Read by [`Self::stream`]: the text columns were encoded as they were
+    /// parsed and are not here (`text`, `name` and `fields` are empty); the
+    /// lines of these names are, whole.
+    streamed: Option<(Vec<String>, Box<MarkerLines>)>,
 }
 
 /// Writer thread → (VM, vCPU), from the `threads` table.
@@ -82,7 +86,7 @@ impl MarkerLines {
     pub fn from_batches(batches: &[RecordBatch]) -> Result<Self, String> {
         let rows = batches.iter().map(|b| b.num_rows()).sum();
         let bytes = batches.iter().filter_map(|b| column(b, "buf")).map(|a| a.get_buffer_memory_size()).sum();
-        let mut p = Parser::with_capacity(rows, bytes);
+        let mut p = Parser::with_capacity(rows, rows, bytes);
         for b in batches {
             p.push(b)?;
         }
@@ -91,11 +95,56 @@ impl MarkerLines {
 
     /// Parse the print table `r` reads, a batch at a time.
     pub fn from_reader(r: crate::TableReader) -> Result<Self, String> {
-        let mut p = Parser::with_capacity(r.rows(), r.uncompressed_bytes("buf"));
+        let mut p = Parser::with_capacity(r.rows(), r.rows(), r.uncompressed_bytes("buf"));
         for b in r {
             p.push(&b?)?;
         }
         p.finish()
+    }
+
+    /// Parse the print table `r` reads, encoding each batch's text columns
+    /// (`name`, `fields`, `text`) as a row group of a file compressed with
+    /// `codec` as soon as the batch is parsed, then `ts`, `cpu` and `tid`:
+    /// the table of a million lines is never in memory whole, and the
+    /// buffers of one batch serve the next (fresh memory costs a page fault
+    /// per 4 KiB here). Only the lines named in `keep` are kept whole, for
+    /// [`Self::table`]. `Ok(None)` when the rows are not in time order (then
+    /// use [`Self::from_reader`], which sorts them).
+    pub fn stream(r: crate::TableReader, codec: Codec, keep: &[&str]) -> Result<Option<(Self, EncodedTable)>, String> {
+        let batch_rows = crate::table_file::ROWS.min(r.rows().max(1));
+        let bytes_per_row = r.uncompressed_bytes("buf") / r.rows().max(1) + 1;
+        let mut p = Parser::with_capacity(r.rows(), batch_rows, batch_rows * bytes_per_row);
+        let mut kept = Parser::with_capacity(0, 0, 0);
+        let mut t = EncodedTable::streamed(schema(), codec, &ENCODINGS)?;
+        let mut last_ts = i64::MIN;
+        for b in r {
+            let start = p.ts.len();
+            p.push(&b?)?;
+            if p.ts.len() == start {
+                continue;
+            }
+            if p.ts[start..].iter().any(|&t| t < last_ts) || !p.ts[start..].windows(2).all(|w| w[0] <= w[1]) {
+                return Ok(None);
+            }
+            last_ts = p.ts[p.ts.len() - 1];
+            let (name, fields, text) = p.take_texts();
+            for i in 0..name.len() {
+                if keep.contains(&name.value(i)) {
+                    let row = start + i;
+                    kept.push_line(p.ts[row], p.cpu[row], p.tid.values_slice()[row], p.tid.validity_slice().is_none_or(|v| v[row / 8] & (1 << (row % 8)) != 0), text.value(i));
+                }
+            }
+            {
+                let arrays: Vec<ArrayRef> = vec![Arc::new(name.clone()), Arc::new(fields.clone()), Arc::new(text.clone())];
+                t.push_group(&[5, 6, 7], &arrays)?;
+            }
+            p.give_back_texts(name, fields, text);
+        }
+        let mut lines = p.finish_columns();
+        let arrays: Vec<ArrayRef> = vec![Arc::new(lines.ts.clone()), Arc::new(lines.cpu.clone()), Arc::new(lines.tid.clone())];
+        t.encode(&[0, 1, 2], &arrays)?;
+        lines.streamed = Some((keep.iter().map(|k| k.to_string()).collect(), Box::new(kept.finish_columns())));
+        Ok(Some((lines, t)))
     }
 
     /// Rows sorted by `ts`, ties in input order (print tables from an
@@ -122,6 +171,7 @@ impl MarkerLines {
             fields: take(&self.fields)?.as_string::<i32>().clone(),
             vm: take(&self.vm)?.as_string::<i32>().clone(),
             vcpu: take(&self.vcpu)?.as_primitive::<Int32Type>().clone(),
+            streamed: None,
         })
     }
 
@@ -140,6 +190,12 @@ impl MarkerLines {
     /// `vm=`/`vcpu=` takes its writer's. With `names`, only the lines of
     /// those names.
     pub fn table(&self, writers: &WriterVms, names: Option<&[&str]>) -> Result<RecordBatch, String> {
+        if let Some((keep, kept)) = &self.streamed {
+            return match names {
+                Some(names) if names.iter().all(|n| keep.iter().any(|k| k == n)) => kept.table(writers, Some(names)),
+                _ => Err(format!("markers: the lines were encoded as they were read; only those named {keep:?} were kept")),
+            };
+        }
         if let Some(names) = names {
             // only those lines are attributed: the spin marker lines of a
             // capture of a million transaction markers are a handful
@@ -164,6 +220,9 @@ impl MarkerLines {
     /// and `vcpu`) encoded for a file compressed with `codec`: the model
     /// build does this before the threads table exists.
     pub fn encode_ahead(&self, codec: Codec) -> Result<EncodedTable, String> {
+        if self.streamed.is_some() {
+            return Err("markers: the lines were encoded as they were read, with their codec".into());
+        }
         let mut t = EncodedTable::new(schema(), self.len(), codec, &ENCODINGS)?;
         let arrays: Vec<ArrayRef> = vec![
             Arc::new(self.ts.clone()),
@@ -221,16 +280,17 @@ struct Parser {
 }
 
 impl Parser {
-    /// For about `rows` lines of `bytes` bytes of text in all.
-    fn with_capacity(rows: usize, bytes: usize) -> Self {
+    /// For about `rows` lines, whose text columns hold about `text_rows`
+    /// lines of `bytes` bytes of text at a time.
+    fn with_capacity(rows: usize, text_rows: usize, bytes: usize) -> Self {
         Parser {
             ts: Vec::with_capacity(rows),
             cpu: Vec::with_capacity(rows),
             tid: Int64Builder::with_capacity(rows),
-            text: Strings::with_capacity(rows, bytes),
-            name: Strings::with_capacity(rows, rows * 8),
+            text: Strings::with_capacity(text_rows, bytes),
+            name: Strings::with_capacity(text_rows, text_rows * 8),
             // a JSON object holds the fields' text plus quotes, colons and commas
-            fields: Strings::with_capacity(rows, bytes + rows * 8),
+            fields: Strings::with_capacity(text_rows, bytes + text_rows * 8),
             vm: StringBuilder::with_capacity(rows, rows * 4),
             vcpu: Int32Builder::with_capacity(rows),
         }
@@ -249,32 +309,52 @@ impl Parser {
             if inst.is_some_and(|a| a.is_valid(i) && !a.value(i).is_empty()) {
                 continue;
             }
-            self.ts.push(t.value(i));
-            self.cpu.push(c.value(i));
-            self.tid.append_option(p.is_valid(i).then(|| p.value(i)));
             let line = if buf.is_valid(i) { buf.value(i).trim_end_matches('\n') } else { "" };
-            self.text.push(line);
-            let (nm, v, vc) = marker::parse_line_onto(line, &mut self.fields.values);
-            self.fields.end_row();
-            self.name.push(nm);
-            self.vm.append_option(v);
-            self.vcpu.append_option(vc.and_then(|s| s.parse::<i32>().ok()));
+            self.push_line(t.value(i), c.value(i), p.value(i), p.is_valid(i), line);
         }
         Ok(())
     }
 
-    fn finish(mut self) -> Result<MarkerLines, String> {
-        let lines = MarkerLines {
+    fn push_line(&mut self, ts: i64, cpu: i32, tid: i64, has_tid: bool, line: &str) {
+        self.ts.push(ts);
+        self.cpu.push(cpu);
+        self.tid.append_option(has_tid.then_some(tid));
+        self.text.push(line);
+        let (nm, v, vc) = marker::parse_line_onto(line, &mut self.fields.values);
+        self.fields.end_row();
+        self.name.push(nm);
+        self.vm.append_option(v);
+        self.vcpu.append_option(vc.and_then(|s| s.parse::<i32>().ok()));
+    }
+
+    /// The text columns of the lines since the last call.
+    fn take_texts(&mut self) -> (StringArray, StringArray, StringArray) {
+        (self.name.take(), self.fields.take(), self.text.take())
+    }
+
+    /// Hand the text columns' buffers back, for the next batch.
+    fn give_back_texts(&mut self, name: StringArray, fields: StringArray, text: StringArray) {
+        self.name.reuse(name);
+        self.fields.reuse(fields);
+        self.text.reuse(text);
+    }
+
+    fn finish_columns(mut self) -> MarkerLines {
+        MarkerLines {
             ts: Int64Array::from(self.ts),
             cpu: Int32Array::from(self.cpu),
             tid: self.tid.finish(),
-            text: self.text.finish(),
-            name: self.name.finish(),
-            fields: self.fields.finish(),
+            text: self.text.take(),
+            name: self.name.take(),
+            fields: self.fields.take(),
             vm: self.vm.finish(),
             vcpu: self.vcpu.finish(),
-        };
-        lines.in_time_order()
+            streamed: None,
+        }
+    }
+
+    fn finish(self) -> Result<MarkerLines, String> {
+        self.finish_columns().in_time_order()
     }
 }
 
@@ -319,13 +399,32 @@ impl Strings {
         self.offsets.push(self.values.len() as i32);
     }
 
-    fn finish(self) -> StringArray {
-        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+    /// The rows so far as an array; the column starts again empty.
+    fn take(&mut self) -> StringArray {
+        let offsets = std::mem::replace(&mut self.offsets, vec![0]);
+        let values = std::mem::take(&mut self.values);
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
         // SAFETY: `values` is a `String` and every offset is its length
         // after a whole `&str` (or JSON text) was appended: each row is
         // valid UTF-8 between char boundaries. Checking again read every
         // byte of the table's three text columns once more.
-        unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(self.values.into_bytes()), None) }
+        unsafe { StringArray::new_unchecked(offsets, Buffer::from_vec(values.into_bytes()), None) }
+    }
+
+    /// Take the buffers of `a` (from [`Self::take`], no longer shared)
+    /// back, emptied; a shared buffer is left to its other owners.
+    fn reuse(&mut self, a: StringArray) {
+        let (offsets, values, _) = a.into_parts();
+        if let Ok(mut o) = offsets.into_inner().into_inner().into_vec::<i32>() {
+            o.clear();
+            o.push(0);
+            self.offsets = o;
+        }
+        if let Ok(mut v) = values.into_vec::<u8>() {
+            v.clear();
+            // empty: valid UTF-8
+            self.values = String::from_utf8(v).unwrap_or_default();
+        }
     }
 }
 
@@ -400,6 +499,42 @@ mod tests {
             assert_eq!(back, [want.clone()]);
             std::fs::remove_file(&path).ok();
         }
+    }
+
+    #[test]
+    fn a_streamed_read_writes_the_same_table_and_keeps_the_named_lines() {
+        let dir = std::env::temp_dir();
+        let src = dir.join(format!("cratrace-print-{}.parquet", std::process::id()));
+        let n = 600_000i64; // three batches of the reader
+        let texts: Vec<String> = (0..n).map(|i| if i % 100_000 == 7 { format!("spin_begin vm=v vcpu={}", i % 3) } else { format!("txn_end n={i} q=\"x\"\n") }).collect();
+        let batch = prints((0..n).collect(), (0..n).map(|i| (i % 5 != 0).then_some(9)).collect(), vec![""; n as usize], texts.iter().map(|t| Some(t.as_str())).collect());
+        crate::write_batch(&src, &batch, Codec::Lz4, &crate::Encodings::default()).unwrap();
+        let threads = RecordBatch::try_from_iter([
+            ("tid", Arc::new(Int64Array::from(vec![9])) as ArrayRef),
+            ("vm", Arc::new(StringArray::from(vec!["w"])) as _),
+            ("vcpu", Arc::new(Int32Array::from(vec![3])) as _),
+        ])
+        .unwrap();
+        let w = WriterVms::from_batches(&[threads]).unwrap();
+        let full = MarkerLines::from_reader(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap()).unwrap();
+        let (streamed, ahead) = MarkerLines::stream(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(), Codec::Lz4, &["spin_begin"]).unwrap().unwrap();
+        assert_eq!(streamed.len(), n as usize);
+        assert_eq!(streamed.table(&w, Some(&["spin_begin"])).unwrap(), full.table(&w, Some(&["spin_begin"])).unwrap());
+        assert_eq!(streamed.table(&w, Some(&["spin_begin"])).unwrap().num_rows(), 6);
+        assert!(streamed.table(&w, None).is_err() && streamed.encode_ahead(Codec::Lz4).is_err());
+        let out = dir.join(format!("cratrace-markers-streamed-{}.parquet", std::process::id()));
+        streamed.write(&w, Some(ahead), Codec::Lz4, &out).unwrap();
+        let want = full.table(&w, None).unwrap();
+        let schema = want.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        let got = arrow_select::concat::concat_batches(&schema, &crate::read_columns(&out, &names).unwrap()).unwrap();
+        assert_eq!(got, want);
+        // out of time order: not streamed (the caller reads it whole, sorted)
+        let unsorted = prints(vec![2, 1], vec![Some(9), Some(9)], vec!["", ""], vec![Some("a"), Some("b")]);
+        crate::write_batch(&src, &unsorted, Codec::Lz4, &crate::Encodings::default()).unwrap();
+        assert!(MarkerLines::stream(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(), Codec::Lz4, &[]).unwrap().is_none());
+        std::fs::remove_file(&src).ok();
+        std::fs::remove_file(&out).ok();
     }
 
     #[test]

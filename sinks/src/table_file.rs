@@ -19,7 +19,7 @@ use std::path::Path;
 
 /// Rows per record batch read and per row group written: large enough that
 /// per-batch costs vanish, small enough that readers can split the file.
-const ROWS: usize = 1 << 18;
+pub const ROWS: usize = 1 << 18;
 
 /// The columns of `path` named in `columns` that it has (in file order),
 /// as record batches. A missing column is not an error: callers decide
@@ -103,23 +103,31 @@ pub fn write_batch(path: &Path, batch: &RecordBatch, codec: Codec, enc: &Encodin
 }
 
 /// A table's columns encoded into Parquet column chunks before its file is
-/// written: the columns can be encoded on several threads, and each as soon
-/// as it exists (a table whose last columns wait for another table gets
-/// the rest done first).
+/// written: the columns can be encoded on several threads, each as soon as
+/// it exists (a table whose last columns wait for another table gets the
+/// rest done first), and row group by row group as a reader streams them.
 pub struct EncodedTable {
     schema: SchemaRef,
     props: Arc<WriterProperties>,
     parquet_root: parquet::schema::types::TypePtr,
     factory: ArrowRowGroupWriterFactory,
-    rows: usize,
-    /// per column, its chunk for each row group, once encoded
-    chunks: Vec<Option<Vec<ArrowColumnChunk>>>,
+    /// rows per row group
+    groups: Vec<usize>,
+    /// per column, its chunk for each row group encoded so far
+    chunks: Vec<Vec<ArrowColumnChunk>>,
 }
 
 impl EncodedTable {
-    /// A table of `rows` rows with this schema, to be compressed with
-    /// `codec` and encoded as `enc` says.
+    /// A table of `rows` rows (in row groups of up to [`ROWS`]) with this
+    /// schema, to be compressed with `codec` and encoded as `enc` says.
     pub fn new(schema: SchemaRef, rows: usize, codec: Codec, enc: &Encodings) -> Result<Self, String> {
+        let mut t = Self::streamed(schema, codec, enc)?;
+        t.groups = (0..rows).step_by(ROWS).map(|start| ROWS.min(rows - start)).collect();
+        Ok(t)
+    }
+
+    /// A table whose row groups are added by [`Self::push_group`].
+    pub fn streamed(schema: SchemaRef, codec: Codec, enc: &Encodings) -> Result<Self, String> {
         let mut props = WriterProperties::builder().set_compression(codec.parquet()).set_dictionary_enabled(false).set_max_row_group_row_count(Some(ROWS));
         for c in enc.dictionary {
             props = props.set_column_dictionary_enabled(ColumnPath::from(*c), true);
@@ -142,36 +150,68 @@ impl EncodedTable {
         // the factory only needs the file's schema and properties, not the file
         let probe = SerializedFileWriter::new(std::io::sink(), parquet_root.clone(), props.clone()).map_err(|e| format!("schema: {e}"))?;
         let factory = ArrowRowGroupWriterFactory::new(&probe, schema.clone());
-        let chunks = (0..schema.fields().len()).map(|_| None).collect();
-        Ok(EncodedTable { schema, props, parquet_root, factory, rows, chunks })
+        let chunks = (0..schema.fields().len()).map(|_| Vec::new()).collect();
+        Ok(EncodedTable { schema, props, parquet_root, factory, groups: Vec::new(), chunks })
+    }
+
+    /// Rows in the row groups so far.
+    pub fn rows(&self) -> usize {
+        self.groups.iter().sum()
     }
 
     /// Encode the columns at `indices` from `arrays` (one per index, each of
     /// the table's rows), spread over the machine's cores.
     pub fn encode(&mut self, indices: &[usize], arrays: &[ArrayRef]) -> Result<(), String> {
+        self.check(indices, arrays, self.rows(), 0)?;
+        let groups = self.groups.clone();
+        self.encode_groups(indices, arrays, 0, &groups)
+    }
+
+    /// Add a row group of `arrays.len()` rows, encoding the columns at
+    /// `indices` from `arrays` (the other columns of the group are encoded
+    /// later, with [`Self::encode`], from arrays of all the table's rows).
+    pub fn push_group(&mut self, indices: &[usize], arrays: &[ArrayRef]) -> Result<(), String> {
+        let g = self.groups.len();
+        let n = arrays.first().map_or(0, |a| a.len());
+        self.check(indices, arrays, n, g)?;
+        self.encode_groups(indices, arrays, g, &[n])?;
+        self.groups.push(n);
+        Ok(())
+    }
+
+    fn check(&self, indices: &[usize], arrays: &[ArrayRef], rows: usize, groups_done: usize) -> Result<(), String> {
         if indices.len() != arrays.len() || indices.iter().any(|&i| i >= self.chunks.len()) {
             return Err("encode: one array per column of the table".into());
         }
-        if let Some(a) = arrays.iter().find(|a| a.len() != self.rows) {
-            return Err(format!("encode: a column of {} rows in a table of {}", a.len(), self.rows));
+        if let Some(a) = arrays.iter().find(|a| a.len() != rows) {
+            return Err(format!("encode: a column of {} rows for {rows}", a.len()));
         }
+        if let Some(&i) = indices.iter().find(|&&i| self.chunks[i].len() != groups_done) {
+            return Err(format!("encode: column {} encoded out of turn", self.schema.field(i).name()));
+        }
+        Ok(())
+    }
+
+    /// Encode `arrays` (split into `groups` rows, numbered from `first`)
+    /// on parallel threads, appending to the columns' chunks.
+    fn encode_groups(&mut self, indices: &[usize], arrays: &[ArrayRef], first: usize, groups: &[usize]) -> Result<(), String> {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(indices.len()).max(1);
         // the largest columns first, dealt out in turn, so the threads finish together
         let mut order: Vec<usize> = (0..indices.len()).collect();
         order.sort_by_key(|&k| std::cmp::Reverse(arrays[k].get_array_memory_size()));
-        let (schema, factory, rows) = (&self.schema, &self.factory, self.rows);
+        let (schema, factory) = (&self.schema, &self.factory);
         let done: Vec<Result<Vec<(usize, Vec<ArrowColumnChunk>)>, String>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
                 .map(|w| {
                     let mine: Vec<usize> = order.iter().copied().skip(w).step_by(threads).collect();
-                    s.spawn(move || mine.into_iter().map(|k| Ok((indices[k], encode_column(schema, factory, rows, indices[k], &arrays[k])?))).collect())
+                    s.spawn(move || mine.into_iter().map(|k| Ok((indices[k], encode_column(schema, factory, first, groups, indices[k], &arrays[k])?))).collect())
                 })
                 .collect();
             workers.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("encode: a column encoder panicked".into()))).collect()
         });
         for r in done {
             for (i, chunks) in r? {
-                self.chunks[i] = Some(chunks);
+                self.chunks[i].extend(chunks);
             }
         }
         Ok(())
@@ -182,11 +222,14 @@ impl EncodedTable {
         let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         let mut columns = Vec::with_capacity(self.chunks.len());
         for (i, c) in self.chunks.into_iter().enumerate() {
-            columns.push(c.ok_or_else(|| format!("{}: column {} was not encoded", path.display(), self.schema.field(i).name()))?.into_iter());
+            if c.len() != self.groups.len() {
+                return Err(format!("{}: column {} was not encoded", path.display(), self.schema.field(i).name()));
+            }
+            columns.push(c.into_iter());
         }
         let f = File::create(path).map_err(|e| at(&e))?;
         let mut w = SerializedFileWriter::new(f, self.parquet_root, self.props).map_err(|e| at(&e))?;
-        for _ in (0..self.rows).step_by(ROWS) {
+        for _ in &self.groups {
             let mut g = w.next_row_group().map_err(|e| at(&e))?;
             for c in &mut columns {
                 c.next().ok_or_else(|| at(&"a column has too few row groups"))?.append_to_row_group(&mut g).map_err(|e| at(&e))?;
@@ -198,17 +241,20 @@ impl EncodedTable {
     }
 }
 
-/// Column `i`'s chunk for each row group of `rows` rows.
-fn encode_column(schema: &SchemaRef, factory: &ArrowRowGroupWriterFactory, rows: usize, i: usize, array: &ArrayRef) -> Result<Vec<ArrowColumnChunk>, String> {
+/// Column `i`'s chunks, one per row group of `groups` rows (numbered from
+/// `first`), from `array` holding those rows.
+fn encode_column(schema: &SchemaRef, factory: &ArrowRowGroupWriterFactory, first: usize, groups: &[usize], i: usize, array: &ArrayRef) -> Result<Vec<ArrowColumnChunk>, String> {
     let field = schema.field(i);
     let at = |e: &dyn std::fmt::Display| format!("column {}: {e}", field.name());
-    let mut out = Vec::new();
-    for (g, start) in (0..rows).step_by(ROWS).enumerate() {
-        let mut w = factory.create_column_writers(g).map_err(|e| at(&e))?.swap_remove(i);
-        for leaf in compute_leaves(field, &array.slice(start, ROWS.min(rows - start))).map_err(|e| at(&e))? {
+    let mut out = Vec::with_capacity(groups.len());
+    let mut start = 0;
+    for (k, &n) in groups.iter().enumerate() {
+        let mut w = factory.create_column_writers(first + k).map_err(|e| at(&e))?.swap_remove(i);
+        for leaf in compute_leaves(field, &array.slice(start, n)).map_err(|e| at(&e))? {
             w.write(&leaf).map_err(|e| at(&e))?;
         }
         out.push(w.close().map_err(|e| at(&e))?);
+        start += n;
     }
     Ok(out)
 }
@@ -254,6 +300,22 @@ mod tests {
         t.encode(&[0], &[ts.clone()]).unwrap();
         t.write(&path).unwrap();
         let back = read_columns(&path, &["ts", "s"]).unwrap();
+        // row groups pushed one by one, of any size, hold the same table
+        let mut u = EncodedTable::streamed(schema.clone(), Codec::Lz4, &Encodings::default()).unwrap();
+        for (start, len) in [(0, 7), (7, ROWS), (ROWS + 7, n - ROWS - 7)] {
+            u.push_group(&[1], &[s.slice(start, len)]).unwrap();
+        }
+        assert!(u.push_group(&[0], &[ts.slice(0, 3)]).unwrap_err().contains("out of turn"));
+        u.encode(&[0], &[ts.clone()]).unwrap();
+        let path2 = path.with_extension("streamed.parquet");
+        u.write(&path2).unwrap();
+        let md = parquet::file::serialized_reader::SerializedFileReader::new(File::open(&path2).unwrap()).unwrap();
+        let groups: Vec<i64> = parquet::file::reader::FileReader::metadata(&md).row_groups().iter().map(|g| g.num_rows()).collect();
+        assert_eq!(groups, [7, ROWS as i64, (n - ROWS - 7) as i64]);
+        let got2 = arrow_select::concat::concat_batches(&schema, &read_columns(&path2, &["ts", "s"]).unwrap()).unwrap();
+        assert_eq!(got2.column(0).as_ref(), ts.as_ref());
+        assert_eq!(got2.column(1).as_ref(), s.as_ref());
+        std::fs::remove_file(&path2).ok();
         let rows: usize = back.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, n);
         let got = arrow_select::concat::concat_batches(&schema, &back).unwrap();
