@@ -444,6 +444,17 @@ mod tests {
         .unwrap()
     }
 
+    /// Thread 9 writes for VM `w`, vCPU 3.
+    fn writer_9_of_w_vcpu_3() -> WriterVms {
+        let threads = RecordBatch::try_from_iter([
+            ("tid", Arc::new(Int64Array::from(vec![9])) as ArrayRef),
+            ("vm", Arc::new(StringArray::from(vec!["w"])) as _),
+            ("vcpu", Arc::new(Int32Array::from(vec![3])) as _),
+        ])
+        .unwrap();
+        WriterVms::from_batches(&[threads]).unwrap()
+    }
+
     fn strs(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
         b.column_by_name(name).unwrap().as_string::<i32>().iter().map(|s| s.map(str::to_string)).collect()
     }
@@ -480,13 +491,7 @@ mod tests {
     #[test]
     fn the_written_file_holds_the_table_encoded_ahead_or_not() {
         let p = prints(vec![5, 1, 3], vec![Some(7), Some(9), None], vec!["", "", ""], vec![Some("a vm=x"), Some("b k=\"q\""), Some("c")]);
-        let threads = RecordBatch::try_from_iter([
-            ("tid", Arc::new(Int64Array::from(vec![9])) as ArrayRef),
-            ("vm", Arc::new(StringArray::from(vec!["w"])) as _),
-            ("vcpu", Arc::new(Int32Array::from(vec![3])) as _),
-        ])
-        .unwrap();
-        let w = WriterVms::from_batches(&[threads]).unwrap();
+        let w = writer_9_of_w_vcpu_3();
         let lines = MarkerLines::from_batches(&[p]).unwrap();
         let want = lines.table(&w, None).unwrap();
         for ahead in [false, true] {
@@ -509,13 +514,7 @@ mod tests {
         let texts: Vec<String> = (0..n).map(|i| if i % 100_000 == 7 { format!("spin_begin vm=v vcpu={}", i % 3) } else { format!("txn_end n={i} q=\"x\"\n") }).collect();
         let batch = prints((0..n).collect(), (0..n).map(|i| (i % 5 != 0).then_some(9)).collect(), vec![""; n as usize], texts.iter().map(|t| Some(t.as_str())).collect());
         crate::write_batch(&src, &batch, Codec::Lz4, &crate::Encodings::default()).unwrap();
-        let threads = RecordBatch::try_from_iter([
-            ("tid", Arc::new(Int64Array::from(vec![9])) as ArrayRef),
-            ("vm", Arc::new(StringArray::from(vec!["w"])) as _),
-            ("vcpu", Arc::new(Int32Array::from(vec![3])) as _),
-        ])
-        .unwrap();
-        let w = WriterVms::from_batches(&[threads]).unwrap();
+        let w = writer_9_of_w_vcpu_3();
         let full = MarkerLines::from_reader(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap()).unwrap();
         let (streamed, ahead) = MarkerLines::stream(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(), Codec::Lz4, &["spin_begin"]).unwrap().unwrap();
         assert_eq!(streamed.len(), n as usize);
