@@ -8,7 +8,10 @@
 //! build (parsing, joining with the threads, encoding the text twice).
 //! Parsing needs only the print events, attribution needs the threads
 //! table, so they are two steps: the build parses while it computes the
-//! threads.
+//! threads. A print table in time order (as imports write it) is parsed
+//! and its text columns encoded batch by batch ([`MarkerLines::stream`]),
+//! so the table is never in memory whole; [`MarkerLines::from_batches`]
+//! and [`MarkerLines::from_reader`] keep it all (and sort it if needed).
 
 use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
