@@ -200,7 +200,7 @@ impl EncodedTable {
         let mut order: Vec<usize> = (0..indices.len()).collect();
         order.sort_by_key(|&k| std::cmp::Reverse(arrays[k].get_array_memory_size()));
         let (schema, factory) = (&self.schema, &self.factory);
-        let done: Vec<Result<Vec<(usize, Vec<ArrowColumnChunk>)>, String>> = std::thread::scope(|s| {
+        let done: Vec<Result<Vec<EncodedColumn>, String>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads)
                 .map(|w| {
                     let mine: Vec<usize> = order.iter().copied().skip(w).step_by(threads).collect();
@@ -240,6 +240,9 @@ impl EncodedTable {
         Ok(())
     }
 }
+
+/// A column's index and its chunks, one per row group.
+type EncodedColumn = (usize, Vec<ArrowColumnChunk>);
 
 /// Column `i`'s chunks, one per row group of `groups` rows (numbered from
 /// `first`), from `array` holding those rows.
