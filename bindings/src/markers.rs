@@ -6,7 +6,7 @@
 use crate::arrow_stream::{read_stream, ArrowTable};
 use cratrace_arrow::markers::{MarkerLines as Lines, WriterVms};
 use cratrace_arrow::{Codec, EncodedTable, TableReader};
-use crate::errors::{damaged_table, to_py};
+use crate::errors::{codec, damaged_table, to_py};
 use cratrace_format::ReadError;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -22,10 +22,6 @@ pub struct MarkerLines {
 }
 
 const PRINT_COLUMNS: [&str; 5] = ["ts", "cpu", "pid", "instance", "buf"];
-
-fn codec(name: &str) -> PyResult<Codec> {
-    Codec::parse(name).ok_or_else(|| PyValueError::new_err(format!("unknown compression {name:?} (lz4, zstd, uncompressed)")))
-}
 
 fn writers(threads: &Bound<'_, PyAny>) -> PyResult<WriterVms> {
     WriterVms::from_batches(&read_stream(threads, "threads")?).map_err(PyValueError::new_err)

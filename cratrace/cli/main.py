@@ -14,7 +14,6 @@ to see one).
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 
@@ -22,6 +21,7 @@ import typer
 
 from cratrace.cli.console import err_console
 from cratrace.errors import CratraceError
+from cratrace.optional import optional_module
 
 app = typer.Typer(
     name="cratrace",
@@ -65,13 +65,9 @@ def _register(argv: list[str]) -> None:
     first = next((a for a in argv if not a.startswith("-")), None)
     modules = [COMMAND_MODULES[first]] if first in COMMAND_MODULES else list(COMMAND_MODULES.values())
     for name in modules:
-        try:
-            mod = importlib.import_module(f"cratrace.cli.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"cratrace.cli.{name}":
-                raise
-            continue
-        mod.register(app)
+        mod = optional_module(f"cratrace.cli.{name}")
+        if mod is not None:
+            mod.register(app)
 
 
 def main(argv: list[str] | None = None) -> None:

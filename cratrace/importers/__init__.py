@@ -9,9 +9,10 @@ module to ``IMPORTER_MODULES``; nothing else changes.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from types import ModuleType
+
+from cratrace.optional import optional_module
 
 IMPORTER_MODULES = ("tracedat", "xentrace", "perfdata", "perfstat")
 
@@ -29,16 +30,8 @@ def polars_compression(codec: str) -> str:
 
 def available() -> dict[str, ModuleType]:
     """KIND -> module for every importer present in this build."""
-    out: dict[str, ModuleType] = {}
-    for name in IMPORTER_MODULES:
-        try:
-            mod = importlib.import_module(f"cratrace.importers.{name}")
-        except ModuleNotFoundError as e:
-            if e.name != f"cratrace.importers.{name}":
-                raise
-            continue
-        out[mod.KIND] = mod
-    return out
+    mods = (optional_module(f"cratrace.importers.{name}") for name in IMPORTER_MODULES)
+    return {mod.KIND: mod for mod in mods if mod is not None}
 
 
 def sniff(path: Path) -> str | None:

@@ -38,7 +38,11 @@ def _write_with(write: Callable[[Path], int], path: Path) -> int:
 
 
 def _write(df: pl.DataFrame, path: Path, codec: str) -> int:
-    return _write_with(lambda tmp: (df.write_parquet(tmp, compression=codec), df.height)[1], path)
+    def write(tmp: Path) -> int:
+        df.write_parquet(tmp, compression=codec)
+        return df.height
+
+    return _write_with(write, path)
 
 
 def build_model(

@@ -29,7 +29,9 @@ use std::sync::Arc;
 use writer::BackgroundWriter;
 
 pub use builders::arrow_type;
-pub use table_file::{read_columns, write_batch, EncodedTable, Encodings, TableReader};
+pub use table_file::{EncodedTable, Encodings, TableReader};
+#[cfg(test)]
+pub(crate) use table_file::{read_columns, write_batch};
 
 struct Table {
     spec: TableSpec,

@@ -119,22 +119,21 @@ impl MarkerLines {
         let mut p = Parser::with_capacity(r.rows(), batch_rows, batch_rows * bytes_per_row);
         let mut kept = Parser::with_capacity(0, 0, 0);
         let mut t = EncodedTable::streamed(schema(), codec, &ENCODINGS)?;
-        let mut last_ts = i64::MIN;
         for b in r {
             let start = p.ts.len();
             p.push(&b?)?;
             if p.ts.len() == start {
                 continue;
             }
-            if p.ts[start..].iter().any(|&t| t < last_ts) || !p.ts[start..].windows(2).all(|w| w[0] <= w[1]) {
+            // this batch's rows, and the last row before them
+            if !p.ts[start.saturating_sub(1)..].windows(2).all(|w| w[0] <= w[1]) {
                 return Ok(None);
             }
-            last_ts = p.ts[p.ts.len() - 1];
             let (name, fields, text) = p.take_texts();
             for i in 0..name.len() {
                 if keep.contains(&name.value(i)) {
                     let row = start + i;
-                    kept.push_line(p.ts[row], p.cpu[row], p.tid.values_slice()[row], p.tid.validity_slice().is_none_or(|v| v[row / 8] & (1 << (row % 8)) != 0), text.value(i));
+                    kept.push_line(p.ts[row], p.cpu[row], p.tid.values_slice()[row], p.tid.validity_slice().is_none_or(|v| arrow_buffer::bit_util::get_bit(v, row)), text.value(i));
                 }
             }
             {

@@ -22,9 +22,9 @@ use std::path::Path;
 pub const ROWS: usize = 1 << 18;
 
 /// The columns of `path` named in `columns` that it has (in file order),
-/// as record batches. A missing column is not an error: callers decide
-/// what its absence means.
-pub fn read_columns(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, String> {
+/// as record batches, all at once (the tests' way of reading a file back).
+#[cfg(test)]
+pub(crate) fn read_columns(path: &Path, columns: &[&str]) -> Result<Vec<RecordBatch>, String> {
     TableReader::open(path, columns)?.collect()
 }
 
@@ -94,8 +94,9 @@ pub struct Encodings<'a> {
 }
 
 /// Write `batch` to `path` (created or truncated) compressed with `codec`,
-/// encoded as `enc` says, its columns encoded on parallel threads.
-pub fn write_batch(path: &Path, batch: &RecordBatch, codec: Codec, enc: &Encodings) -> Result<(), String> {
+/// encoded as `enc` says (the tests' way of making a file).
+#[cfg(test)]
+pub(crate) fn write_batch(path: &Path, batch: &RecordBatch, codec: Codec, enc: &Encodings) -> Result<(), String> {
     let mut t = EncodedTable::new(batch.schema(), batch.num_rows(), codec, enc)?;
     let all: Vec<usize> = (0..batch.num_columns()).collect();
     t.encode(&all, batch.columns())?;
