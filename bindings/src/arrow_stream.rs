@@ -29,10 +29,15 @@ impl ArrowTable {
     /// The PyCapsule interface's stream export (`requested_schema` is not
     /// honoured: the table has one schema).
     #[pyo3(signature = (requested_schema = None))]
-    fn __arrow_c_stream__<'py>(&self, py: Python<'py>, requested_schema: Option<Bound<'py, PyAny>>) -> PyResult<Bound<'py, PyCapsule>> {
+    fn __arrow_c_stream__<'py>(
+        &self,
+        py: Python<'py>,
+        requested_schema: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyCapsule>> {
         let _ = requested_schema;
         let reader = RecordBatchIterator::new(vec![Ok(self.batch.clone())], self.batch.schema());
-        let stream = FFI_ArrowArrayStream::new(Box::new(reader) as Box<dyn RecordBatchReader + Send>);
+        let stream =
+            FFI_ArrowArrayStream::new(Box::new(reader) as Box<dyn RecordBatchReader + Send>);
         // The consumer moves the stream out (leaving `release` null); the
         // capsule's destructor drops whatever is left, releasing an
         // unconsumed stream.
@@ -49,9 +54,17 @@ impl ArrowTable {
 /// stream of record batches (a polars frame), read without pyarrow.
 pub fn read_stream(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<RecordBatch>> {
     if !obj.hasattr("__arrow_c_stream__")? {
-        return Err(PyTypeError::new_err(format!("{what}: expected a polars frame (an object with __arrow_c_stream__)")));
+        return Err(PyTypeError::new_err(format!(
+            "{what}: expected a polars frame (an object with __arrow_c_stream__)"
+        )));
     }
-    let reader: PyArrowType<RecordBatchStreamReader> =
-        obj.extract().map_err(|e| PyTypeError::new_err(format!("{what}: expected a polars frame, whose stream is of record batches: {e}")))?;
-    reader.0.collect::<Result<Vec<_>, _>>().map_err(|e| PyRuntimeError::new_err(format!("{what}: {e}")))
+    let reader: PyArrowType<RecordBatchStreamReader> = obj.extract().map_err(|e| {
+        PyTypeError::new_err(format!(
+            "{what}: expected a polars frame, whose stream is of record batches: {e}"
+        ))
+    })?;
+    reader
+        .0
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PyRuntimeError::new_err(format!("{what}: {e}")))
 }

@@ -10,9 +10,24 @@ use cratrace_format::ReadError;
 use pyo3::exceptions::{PyFileNotFoundError, PyKeyboardInterrupt, PyOSError, PyPermissionError};
 use pyo3::prelude::*;
 
-pyo3::create_exception!(cratrace._native, CratraceError, pyo3::exceptions::PyException, "Root of every error cratrace raises on purpose.");
-pyo3::create_exception!(cratrace._native, CorruptTraceError, CratraceError, "A trace file is damaged: truncated, bad header, offsets past EOF.");
-pyo3::create_exception!(cratrace._native, UnsupportedFormatError, CratraceError, "Not a format (or version) cratrace reads.");
+pyo3::create_exception!(
+    cratrace._native,
+    CratraceError,
+    pyo3::exceptions::PyException,
+    "Root of every error cratrace raises on purpose."
+);
+pyo3::create_exception!(
+    cratrace._native,
+    CorruptTraceError,
+    CratraceError,
+    "A trace file is damaged: truncated, bad header, offsets past EOF."
+);
+pyo3::create_exception!(
+    cratrace._native,
+    UnsupportedFormatError,
+    CratraceError,
+    "Not a format (or version) cratrace reads."
+);
 
 /// Map a reader error to a Python exception.
 pub fn to_py(e: ReadError) -> PyErr {
@@ -23,7 +38,9 @@ pub fn to_py(e: ReadError) -> PyErr {
             std::io::ErrorKind::PermissionDenied => PyPermissionError::new_err(msg),
             _ => PyOSError::new_err(msg),
         },
-        ReadError::NotThisFormat { .. } | ReadError::Unsupported { .. } => UnsupportedFormatError::new_err(msg),
+        ReadError::NotThisFormat { .. } | ReadError::Unsupported { .. } => {
+            UnsupportedFormatError::new_err(msg)
+        }
         ReadError::Corrupt { .. } => CorruptTraceError::new_err(msg),
         ReadError::Interrupted => PyKeyboardInterrupt::new_err(msg),
         _ => CratraceError::new_err(msg),
@@ -40,7 +57,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("CratraceError", py.get_type::<CratraceError>())?;
     m.add("CorruptTraceError", py.get_type::<CorruptTraceError>())?;
-    m.add("UnsupportedFormatError", py.get_type::<UnsupportedFormatError>())?;
+    m.add(
+        "UnsupportedFormatError",
+        py.get_type::<UnsupportedFormatError>(),
+    )?;
     Ok(())
 }
 
@@ -53,12 +73,18 @@ pub fn progress_callback(progress: &Option<Py<PyAny>>) -> impl FnMut(u64, u64) -
             if py.check_signals().is_err() {
                 return false;
             }
-            progress.as_ref().is_none_or(|p| p.call1(py, (done, total)).is_ok())
+            progress
+                .as_ref()
+                .is_none_or(|p| p.call1(py, (done, total)).is_ok())
         })
     }
 }
 
 /// The Parquet codec named by a reader's `compression` argument.
 pub fn codec(name: &str) -> PyResult<cratrace_arrow::Codec> {
-    cratrace_arrow::Codec::parse(name).ok_or_else(|| pyo3::exceptions::PyValueError::new_err(format!("compression {name:?}: expected lz4, zstd or none")))
+    cratrace_arrow::Codec::parse(name).ok_or_else(|| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "compression {name:?}: expected lz4, zstd or none"
+        ))
+    })
 }

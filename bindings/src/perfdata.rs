@@ -11,7 +11,14 @@ use std::path::PathBuf;
 /// Read a perf.data file into `out_dir/<table>.parquet`; returns a summary.
 #[pyfunction]
 #[pyo3(signature = (path, out_dir, *, batch_rows = 65536, compression = "lz4", progress = None))]
-pub fn read_perfdata(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, compression: &str, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+pub fn read_perfdata(
+    py: Python<'_>,
+    path: PathBuf,
+    out_dir: PathBuf,
+    batch_rows: usize,
+    compression: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Py<PyDict>> {
     let codec = codec(compression)?;
     let result = py.detach(|| {
         let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
@@ -24,7 +31,13 @@ pub fn read_perfdata(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows
     let d = PyDict::new(py);
     d.set_item("format", "perf.data")?;
     d.set_item("events", s.rows)?;
-    d.set_item("records_by_type", s.records.iter().map(|(k, v)| (k.to_string(), *v)).collect::<std::collections::BTreeMap<_, _>>())?;
+    d.set_item(
+        "records_by_type",
+        s.records
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )?;
     d.set_item("lost", s.lost)?;
     d.set_item("attrs", s.attrs)?;
     d.set_item("hostname", s.hostname)?;

@@ -13,7 +13,14 @@ use std::path::PathBuf;
 /// counters, CPUs and time range.
 #[pyfunction]
 #[pyo3(signature = (path, out_dir, *, start_ns = None, batch_rows = 65536, compression = "lz4"))]
-pub fn read_perfstat(py: Python<'_>, path: PathBuf, out_dir: PathBuf, start_ns: Option<i64>, batch_rows: usize, compression: &str) -> PyResult<Py<PyDict>> {
+pub fn read_perfstat(
+    py: Python<'_>,
+    path: PathBuf,
+    out_dir: PathBuf,
+    start_ns: Option<i64>,
+    batch_rows: usize,
+    compression: &str,
+) -> PyResult<Py<PyDict>> {
     let codec = codec(compression)?;
     let result = py.detach(|| {
         let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);

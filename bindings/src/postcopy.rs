@@ -11,7 +11,15 @@ use std::collections::BTreeMap;
 /// (vcpu, compute_ns, pages).
 #[pyfunction]
 #[pyo3(signature = (*, params, vm_pages, vcpus, tasks, touch_lists = Vec::new(), present = Vec::new()))]
-pub fn postcopy(py: Python<'_>, params: BTreeMap<String, f64>, vm_pages: u64, vcpus: usize, tasks: Vec<(usize, u64, u64, i64)>, touch_lists: Vec<(usize, i64, Vec<u64>)>, present: Vec<u64>) -> PyResult<Py<PyDict>> {
+pub fn postcopy(
+    py: Python<'_>,
+    params: BTreeMap<String, f64>,
+    vm_pages: u64,
+    vcpus: usize,
+    tasks: Vec<(usize, u64, u64, i64)>,
+    touch_lists: Vec<(usize, i64, Vec<u64>)>,
+    present: Vec<u64>,
+) -> PyResult<Py<PyDict>> {
     let mut p = PostcopyParams::default();
     for (k, v) in &params {
         let v = *v;
@@ -33,12 +41,33 @@ pub fn postcopy(py: Python<'_>, params: BTreeMap<String, f64>, vm_pages: u64, vc
             "background_start_ns" => p.background_start_ns = (v >= 0.0).then_some(v as i64),
             "background_depth" => p.background_depth = v as usize,
             "seed" => p.seed = v as u64,
-            other => return Err(PyValueError::new_err(format!("postcopy: unknown parameter {other:?}"))),
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "postcopy: unknown parameter {other:?}"
+                )))
+            }
         }
     }
-    let mut specs: Vec<TaskSpec> = tasks.into_iter().map(|(vcpu, first, count, compute_ns)| TaskSpec { vcpu, touches: Touches::Sequential { first, count }, compute_ns }).collect();
-    specs.extend(touch_lists.into_iter().map(|(vcpu, compute_ns, pages)| TaskSpec { vcpu, touches: Touches::List(pages), compute_ns }));
-    let out = py.detach(|| simulate(&p, vm_pages, vcpus, &specs, &present)).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut specs: Vec<TaskSpec> = tasks
+        .into_iter()
+        .map(|(vcpu, first, count, compute_ns)| TaskSpec {
+            vcpu,
+            touches: Touches::Sequential { first, count },
+            compute_ns,
+        })
+        .collect();
+    specs.extend(
+        touch_lists
+            .into_iter()
+            .map(|(vcpu, compute_ns, pages)| TaskSpec {
+                vcpu,
+                touches: Touches::List(pages),
+                compute_ns,
+            }),
+    );
+    let out = py
+        .detach(|| simulate(&p, vm_pages, vcpus, &specs, &present))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("task_done_ns", out.task_done_ns)?;
     d.set_item("vcpu_guest_fraction", out.vcpu_guest_fraction)?;

@@ -1,13 +1,15 @@
 //! `replay`: run the engine once on columnar inputs; columnar outputs.
 
-use cratrace_replay::{replay as run, Costs, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec, Workload};
 use crate::arrow_stream::ArrowTable;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
-use std::sync::Arc;
+use cratrace_replay::{
+    replay as run, Costs, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec, Workload,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
@@ -39,20 +41,34 @@ pub fn replay(
     limit_ns: i64,
 ) -> PyResult<Py<PyDict>> {
     let n = thread_tid.len();
-    if [thread_vm.len(), thread_vcpu.len(), thread_start.len()].iter().any(|&l| l != n) {
-        return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
+    if [thread_vm.len(), thread_vcpu.len(), thread_start.len()]
+        .iter()
+        .any(|&l| l != n)
+    {
+        return Err(PyValueError::new_err(
+            "replay: thread_* columns differ in length",
+        ));
     }
     let thread_cpu = thread_cpu.unwrap_or_else(|| vec![-1; n]);
     let thread_fine = thread_fine.unwrap_or_else(|| vec![false; n]);
     if thread_cpu.len() != n || thread_fine.len() != n {
-        return Err(PyValueError::new_err("replay: thread_* columns differ in length"));
+        return Err(PyValueError::new_err(
+            "replay: thread_* columns differ in length",
+        ));
     }
     let m = phase_thread.len();
-    if [phase_kind.len(), phase_a.len(), phase_b.len()].iter().any(|&l| l != m) {
-        return Err(PyValueError::new_err("replay: phase_* columns differ in length"));
+    if [phase_kind.len(), phase_a.len(), phase_b.len()]
+        .iter()
+        .any(|&l| l != m)
+    {
+        return Err(PyValueError::new_err(
+            "replay: phase_* columns differ in length",
+        ));
     }
     if freq_khz.is_empty() {
-        return Err(PyValueError::new_err("replay: the host needs at least one pCPU (freq_khz is empty)"));
+        return Err(PyValueError::new_err(
+            "replay: the host needs at least one pCPU (freq_khz is empty)",
+        ));
     }
     let mut p = Policy::parse(policy).map_err(PyValueError::new_err)?;
     for (k, v) in &params {
@@ -87,19 +103,45 @@ pub fn replay(
             2 => Phase::Acquire(phase_a[i] as u32),
             3 => Phase::Release(phase_a[i] as u32),
             4 => Phase::Mark,
-            5 => Phase::WaitFor { thread: ThreadId(phase_a[i] as u32), phase: phase_b[i] as u32 },
-            k => return Err(PyValueError::new_err(format!("replay: phase kind {k} is not 0..5"))),
+            5 => Phase::WaitFor {
+                thread: ThreadId(phase_a[i] as u32),
+                phase: phase_b[i] as u32,
+            },
+            k => {
+                return Err(PyValueError::new_err(format!(
+                    "replay: phase kind {k} is not 0..5"
+                )))
+            }
         };
-        threads.get_mut(t).ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?.phases.push(ph);
+        threads
+            .get_mut(t)
+            .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?
+            .phases
+            .push(ph);
     }
-    if vm_weights.len() != vm_names.len() || vm_cpu_intensive.len() != vm_names.len() || vm_elasticity.len() != vm_names.len() {
-        return Err(PyValueError::new_err("replay: vm_names, vm_weights, vm_cpu_intensive and vm_elasticity differ in length"));
+    if vm_weights.len() != vm_names.len()
+        || vm_cpu_intensive.len() != vm_names.len()
+        || vm_elasticity.len() != vm_names.len()
+    {
+        return Err(PyValueError::new_err(
+            "replay: vm_names, vm_weights, vm_cpu_intensive and vm_elasticity differ in length",
+        ));
     }
     let vms = (0..vm_names.len())
-        .map(|i| VmSpec { name: vm_names[i].clone(), weight: vm_weights[i], cpu_intensive: vm_cpu_intensive[i], elasticity: vm_elasticity[i] })
+        .map(|i| VmSpec {
+            name: vm_names[i].clone(),
+            weight: vm_weights[i],
+            cpu_intensive: vm_cpu_intensive[i],
+            elasticity: vm_elasticity[i],
+        })
         .collect();
     let w = Workload { threads, vms };
-    let h = Host { freq_khz, recorded_khz, elasticity, costs: c };
+    let h = Host {
+        freq_khz,
+        recorded_khz,
+        elasticity,
+        costs: c,
+    };
     let t0 = std::time::Instant::now();
     let out = py.detach(|| run(&w, &h, &p, limit_ns));
     let wall = t0.elapsed().as_secs_f64();
@@ -109,7 +151,9 @@ pub fn replay(
     // int lists they cost more than the replay. Column names are what
     // cratrace.replay.run reads.
     let table = |cols: Vec<(&str, ArrayRef)>| -> PyResult<ArrowTable> {
-        RecordBatch::try_from_iter(cols).map(ArrowTable::new).map_err(|e| PyValueError::new_err(e.to_string()))
+        RecordBatch::try_from_iter(cols)
+            .map(ArrowTable::new)
+            .map_err(|e| PyValueError::new_err(e.to_string()))
     };
     let st = out.states;
     d.set_item(
@@ -125,13 +169,27 @@ pub fn replay(
     d.set_item(
         "slices",
         table(vec![
-            ("cpu", Arc::new(Int32Array::from_iter_values(out.slice_cpu.iter().map(|&c| c as i32))) as ArrayRef),
+            (
+                "cpu",
+                Arc::new(Int32Array::from_iter_values(
+                    out.slice_cpu.iter().map(|&c| c as i32),
+                )) as ArrayRef,
+            ),
             ("_t", Arc::new(UInt32Array::from(out.slice_thread))),
             ("start", Arc::new(Int64Array::from(out.slice_start))),
             ("end", Arc::new(Int64Array::from(out.slice_end))),
         ])?,
     )?;
-    d.set_item("marks", table(vec![("_t", Arc::new(UInt32Array::from(out.mark_thread)) as ArrayRef), ("ts", Arc::new(Int64Array::from(out.mark_ts)))])?)?;
+    d.set_item(
+        "marks",
+        table(vec![
+            (
+                "_t",
+                Arc::new(UInt32Array::from(out.mark_thread)) as ArrayRef,
+            ),
+            ("ts", Arc::new(Int64Array::from(out.mark_ts))),
+        ])?,
+    )?;
     d.set_item(
         "episodes",
         table(vec![

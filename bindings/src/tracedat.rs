@@ -11,7 +11,14 @@ use std::path::PathBuf;
 /// Read a trace.dat into `out_dir/<event>.parquet`; returns the summary.
 #[pyfunction]
 #[pyo3(signature = (path, out_dir, *, batch_rows = 65536, compression = "lz4", progress = None))]
-pub fn read_tracedat(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows: usize, compression: &str, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+pub fn read_tracedat(
+    py: Python<'_>,
+    path: PathBuf,
+    out_dir: PathBuf,
+    batch_rows: usize,
+    compression: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Py<PyDict>> {
     let codec = codec(compression)?;
     let result = py.detach(|| {
         let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
@@ -24,7 +31,11 @@ pub fn read_tracedat(py: Python<'_>, path: PathBuf, out_dir: PathBuf, batch_rows
     summary_dict(py, &s, &files)
 }
 
-fn summary_dict(py: Python<'_>, s: &TraceDatSummary, files: &[(String, PathBuf)]) -> PyResult<Py<PyDict>> {
+fn summary_dict(
+    py: Python<'_>,
+    s: &TraceDatSummary,
+    files: &[(String, PathBuf)],
+) -> PyResult<Py<PyDict>> {
     let d = PyDict::new(py);
     d.set_item("format", "trace.dat")?;
     d.set_item("version", s.version)?;
@@ -77,12 +88,27 @@ fn summary_dict(py: Python<'_>, s: &TraceDatSummary, files: &[(String, PathBuf)]
     d.set_item("stats", s.stats.clone())?;
     d.set_item("warnings", s.warnings.clone())?;
     d.set_item("options", s.options.clone())?;
-    d.set_item("cmdlines", s.cmdlines.iter().map(|(p, c)| (*p, c.clone())).collect::<Vec<_>>())?;
+    d.set_item(
+        "cmdlines",
+        s.cmdlines
+            .iter()
+            .map(|(p, c)| (*p, c.clone()))
+            .collect::<Vec<_>>(),
+    )?;
     d.set_item("truncated_bytes", s.truncated_bytes)?;
     d.set_item("records", s.records)?;
     d.set_item("ts_offset", s.ts_offset)?;
-    d.set_item("tsc2nsec", s.tsc2nsec.map(|(m, sh, o)| vec![m as u64, sh as u64, o]))?;
+    d.set_item(
+        "tsc2nsec",
+        s.tsc2nsec.map(|(m, sh, o)| vec![m as u64, sh as u64, o]),
+    )?;
     d.set_item("cpustats", s.cpustats.clone())?;
-    d.set_item("files", files.iter().map(|(n, p)| (n.clone(), p.display().to_string())).collect::<Vec<_>>())?;
+    d.set_item(
+        "files",
+        files
+            .iter()
+            .map(|(n, p)| (n.clone(), p.display().to_string()))
+            .collect::<Vec<_>>(),
+    )?;
     Ok(d.unbind())
 }

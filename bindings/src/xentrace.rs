@@ -11,7 +11,15 @@ use std::path::PathBuf;
 /// Read a xentrace file into `out_dir/<table>.parquet`; returns a summary.
 #[pyfunction]
 #[pyo3(signature = (path, out_dir, *, cpu_hz, batch_rows = 65536, compression = "lz4", progress = None))]
-pub fn read_xentrace(py: Python<'_>, path: PathBuf, out_dir: PathBuf, cpu_hz: f64, batch_rows: usize, compression: &str, progress: Option<Py<PyAny>>) -> PyResult<Py<PyDict>> {
+pub fn read_xentrace(
+    py: Python<'_>,
+    path: PathBuf,
+    out_dir: PathBuf,
+    cpu_hz: f64,
+    batch_rows: usize,
+    compression: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<Py<PyDict>> {
     let codec = codec(compression)?;
     let result = py.detach(|| {
         let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
@@ -31,7 +39,13 @@ pub fn read_xentrace(py: Python<'_>, path: PathBuf, out_dir: PathBuf, cpu_hz: f6
         vol.set_item(format!("{cpu}:{class}"), bytes)?;
     }
     d.set_item("volume_bytes", vol)?;
-    d.set_item("lost_records", s.lost.iter().map(|(c, n)| (c.to_string(), *n)).collect::<std::collections::BTreeMap<_, _>>())?;
+    d.set_item(
+        "lost_records",
+        s.lost
+            .iter()
+            .map(|(c, n)| (c.to_string(), *n))
+            .collect::<std::collections::BTreeMap<_, _>>(),
+    )?;
     d.set_item("tsc_range", s.tsc_range.map(|(a, b)| vec![a, b]))?;
     d.set_item("time_range", s.time_range.map(|(a, b)| vec![a, b]))?;
     d.set_item("cpu_hz", cpu_hz)?;

@@ -69,7 +69,13 @@ pub struct Bytes<'a> {
 impl<'a> Bytes<'a> {
     /// A cursor over `data`, which starts at file offset `base`.
     pub fn new(data: &'a [u8], base: u64, endian: Endian, path: &'a Path) -> Self {
-        Bytes { data, pos: 0, base, endian, path }
+        Bytes {
+            data,
+            pos: 0,
+            base,
+            endian,
+            path,
+        }
     }
 
     /// Current file offset.
@@ -135,7 +141,9 @@ impl<'a> Bytes<'a> {
     /// A u64 in file byte order.
     pub fn u64(&mut self, what: &str) -> ReadResult<u64> {
         let b = self.take(8, what)?;
-        Ok(self.endian.u64([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        Ok(self
+            .endian
+            .u64([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
     }
 
     /// A NUL-terminated string (lossy UTF-8), consuming the NUL.
@@ -153,8 +161,13 @@ impl<'a> Bytes<'a> {
 
     /// `len` bytes given by a preceding u32 or u64 size, as text.
     pub fn sized_text(&mut self, size_bytes: usize, what: &str) -> ReadResult<String> {
-        let n = if size_bytes == 8 { self.u64(what)? } else { self.u32(what)? as u64 };
-        let n = usize::try_from(n).map_err(|_| self.corrupt("corrupt-header", format!("{what}: size {n}")))?;
+        let n = if size_bytes == 8 {
+            self.u64(what)?
+        } else {
+            self.u32(what)? as u64
+        };
+        let n = usize::try_from(n)
+            .map_err(|_| self.corrupt("corrupt-header", format!("{what}: size {n}")))?;
         Ok(String::from_utf8_lossy(self.take(n, what)?).into_owned())
     }
 }

@@ -59,8 +59,18 @@ pub enum ReadError {
 
 impl ReadError {
     /// A corruption error at `offset` with stable tag `tag`.
-    pub fn corrupt(path: impl Into<PathBuf>, offset: u64, tag: &'static str, what: impl Into<String>) -> Self {
-        ReadError::Corrupt { path: path.into(), offset, tag, what: what.into() }
+    pub fn corrupt(
+        path: impl Into<PathBuf>,
+        offset: u64,
+        tag: &'static str,
+        what: impl Into<String>,
+    ) -> Self {
+        ReadError::Corrupt {
+            path: path.into(),
+            offset,
+            tag,
+            what: what.into(),
+        }
     }
 
     /// The stable tag for scripts and tests (`ERR:<tag>`).
@@ -81,13 +91,36 @@ impl fmt::Display for ReadError {
         match self {
             ReadError::Io { path, source } => write!(f, "{}: {} (ERR:io)", path.display(), source),
             ReadError::NotThisFormat { path, expected } => {
-                write!(f, "{}: not a {} file (ERR:not-this-format)", path.display(), expected)
+                write!(
+                    f,
+                    "{}: not a {} file (ERR:not-this-format)",
+                    path.display(),
+                    expected
+                )
             }
             ReadError::Unsupported { path, offset, what } => {
-                write!(f, "{}: at byte {}: unsupported: {} (ERR:unsupported)", path.display(), offset, what)
+                write!(
+                    f,
+                    "{}: at byte {}: unsupported: {} (ERR:unsupported)",
+                    path.display(),
+                    offset,
+                    what
+                )
             }
-            ReadError::Corrupt { path, offset, tag, what } => {
-                write!(f, "{}: at byte {}: {} (ERR:{})", path.display(), offset, what, tag)
+            ReadError::Corrupt {
+                path,
+                offset,
+                tag,
+                what,
+            } => {
+                write!(
+                    f,
+                    "{}: at byte {}: {} (ERR:{})",
+                    path.display(),
+                    offset,
+                    what,
+                    tag
+                )
             }
             ReadError::Sink { what } => write!(f, "writing output: {} (ERR:sink)", what),
             ReadError::Interrupted => write!(f, "interrupted (ERR:interrupted)"),

@@ -19,11 +19,14 @@
 pub mod bytes;
 pub mod error;
 pub mod ftrace;
-pub mod sink;
 pub mod perfdata;
 pub mod perfstat;
+pub mod sink;
 pub mod tracedat;
 pub mod xentrace;
 
 pub use error::{ReadError, ReadResult};
-pub use sink::{field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
+pub use sink::{
+    field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec,
+    Value,
+};

@@ -20,7 +20,10 @@ use crate::bytes::{Bytes, Endian};
 use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
 use crate::ftrace::format::{parse_format, EventFormat};
-use crate::sink::{field_column_name, recycle, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
+use crate::sink::{
+    field_column_name, recycle, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec,
+    Value,
+};
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -70,12 +73,27 @@ pub struct PerfSummary {
 }
 
 fn io(path: &Path, e: std::io::Error) -> ReadError {
-    ReadError::Io { path: path.into(), source: e }
+    ReadError::Io {
+        path: path.into(),
+        source: e,
+    }
 }
 
-fn read_at(f: &File, path: &Path, off: u64, len: u64, size: u64, what: &str) -> ReadResult<Vec<u8>> {
+fn read_at(
+    f: &File,
+    path: &Path,
+    off: u64,
+    len: u64,
+    size: u64,
+    what: &str,
+) -> ReadResult<Vec<u8>> {
     if off > size || len > size - off || len > (1 << 31) {
-        return Err(ReadError::corrupt(path, off, "past-eof", format!("{what}: {len} bytes at {off} run past the end of the file ({size} bytes)")));
+        return Err(ReadError::corrupt(
+            path,
+            off,
+            "past-eof",
+            format!("{what}: {len} bytes at {off} run past the end of the file ({size} bytes)"),
+        ));
     }
     let mut v = vec![0u8; len as usize];
     f.read_exact_at(&mut v, off).map_err(|e| io(path, e))?;
@@ -95,14 +113,21 @@ fn tracing_formats(data: &[u8], base: u64, path: &Path) -> ReadResult<(Vec<Event
         return Err(b.corrupt("corrupt-header", "tracing data lacks its magic"));
     }
     b.cstr("tracing version")?;
-    let endian = if b.u8("endian")? == 1 { Endian::Big } else { Endian::Little };
+    let endian = if b.u8("endian")? == 1 {
+        Endian::Big
+    } else {
+        Endian::Little
+    };
     b.set_endian(endian);
     let _user_long = b.u8("long size")?;
     b.u32("page size")?;
     let mut long = 8;
     for tag in ["header_page\0", "header_event\0"] {
         if b.take(tag.len(), "header tag")? != tag.as_bytes() {
-            return Err(b.corrupt("corrupt-header", format!("tracing data: expected {}", tag.trim_end_matches('\0'))));
+            return Err(b.corrupt(
+                "corrupt-header",
+                format!("tracing data: expected {}", tag.trim_end_matches('\0')),
+            ));
         }
         let text = b.sized_text(8, tag)?;
         if tag.starts_with("header_page") {
@@ -151,15 +176,25 @@ struct Other {
 }
 
 /// Read `path` into `sink`.
-pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn FnMut(u64, u64) -> bool) -> ReadResult<PerfSummary> {
+pub fn read_perfdata(
+    path: &Path,
+    sink: &mut dyn EventSink,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> ReadResult<PerfSummary> {
     let f = File::open(path).map_err(|e| io(path, e))?;
     let size = f.metadata().map_err(|e| io(path, e))?.len();
     if size < 104 {
-        return Err(ReadError::NotThisFormat { path: path.into(), expected: "perf.data (PERFILE2)" });
+        return Err(ReadError::NotThisFormat {
+            path: path.into(),
+            expected: "perf.data (PERFILE2)",
+        });
     }
     let head = read_at(&f, path, 0, 104, size, "header")?;
     if &head[0..8] != b"PERFILE2" {
-        return Err(ReadError::NotThisFormat { path: path.into(), expected: "perf.data (PERFILE2)" });
+        return Err(ReadError::NotThisFormat {
+            path: path.into(),
+            expected: "perf.data (PERFILE2)",
+        });
     }
     let mut h = Bytes::new(&head, 0, Endian::Little, path);
     h.skip(8, "magic")?;
@@ -170,7 +205,12 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
     h.skip(16, "event types")?;
     let feat = h.take(32, "features")?.to_vec();
     if !(64..=4096).contains(&attr_size) || attrs_len % attr_size != 0 {
-        return Err(ReadError::corrupt(path, 16, "corrupt-header", format!("attr size {attr_size} / attrs section {attrs_len}")));
+        return Err(ReadError::corrupt(
+            path,
+            16,
+            "corrupt-header",
+            format!("attr size {attr_size} / attrs section {attrs_len}"),
+        ));
     }
     let mut s = PerfSummary::default();
     // attributes and their ids
@@ -178,7 +218,12 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
     let mut attrs = Vec::new();
     let mut id_to_attr: HashMap<u64, usize> = HashMap::new();
     for (i, chunk) in table.chunks(attr_size as usize).enumerate() {
-        let mut b = Bytes::new(chunk, attrs_off + i as u64 * attr_size, Endian::Little, path);
+        let mut b = Bytes::new(
+            chunk,
+            attrs_off + i as u64 * attr_size,
+            Endian::Little,
+            path,
+        );
         let kind = b.u32("type")?;
         b.u32("attr size")?;
         let config = b.u64("config")?;
@@ -192,22 +237,45 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
         for id in ids.chunks_exact(8) {
             id_to_attr.insert(u64::from_le_bytes(id.try_into().expect("8")), i);
         }
-        attrs.push(Attr { kind, config, sample_type, read_format, name: format!("{kind}:{config}") });
+        attrs.push(Attr {
+            kind,
+            config,
+            sample_type,
+            read_format,
+            name: format!("{kind}:{config}"),
+        });
     }
     if attrs.is_empty() {
-        return Err(ReadError::corrupt(path, attrs_off, "corrupt-header", "no event attributes"));
+        return Err(ReadError::corrupt(
+            path,
+            attrs_off,
+            "corrupt-header",
+            "no event attributes",
+        ));
     }
     // feature sections follow the data section, one pair per set bit
     let mut formats = Vec::new();
     let mut long = 8;
-    let bits: Vec<usize> = (0..256).filter(|&i| feat[i / 8] >> (i % 8) & 1 == 1).collect();
+    let bits: Vec<usize> = (0..256)
+        .filter(|&i| feat[i / 8] >> (i % 8) & 1 == 1)
+        .collect();
     let ft_at = data_off + data_len;
-    if let Ok(ft) = read_at(&f, path, ft_at, 16 * bits.len() as u64, size, "feature table") {
+    if let Ok(ft) = read_at(
+        &f,
+        path,
+        ft_at,
+        16 * bits.len() as u64,
+        size,
+        "feature table",
+    ) {
         for (k, &bit) in bits.iter().enumerate() {
             let off = u64::from_le_bytes(ft[16 * k..16 * k + 8].try_into().expect("8"));
             let len = u64::from_le_bytes(ft[16 * k + 8..16 * k + 16].try_into().expect("8"));
             let Ok(sec) = read_at(&f, path, off, len, size, "feature") else {
-                s.warnings.push(format!("{}: feature {bit} points past the end of the file; skipped", path.display()));
+                s.warnings.push(format!(
+                    "{}: feature {bit} points past the end of the file; skipped",
+                    path.display()
+                ));
                 continue;
             };
             let mut b = Bytes::new(&sec, off, Endian::Little, path);
@@ -248,7 +316,10 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
             }
         }
     }
-    s.attrs = attrs.iter().map(|a| (a.name.clone(), a.kind, a.config)).collect();
+    s.attrs = attrs
+        .iter()
+        .map(|a| (a.name.clone(), a.kind, a.config))
+        .collect();
     // tracepoint tables keyed by ftrace event id
     let mut count: HashMap<&str, usize> = HashMap::new();
     for fm in &formats {
@@ -261,26 +332,52 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
     for fm in &formats {
         let n = seen.entry(fm.name.as_str()).or_default();
         *n += 1;
-        let name = if count[fm.name.as_str()] > 1 && *n > 1 { format!("{}__{}", fm.system, fm.name) } else { fm.name.clone() };
+        let name = if count[fm.name.as_str()] > 1 && *n > 1 {
+            format!("{}__{}", fm.system, fm.name)
+        } else {
+            fm.name.clone()
+        };
         let mut typed = Vec::new();
         let mut columns = Vec::new();
         for fld in &fm.fields {
             let kind = FieldKind::classify(fld, long);
             if let Some(ty) = kind.column_type() {
-                columns.push(ColumnSpec { name: field_column_name(&fld.name), ty });
+                columns.push(ColumnSpec {
+                    name: field_column_name(&fld.name),
+                    ty,
+                });
                 typed.push((fld, kind));
             }
         }
-        let pid_offset = fm.common.iter().find(|c| c.name == "common_pid").map_or(4, |c| c.offset);
+        let pid_offset = fm
+            .common
+            .iter()
+            .find(|c| c.name == "common_pid")
+            .map_or(4, |c| c.offset);
         let id = fm.id as usize;
         if id > u16::MAX as usize {
-            s.warnings.push(format!("{}: event {}:{} has id {id}, beyond 16 bits; its samples go uncounted", path.display(), fm.system, fm.name));
+            s.warnings.push(format!(
+                "{}: event {}:{} has id {id}, beyond 16 bits; its samples go uncounted",
+                path.display(),
+                fm.system,
+                fm.name
+            ));
             continue;
         }
         if tps.len() <= id {
             tps.resize_with(id + 1, || None);
         }
-        tps[id] = Some(Tp { spec: TableSpec { name, system: fm.system.clone(), columns }, table: None, decoder: FieldDecoder::new(&typed, Endian::Little, long), pid_offset, rows: 0 });
+        tps[id] = Some(Tp {
+            spec: TableSpec {
+                name,
+                system: fm.system.clone(),
+                columns,
+            },
+            table: None,
+            decoder: FieldDecoder::new(&typed, Endian::Little, long),
+            pid_offset,
+            rows: 0,
+        });
     }
     sink.set_instances(&[String::new()]);
     let ids = IdIndex::new(&id_to_attr);
@@ -298,17 +395,26 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
     while pos + 8 <= end {
         if buf_at == u64::MAX || pos < buf_at || pos + 8 > buf_at + buf_len as u64 {
             buf_len = (end - pos).min(buf.len() as u64) as usize;
-            f.read_exact_at(&mut buf[..buf_len], pos).map_err(|e| io(path, e))?;
+            f.read_exact_at(&mut buf[..buf_len], pos)
+                .map_err(|e| io(path, e))?;
             buf_at = pos;
         }
         let rel = (pos - buf_at) as usize;
         let rtype = u32::from_le_bytes(buf[rel..rel + 4].try_into().expect("4"));
         let rsize = u16::from_le_bytes(buf[rel + 6..rel + 8].try_into().expect("2")) as u64;
         if rsize < 8 {
-            return Err(ReadError::corrupt(path, pos, "corrupt-record", format!("record of size {rsize}")));
+            return Err(ReadError::corrupt(
+                path,
+                pos,
+                "corrupt-record",
+                format!("record of size {rsize}"),
+            ));
         }
         if pos + rsize > end {
-            s.warnings.push(format!("{}: at byte {pos}: last record cut off; file truncated", path.display()));
+            s.warnings.push(format!(
+                "{}: at byte {pos}: last record cut off; file truncated",
+                path.display()
+            ));
             break;
         }
         if rel + rsize as usize > buf_len {
@@ -326,9 +432,13 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
                 round_max = round_max.max(t);
                 sorter.push(t, a, rec);
             }
-            LOST if rec.len() >= 24 => s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8")),
+            LOST if rec.len() >= 24 => {
+                s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8"))
+            }
             FINISHED_ROUND => {
-                sorter.flush(prev_round_max, |r, a| emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s))?;
+                sorter.flush(prev_round_max, |r, a| {
+                    emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s)
+                })?;
                 prev_round_max = round_max;
             }
             _ => {}
@@ -341,7 +451,9 @@ pub fn read_perfdata(path: &Path, sink: &mut dyn EventSink, progress: &mut dyn F
             }
         }
     }
-    sorter.flush(u64::MAX, |r, a| emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s))?;
+    sorter.flush(u64::MAX, |r, a| {
+        emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s)
+    })?;
     for (t, n) in by_type.iter().enumerate().filter(|(_, &n)| n > 0) {
         *s.records.entry(t as u32).or_default() += n;
     }
@@ -387,7 +499,10 @@ impl IdIndex {
     }
 
     fn get(&self, id: u64) -> Option<usize> {
-        self.0.binary_search_by_key(&id, |&(k, _)| k).ok().map(|i| self.0[i].1)
+        self.0
+            .binary_search_by_key(&id, |&(k, _)| k)
+            .ok()
+            .map(|i| self.0[i].1)
     }
 }
 
@@ -414,14 +529,19 @@ struct RoundSorter {
 
 impl RoundSorter {
     fn push(&mut self, time: u64, attr: u32, rec: &[u8]) {
-        self.pending.push((time, self.seq, true, self.newer.len(), rec.len(), attr));
+        self.pending
+            .push((time, self.seq, true, self.newer.len(), rec.len(), attr));
         self.seq += 1;
         self.newer.extend_from_slice(rec);
     }
 
     /// Emit, in time order, every sample at or before `limit`; keep the
     /// rest (which must all be of the current round, or `limit` is the end).
-    fn flush(&mut self, limit: u64, mut emit: impl FnMut(&[u8], u32) -> ReadResult<()>) -> ReadResult<()> {
+    fn flush(
+        &mut self,
+        limit: u64,
+        mut emit: impl FnMut(&[u8], u32) -> ReadResult<()>,
+    ) -> ReadResult<()> {
         // Stable sort: it finds and merges the per-CPU runs (the unstable
         // one does not); the keys are unique, so the order is the same.
         self.pending.sort();
@@ -460,7 +580,14 @@ fn parse<'a>(rec: &'a [u8], a: &Attr) -> Option<Parsed<'a>> {
         *p += 8;
         Some(v)
     };
-    let mut out = Parsed { ip: None, tid: None, time: None, cpu: None, period: None, raw: None };
+    let mut out = Parsed {
+        ip: None,
+        tid: None,
+        time: None,
+        cpu: None,
+        period: None,
+        raw: None,
+    };
     if st & (1 << 16) != 0 {
         u64_at(&mut p)?;
     }
@@ -520,44 +647,76 @@ fn sample_time(rec: &[u8], attrs: &[Attr], ids: &IdIndex) -> (u32, u64) {
     let Some(a) = attr_of(rec, attrs, ids) else {
         return (u32::MAX, 0);
     };
-    let t = time_offset(attrs[a].sample_type).and_then(|p| rec.get(p..p + 8)).map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
+    let t = time_offset(attrs[a].sample_type)
+        .and_then(|p| rec.get(p..p + 8))
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")));
     (a as u32, t)
 }
 
 /// Where TIME sits in a sample of this sample_type (after the header and
 /// IDENTIFIER, IP and TID when present), if the samples have it.
 fn time_offset(st: u64) -> Option<usize> {
-    (st & 4 != 0).then(|| 8 + 8 * ((st >> 16) & 1) as usize + 8 * (st & 1) as usize + 8 * ((st >> 1) & 1) as usize)
+    (st & 4 != 0).then(|| {
+        8 + 8 * ((st >> 16) & 1) as usize + 8 * (st & 1) as usize + 8 * ((st >> 1) & 1) as usize
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
-fn emit(rec: &[u8], attr: Option<&Attr>, tps: &mut [Option<Tp>], other: &mut Other, sink: &mut dyn EventSink, s: &mut PerfSummary) -> ReadResult<()> {
+fn emit(
+    rec: &[u8],
+    attr: Option<&Attr>,
+    tps: &mut [Option<Tp>],
+    other: &mut Other,
+    sink: &mut dyn EventSink,
+    s: &mut PerfSummary,
+) -> ReadResult<()> {
     let Some(a) = attr else {
         *s.records.entry(u32::MAX).or_default() += 1;
         return Ok(());
     };
     let Some(p) = parse(rec, a) else {
-        s.warnings.push("a sample shorter than its sample_type; skipped".into());
+        s.warnings
+            .push("a sample shorter than its sample_type; skipped".into());
         return Ok(());
     };
     let ts = p.time.unwrap_or(0) as i64;
-    s.time_range = Some(s.time_range.map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))));
+    s.time_range = Some(
+        s.time_range
+            .map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))),
+    );
     let cpu = p.cpu.unwrap_or(0);
     if a.kind == TRACEPOINT {
-        if let (Some(raw), Some(tp)) = (p.raw, tps.get_mut(a.config as usize).and_then(Option::as_mut)) {
+        if let (Some(raw), Some(tp)) = (
+            p.raw,
+            tps.get_mut(a.config as usize).and_then(Option::as_mut),
+        ) {
             let t = match tp.table {
                 Some(t) => t,
                 None => {
-                    let t = sink.declare_table(&tp.spec).map_err(|what| ReadError::Sink { what })?;
+                    let t = sink
+                        .declare_table(&tp.spec)
+                        .map_err(|what| ReadError::Sink { what })?;
                     tp.table = Some(t);
                     t
                 }
             };
-            let pid = Endian::Little.uint(raw, tp.pid_offset, 4).map(|v| v as u32 as i32);
+            let pid = Endian::Little
+                .uint(raw, tp.pid_offset, 4)
+                .map(|v| v as u32 as i32);
             tp.decoder.prepare(raw);
             let mut vals = recycle(std::mem::take(&mut other.scratch));
             tp.decoder.values(raw, &mut vals);
-            sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
+            sink.write_row(
+                t,
+                &RowHeader {
+                    ts,
+                    cpu,
+                    pid,
+                    instance: 0,
+                },
+                &vals,
+            )
+            .map_err(|what| ReadError::Sink { what })?;
             other.scratch = recycle(vals);
             tp.rows += 1;
             return Ok(());
@@ -570,20 +729,51 @@ fn emit(rec: &[u8], attr: Option<&Attr>, tps: &mut [Option<Tp>], other: &mut Oth
                 name: "perf_sample".into(),
                 system: "perf".into(),
                 columns: vec![
-                    ColumnSpec { name: "event".into(), ty: ColumnType::Str },
-                    ColumnSpec { name: "ip".into(), ty: ColumnType::U64 },
-                    ColumnSpec { name: "period".into(), ty: ColumnType::U64 },
-                    ColumnSpec { name: "tid".into(), ty: ColumnType::I64 },
+                    ColumnSpec {
+                        name: "event".into(),
+                        ty: ColumnType::Str,
+                    },
+                    ColumnSpec {
+                        name: "ip".into(),
+                        ty: ColumnType::U64,
+                    },
+                    ColumnSpec {
+                        name: "period".into(),
+                        ty: ColumnType::U64,
+                    },
+                    ColumnSpec {
+                        name: "tid".into(),
+                        ty: ColumnType::I64,
+                    },
                 ],
             };
-            let t = sink.declare_table(&spec).map_err(|what| ReadError::Sink { what })?;
+            let t = sink
+                .declare_table(&spec)
+                .map_err(|what| ReadError::Sink { what })?;
             other.table = Some(t);
             t
         }
     };
-    let (pid, tid) = p.tid.map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
-    let vals = [Value::Str(&a.name), p.ip.map_or(Value::Null, Value::U64), p.period.map_or(Value::Null, Value::U64), tid.map_or(Value::Null, Value::I64)];
-    sink.write_row(t, &RowHeader { ts, cpu, pid, instance: 0 }, &vals).map_err(|what| ReadError::Sink { what })?;
+    let (pid, tid) = p
+        .tid
+        .map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
+    let vals = [
+        Value::Str(&a.name),
+        p.ip.map_or(Value::Null, Value::U64),
+        p.period.map_or(Value::Null, Value::U64),
+        tid.map_or(Value::Null, Value::I64),
+    ];
+    sink.write_row(
+        t,
+        &RowHeader {
+            ts,
+            cpu,
+            pid,
+            instance: 0,
+        },
+        &vals,
+    )
+    .map_err(|what| ReadError::Sink { what })?;
     other.rows += 1;
     Ok(())
 }
@@ -606,11 +796,27 @@ mod tests {
     fn the_time_read_at_its_offset_is_the_one_parse_finds() {
         // every combination of the fields that can come before TIME, and some after
         for bits in 0u64..64 {
-            let st = 4 | (bits & 1) | (bits & 2) | ((bits >> 2 & 1) << 16) | ((bits >> 3 & 1) << 7) | ((bits >> 4 & 1) << 8) | ((bits >> 5 & 1) << 3);
-            let a = Attr { kind: 0, config: 0, sample_type: st, read_format: 0, name: String::new() };
+            let st = 4
+                | (bits & 1)
+                | (bits & 2)
+                | ((bits >> 2 & 1) << 16)
+                | ((bits >> 3 & 1) << 7)
+                | ((bits >> 4 & 1) << 8)
+                | ((bits >> 5 & 1) << 3);
+            let a = Attr {
+                kind: 0,
+                config: 0,
+                sample_type: st,
+                read_format: 0,
+                name: String::new(),
+            };
             let rec: Vec<u8> = (0u64..12).flat_map(|i| (1000 + i).to_le_bytes()).collect();
             let p = time_offset(st).unwrap();
-            assert_eq!(Some(u64::from_le_bytes(rec[p..p + 8].try_into().unwrap())), parse(&rec, &a).unwrap().time, "sample_type {st:#x}");
+            assert_eq!(
+                Some(u64::from_le_bytes(rec[p..p + 8].try_into().unwrap())),
+                parse(&rec, &a).unwrap().time,
+                "sample_type {st:#x}"
+            );
         }
         assert_eq!(time_offset(1 | 2), None);
     }

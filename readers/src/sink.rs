@@ -136,7 +136,12 @@ pub trait EventSink {
     fn declare_table(&mut self, spec: &TableSpec) -> Result<TableId, String>;
     /// Append one row. `fields.len()` equals the declared column count and
     /// rows arrive in non-decreasing `ts` order per table.
-    fn write_row(&mut self, table: TableId, head: &RowHeader, fields: &[Value<'_>]) -> Result<(), String>;
+    fn write_row(
+        &mut self,
+        table: TableId,
+        head: &RowHeader,
+        fields: &[Value<'_>],
+    ) -> Result<(), String>;
 }
 
 /// An emptied `Vec<Value>` with its allocation kept, under any lifetime:

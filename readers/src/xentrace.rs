@@ -58,7 +58,9 @@ struct Window {
 }
 
 /// The class names xenalyze uses, indexed by [`class_index`].
-const CLASSES: [&str; 9] = ["gen", "sched", "dom0op", "hvm", "mem", "pv", "shadow", "hw", "other"];
+const CLASSES: [&str; 9] = [
+    "gen", "sched", "dom0op", "hvm", "mem", "pv", "shadow", "hw", "other",
+];
 
 /// The class of an event id, as an index into [`CLASSES`].
 fn class_index(ev: u32) -> usize {
@@ -79,9 +81,44 @@ fn class_index(ev: u32) -> usize {
 /// with the 64-bit flag 0x100 and the write variants +0x200 folded in).
 pub fn hvm_handler_name(ev: u32) -> &'static str {
     const NAMES: [&str; 0x26] = [
-        "unknown", "pf_xen", "pf_inject", "inj_exc", "inj_virq", "reinj_virq", "io_read", "io_write", "cr_read", "cr_write", "dr_read", "dr_write", "msr_read",
-        "msr_write", "cpuid", "intr", "nmi", "smi", "vmcall", "hlt", "invlpg", "mce", "ioport_read", "iomem_read", "clts", "lmsw", "rdtsc", "unknown", "unknown",
-        "unknown", "unknown", "unknown", "intr_window", "npf", "realmode_emulate", "trap", "trap_debug", "vlapic",
+        "unknown",
+        "pf_xen",
+        "pf_inject",
+        "inj_exc",
+        "inj_virq",
+        "reinj_virq",
+        "io_read",
+        "io_write",
+        "cr_read",
+        "cr_write",
+        "dr_read",
+        "dr_write",
+        "msr_read",
+        "msr_write",
+        "cpuid",
+        "intr",
+        "nmi",
+        "smi",
+        "vmcall",
+        "hlt",
+        "invlpg",
+        "mce",
+        "ioport_read",
+        "iomem_read",
+        "clts",
+        "lmsw",
+        "rdtsc",
+        "unknown",
+        "unknown",
+        "unknown",
+        "unknown",
+        "unknown",
+        "intr_window",
+        "npf",
+        "realmode_emulate",
+        "trap",
+        "trap_debug",
+        "vlapic",
     ];
     match ev & 0xfff {
         0x216 => "ioport_write",
@@ -93,11 +130,48 @@ pub fn hvm_handler_name(ev: u32) -> &'static str {
 /// Name of a Xen hypercall number (public/xen.h).
 pub fn hypercall_name(op: u32) -> &'static str {
     const NAMES: [&str; 42] = [
-        "set_trap_table", "mmu_update", "set_gdt", "stack_switch", "set_callbacks", "fpu_taskswitch", "sched_op_compat", "platform_op", "set_debugreg",
-        "get_debugreg", "update_descriptor", "ni", "memory_op", "multicall", "update_va_mapping", "set_timer_op", "event_channel_op_compat", "xen_version",
-        "console_io", "physdev_op_compat", "grant_table_op", "vm_assist", "update_va_mapping_otherdomain", "iret", "vcpu_op", "set_segment_base", "mmuext_op",
-        "xsm_op", "nmi_op", "sched_op", "callback_op", "xenoprof_op", "event_channel_op", "physdev_op", "hvm_op", "sysctl", "domctl", "kexec_op", "tmem_op",
-        "argo_op", "xenpmu_op", "dm_op",
+        "set_trap_table",
+        "mmu_update",
+        "set_gdt",
+        "stack_switch",
+        "set_callbacks",
+        "fpu_taskswitch",
+        "sched_op_compat",
+        "platform_op",
+        "set_debugreg",
+        "get_debugreg",
+        "update_descriptor",
+        "ni",
+        "memory_op",
+        "multicall",
+        "update_va_mapping",
+        "set_timer_op",
+        "event_channel_op_compat",
+        "xen_version",
+        "console_io",
+        "physdev_op_compat",
+        "grant_table_op",
+        "vm_assist",
+        "update_va_mapping_otherdomain",
+        "iret",
+        "vcpu_op",
+        "set_segment_base",
+        "mmuext_op",
+        "xsm_op",
+        "nmi_op",
+        "sched_op",
+        "callback_op",
+        "xenoprof_op",
+        "event_channel_op",
+        "physdev_op",
+        "hvm_op",
+        "sysctl",
+        "domctl",
+        "kexec_op",
+        "tmem_op",
+        "argo_op",
+        "xenpmu_op",
+        "dm_op",
     ];
     NAMES.get(op as usize).copied().unwrap_or("unknown")
 }
@@ -107,19 +181,37 @@ fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64
     let mut pos = 0u64;
     let mut head = [0u8; 12];
     while pos + 12 <= size {
-        file.read_exact_at(&mut head, pos).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
+        file.read_exact_at(&mut head, pos)
+            .map_err(|e| ReadError::Io {
+                path: path.into(),
+                source: e,
+            })?;
         let w = u32::from_le_bytes(head[0..4].try_into().expect("4"));
         if w & 0x0fff_ffff != CPU_CHANGE || (w >> 28) & 7 != 2 || w >> 31 != 0 {
-            return Err(ReadError::corrupt(path, pos, "corrupt-window", format!("expected a cpu-change record (0x{CPU_CHANGE:x}), found header 0x{w:08x}")));
+            return Err(ReadError::corrupt(
+                path,
+                pos,
+                "corrupt-window",
+                format!("expected a cpu-change record (0x{CPU_CHANGE:x}), found header 0x{w:08x}"),
+            ));
         }
         let cpu = u32::from_le_bytes(head[4..8].try_into().expect("4"));
         let len = u32::from_le_bytes(head[8..12].try_into().expect("4")) as u64;
         if cpu > 4096 {
-            return Err(ReadError::corrupt(path, pos, "corrupt-window", format!("cpu {cpu} in a cpu-change record")));
+            return Err(ReadError::corrupt(
+                path,
+                pos,
+                "corrupt-window",
+                format!("cpu {cpu} in a cpu-change record"),
+            ));
         }
         let start = pos + 12;
         if start + len > size {
-            windows.push(Window { cpu, start, len: size - start });
+            windows.push(Window {
+                cpu,
+                start,
+                len: size - start,
+            });
             return Ok((windows, start + len - size));
         }
         windows.push(Window { cpu, start, len });
@@ -177,10 +269,17 @@ impl Stream {
                 }
                 let mut words = [0u32; 7];
                 for (i, wd) in words.iter_mut().enumerate().take(n) {
-                    *wd = u32::from_le_bytes(b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"));
+                    *wd =
+                        u32::from_le_bytes(b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"));
                 }
                 self.pos += size;
-                self.cur = Some(Rec { ev: w & 0x0fff_ffff, tsc: self.last_tsc, n, words, bytes: size as u64 });
+                self.cur = Some(Rec {
+                    ev: w & 0x0fff_ffff,
+                    tsc: self.last_tsc,
+                    n,
+                    words,
+                    bytes: size as u64,
+                });
                 return Ok(true);
             }
             let Some(&(start, len)) = self.windows.get(self.next_window) else {
@@ -214,14 +313,21 @@ impl Stream {
             own += l2;
         }
         self.buf.resize((end - start) as usize, 0);
-        file.read_exact_at(&mut self.buf, start).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
+        file.read_exact_at(&mut self.buf, start)
+            .map_err(|e| ReadError::Io {
+                path: path.into(),
+                source: e,
+            })?;
         self.buf_start = start;
         Ok(())
     }
 }
 
 fn col(name: &str, ty: ColumnType) -> ColumnSpec {
-    ColumnSpec { name: name.into(), ty }
+    ColumnSpec {
+        name: name.into(),
+        ty,
+    }
 }
 
 /// The tables declared so far, with the rows each was given: every decode
@@ -250,7 +356,13 @@ impl Tables {
     /// The table for a record. `key` must pick exactly one table: the
     /// record id in arms that match fixed ids, the arm's constant in arms
     /// that match a range.
-    fn get(&mut self, sink: &mut dyn EventSink, key: u32, name: &'static str, cols: &[(&str, ColumnType)]) -> ReadResult<TableId> {
+    fn get(
+        &mut self,
+        sink: &mut dyn EventSink,
+        key: u32,
+        name: &'static str,
+        cols: &[(&str, ColumnType)],
+    ) -> ReadResult<TableId> {
         if let Some(&(_, i)) = self.by_id.iter().find(|e| e.0 == key) {
             let e = &mut self.tables[i];
             e.2 += 1;
@@ -261,7 +373,13 @@ impl Tables {
             None => {
                 let mut columns = vec![col("tsc", ColumnType::U64)];
                 columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
-                let t = sink.declare_table(&TableSpec { name: name.into(), system: "xen".into(), columns }).map_err(|what| ReadError::Sink { what })?;
+                let t = sink
+                    .declare_table(&TableSpec {
+                        name: name.into(),
+                        system: "xen".into(),
+                        columns,
+                    })
+                    .map_err(|what| ReadError::Sink { what })?;
                 self.tables.push((name, t, 0));
                 self.tables.len() - 1
             }
@@ -288,19 +406,49 @@ fn dom_vcpu(w: u32) -> (i64, i64) {
 }
 
 /// Read `path` into `sink`. `cpu_hz` converts TSC to ns (required).
-pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progress: &mut dyn FnMut(u64, u64) -> bool) -> ReadResult<XenSummary> {
-    let file = File::open(path).map_err(|e| ReadError::Io { path: path.into(), source: e })?;
-    let size = file.metadata().map_err(|e| ReadError::Io { path: path.into(), source: e })?.len();
+pub fn read_xentrace(
+    path: &Path,
+    cpu_hz: f64,
+    sink: &mut dyn EventSink,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> ReadResult<XenSummary> {
+    let file = File::open(path).map_err(|e| ReadError::Io {
+        path: path.into(),
+        source: e,
+    })?;
+    let size = file
+        .metadata()
+        .map_err(|e| ReadError::Io {
+            path: path.into(),
+            source: e,
+        })?
+        .len();
     if size == 0 {
-        return Err(ReadError::corrupt(path, 0, "empty", "empty file, not a xentrace file"));
+        return Err(ReadError::corrupt(
+            path,
+            0,
+            "empty",
+            "empty file, not a xentrace file",
+        ));
     }
     if !(cpu_hz.is_finite() && cpu_hz > 1e6) {
-        return Err(ReadError::Unsupported { path: path.into(), offset: 0, what: format!("cpu frequency {cpu_hz} Hz; pass the host's (e.g. --cpu-hz 2.4e9)") });
+        return Err(ReadError::Unsupported {
+            path: path.into(),
+            offset: 0,
+            what: format!("cpu frequency {cpu_hz} Hz; pass the host's (e.g. --cpu-hz 2.4e9)"),
+        });
     }
     let (windows, truncated) = tokenize(path, &file, size)?;
-    let mut s = XenSummary { truncated_bytes: truncated, ..Default::default() };
+    let mut s = XenSummary {
+        truncated_bytes: truncated,
+        ..Default::default()
+    };
     if truncated > 0 {
-        s.warnings.push(format!("{}: at byte {}: file is truncated: {truncated} bytes of the last window missing", path.display(), size));
+        s.warnings.push(format!(
+            "{}: at byte {}: file is truncated: {truncated} bytes of the last window missing",
+            path.display(),
+            size
+        ));
     }
     let mut per_cpu: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
     for w in &windows {
@@ -311,7 +459,20 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
     }
     s.cpus = per_cpu.keys().max().map_or(0, |m| m + 1);
     sink.set_instances(&[String::new()]);
-    let mut streams: Vec<Stream> = per_cpu.into_iter().map(|(cpu, windows)| Stream { cpu, windows, next_window: 0, buf: Vec::new(), buf_start: 0, pos: 0, win_end: 0, last_tsc: 0, cur: None }).collect();
+    let mut streams: Vec<Stream> = per_cpu
+        .into_iter()
+        .map(|(cpu, windows)| Stream {
+            cpu,
+            windows,
+            next_window: 0,
+            buf: Vec::new(),
+            buf_start: 0,
+            pos: 0,
+            win_end: 0,
+            last_tsc: 0,
+            cur: None,
+        })
+        .collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {
         if st.advance(&file, path, &mut s)? {
@@ -333,55 +494,170 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
         let cpu = streams[i].cpu;
         s.records += 1;
         volume[i][class_index(r.ev)] += r.bytes;
-        let head = RowHeader { ts: ns(r.tsc), cpu, pid: None, instance: 0 };
+        let head = RowHeader {
+            ts: ns(r.tsc),
+            cpu,
+            pid: None,
+            instance: 0,
+        };
         let w = &r.words;
         let tsc = Value::U64(r.tsc);
-        let row = |sink: &mut dyn EventSink, tid: TableId, vals: &[Value<'_>]| sink.write_row(tid, &head, vals).map_err(|what| ReadError::Sink { what });
+        let row = |sink: &mut dyn EventSink, tid: TableId, vals: &[Value<'_>]| {
+            sink.write_row(tid, &head, vals)
+                .map_err(|what| ReadError::Sink { what })
+        };
         match r.ev {
             ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
-                let tid = t.get(sink, r.ev, "xen_runstate_change", &[("dom", I64), ("vcpu", I64), ("old_state", Str), ("new_state", Str)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_runstate_change",
+                    &[
+                        ("dom", I64),
+                        ("vcpu", I64),
+                        ("old_state", Str),
+                        ("new_state", Str),
+                    ],
+                )?;
                 let (d, v) = dom_vcpu(w[0]);
-                let old = RUNSTATES.get(((ev >> 8) & 0xf) as usize).copied().unwrap_or("unknown");
-                let new = RUNSTATES.get(((ev >> 4) & 0xf) as usize).copied().unwrap_or("unknown");
-                row(sink, tid, &[tsc, Value::I64(d), Value::I64(v), Value::Str(old), Value::Str(new)])?;
+                let old = RUNSTATES
+                    .get(((ev >> 8) & 0xf) as usize)
+                    .copied()
+                    .unwrap_or("unknown");
+                let new = RUNSTATES
+                    .get(((ev >> 4) & 0xf) as usize)
+                    .copied()
+                    .unwrap_or("unknown");
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::I64(d),
+                        Value::I64(v),
+                        Value::Str(old),
+                        Value::Str(new),
+                    ],
+                )?;
             }
             0x0002_1002 if r.n >= 1 => {
-                let tid = t.get(sink, r.ev, "xen_continue_running", &[("dom", I64), ("vcpu", I64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_continue_running",
+                    &[("dom", I64), ("vcpu", I64)],
+                )?;
                 let (d, v) = dom_vcpu(w[0]);
                 row(sink, tid, &[tsc, Value::I64(d), Value::I64(v)])?;
             }
             0x0002_800a if r.n >= 4 => {
-                let tid = t.get(sink, r.ev, "xen_switch", &[("prev_dom", I64), ("prev_vcpu", I64), ("next_dom", I64), ("next_vcpu", I64)])?;
-                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::I64(w[2] as i64), Value::I64(w[3] as i64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_switch",
+                    &[
+                        ("prev_dom", I64),
+                        ("prev_vcpu", I64),
+                        ("next_dom", I64),
+                        ("next_vcpu", I64),
+                    ],
+                )?;
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::I64(w[0] as i64),
+                        Value::I64(w[1] as i64),
+                        Value::I64(w[2] as i64),
+                        Value::I64(w[3] as i64),
+                    ],
+                )?;
             }
             0x0002_800e if r.n >= 3 => {
-                let tid = t.get(sink, r.ev, "xen_switch_infprev", &[("dom", I64), ("vcpu", I64), ("runtime", U64)])?;
-                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_switch_infprev",
+                    &[("dom", I64), ("vcpu", I64), ("runtime", U64)],
+                )?;
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::I64(w[0] as i64),
+                        Value::I64(w[1] as i64),
+                        Value::U64(w[2] as u64),
+                    ],
+                )?;
             }
             0x0002_800f if r.n >= 4 => {
-                let tid = t.get(sink, r.ev, "xen_switch_infnext", &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)])?;
-                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64), Value::U64(w[2] as u64), Value::I64(w[3] as i32 as i64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_switch_infnext",
+                    &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)],
+                )?;
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::I64(w[0] as i64),
+                        Value::I64(w[1] as i64),
+                        Value::U64(w[2] as u64),
+                        Value::I64(w[3] as i32 as i64),
+                    ],
+                )?;
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
-                let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"][(r.ev - 0x0002_8003) as usize];
+                let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"]
+                    [(r.ev - 0x0002_8003) as usize];
                 let tid = t.get(sink, r.ev, name, &[("dom", I64), ("vcpu", I64)])?;
-                row(sink, tid, &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64)])?;
+                row(
+                    sink,
+                    tid,
+                    &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64)],
+                )?;
             }
             0x0008_1001 | 0x0008_1101 => {
                 let tid = t.get(sink, r.ev, "xen_hvm_vmentry", &[])?;
                 row(sink, tid, &[tsc])?;
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
-                let tid = t.get(sink, r.ev, "xen_hvm_vmexit", &[("exit_reason", U32), ("rip", U64)])?;
-                let rip = if r.ev & 0x100 != 0 && r.n >= 3 { wide(w, 1) } else { w[1] as u64 };
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_hvm_vmexit",
+                    &[("exit_reason", U32), ("rip", U64)],
+                )?;
+                let rip = if r.ev & 0x100 != 0 && r.n >= 3 {
+                    wide(w, 1)
+                } else {
+                    w[1] as u64
+                };
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(rip)])?;
             }
             0x0080_1001 if r.n >= 2 => {
-                let tid = t.get(sink, r.ev, "xen_pm_freq_change", &[("old_mhz", U32), ("new_mhz", U32)])?;
-                row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(w[1] as u64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_pm_freq_change",
+                    &[("old_mhz", U32), ("new_mhz", U32)],
+                )?;
+                row(
+                    sink,
+                    tid,
+                    &[tsc, Value::U64(w[0] as u64), Value::U64(w[1] as u64)],
+                )?;
             }
             0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
-                let name = if r.ev == 0x0080_1002 { "xen_pm_idle_entry" } else { "xen_pm_idle_exit" };
+                let name = if r.ev == 0x0080_1002 {
+                    "xen_pm_idle_entry"
+                } else {
+                    "xen_pm_idle_exit"
+                };
                 let tid = t.get(sink, r.ev, name, &[("cstate", U32)])?;
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
             }
@@ -392,7 +668,11 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 row(sink, tid, &[tsc, Value::Str(op), Value::I64(w[0] as i64)])?;
             }
             0x0002_8001 | 0x0002_8002 if r.n >= 1 => {
-                let name = if r.ev == 0x0002_8001 { "xen_dom_add" } else { "xen_dom_remove" };
+                let name = if r.ev == 0x0002_8001 {
+                    "xen_dom_add"
+                } else {
+                    "xen_dom_remove"
+                };
                 let tid = t.get(sink, r.ev, name, &[("dom", I64)])?;
                 row(sink, tid, &[tsc, Value::I64(w[0] as i64)])?;
             }
@@ -408,51 +688,144 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
                 row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
             }
             0x0008_2021 if r.n >= 6 => {
-                let tid = t.get(sink, r.ev, "xen_hvm_npf", &[("gpa", U64), ("mfn", U64), ("qualification", U32), ("p2mt", U32)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_hvm_npf",
+                    &[
+                        ("gpa", U64),
+                        ("mfn", U64),
+                        ("qualification", U32),
+                        ("p2mt", U32),
+                    ],
+                )?;
                 let gpa = wide(w, 0);
                 let mfn = wide(w, 2);
-                row(sink, tid, &[tsc, Value::U64(gpa), Value::U64(mfn), Value::U64(w[4] as u64), Value::U64(w[5] as u64)])?;
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::U64(gpa),
+                        Value::U64(mfn),
+                        Value::U64(w[4] as u64),
+                        Value::U64(w[5] as u64),
+                    ],
+                )?;
             }
             // emulated I/O (hvmtrace_io_assist): address (2 words with the
             // 64-bit flag), then the data unless it was a pointer
-            ev if matches!(ev & !0x100, 0x0008_2016 | 0x0008_2017 | 0x0008_2216 | 0x0008_2217) && r.n >= 1 + ((ev >> 8) & 1) as usize => {
+            ev if matches!(
+                ev & !0x100,
+                0x0008_2016 | 0x0008_2017 | 0x0008_2216 | 0x0008_2217
+            ) && r.n >= 1 + ((ev >> 8) & 1) as usize =>
+            {
                 let na = 1 + ((ev >> 8) & 1) as usize;
-                let tid = t.get(sink, r.ev, "xen_hvm_io", &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_hvm_io",
+                    &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)],
+                )?;
                 let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
-                let data = if r.n > na { Value::U64(w[na] as u64) } else { Value::Null };
+                let data = if r.n > na {
+                    Value::U64(w[na] as u64)
+                } else {
+                    Value::Null
+                };
                 let space = if ev & 0xff == 0x16 { "port" } else { "mem" };
                 let op = if ev & 0x200 != 0 { "write" } else { "read" };
-                row(sink, tid, &[tsc, Value::Str(space), Value::Str(op), Value::U64(addr), data])?;
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::Str(space),
+                        Value::Str(op),
+                        Value::U64(addr),
+                        data,
+                    ],
+                )?;
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
-                let tid = t.get(sink, HVM_HANDLER_KEY, "xen_hvm_handler", &[("handler", Str), ("words", ListU64)])?;
+                let tid = t.get(
+                    sink,
+                    HVM_HANDLER_KEY,
+                    "xen_hvm_handler",
+                    &[("handler", Str), ("words", ListU64)],
+                )?;
                 fill_words(&mut list, &w[..r.n]);
-                row(sink, tid, &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)])?;
+                row(
+                    sink,
+                    tid,
+                    &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)],
+                )?;
             }
             0x0020_1001 | 0x0020_1101 | 0x0020_100d if r.n >= 1 => {
                 // v1: [eip (1 or 2 words), eax = op]; v2: op in the low 20 bits of word 0
-                let op = if r.ev == 0x0020_100d { w[0] & 0xf_ffff } else { w[r.n - 1] };
-                let tid = t.get(sink, r.ev, "xen_pv_hypercall", &[("op", U32), ("op_name", Str)])?;
-                row(sink, tid, &[tsc, Value::U64(op as u64), Value::Str(hypercall_name(op))])?;
+                let op = if r.ev == 0x0020_100d {
+                    w[0] & 0xf_ffff
+                } else {
+                    w[r.n - 1]
+                };
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_pv_hypercall",
+                    &[("op", U32), ("op_name", Str)],
+                )?;
+                row(
+                    sink,
+                    tid,
+                    &[tsc, Value::U64(op as u64), Value::Str(hypercall_name(op))],
+                )?;
             }
             ev if ev & 0xffff_f000 == 0x0002_2000 => {
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
-                let tid = t.get(sink, SCHED_CLASS_KEY, "xen_sched_class", &[("scheduler", Str), ("event", U32), ("words", ListU64)])?;
-                let sched = ["credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7"][((ev >> 9) & 7) as usize];
+                let tid = t.get(
+                    sink,
+                    SCHED_CLASS_KEY,
+                    "xen_sched_class",
+                    &[("scheduler", Str), ("event", U32), ("words", ListU64)],
+                )?;
+                let sched = [
+                    "credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7",
+                ][((ev >> 9) & 7) as usize];
                 fill_words(&mut list, &w[..r.n]);
-                row(sink, tid, &[tsc, Value::Str(sched), Value::U64((ev & 0x1ff) as u64), Value::ListU64(&list)])?;
+                row(
+                    sink,
+                    tid,
+                    &[
+                        tsc,
+                        Value::Str(sched),
+                        Value::U64((ev & 0x1ff) as u64),
+                        Value::ListU64(&list),
+                    ],
+                )?;
             }
             LOST_RECORDS => {
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };
             }
             WRAP_BUFFER => {}
             _ => {
-                let tid = t.get(sink, ANY_OTHER_ID, "xen_record", &[("id", U32), ("words", ListU64)])?;
+                let tid = t.get(
+                    sink,
+                    ANY_OTHER_ID,
+                    "xen_record",
+                    &[("id", U32), ("words", ListU64)],
+                )?;
                 fill_words(&mut list, &w[..r.n]);
-                row(sink, tid, &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)])?;
+                row(
+                    sink,
+                    tid,
+                    &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)],
+                )?;
             }
         }
-        s.tsc_range = Some(s.tsc_range.map_or((r.tsc, r.tsc), |(a, b)| (a.min(r.tsc), b.max(r.tsc))));
+        s.tsc_range = Some(
+            s.tsc_range
+                .map_or((r.tsc, r.tsc), |(a, b)| (a.min(r.tsc), b.max(r.tsc))),
+        );
         done += r.bytes;
         if done % (1 << 20) < r.bytes && !progress(done, size) {
             return Err(ReadError::Interrupted);
@@ -468,7 +841,8 @@ pub fn read_xentrace(path: &Path, cpu_hz: f64, sink: &mut dyn EventSink, progres
             *s.volume.entry((st.cpu, (*class).into())).or_default() += bytes;
         }
     }
-    s.rows.extend(t.tables.iter().map(|&(name, _, n)| (name.to_string(), n)));
+    s.rows
+        .extend(t.tables.iter().map(|&(name, _, n)| (name.to_string(), n)));
     s.time_range = s.tsc_range.map(|(a, b)| (ns(a), ns(b)));
     progress(size, size);
     Ok(s)

@@ -38,7 +38,12 @@ fn read_bytes(bytes: &[u8]) {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("f{}.dat", bytes.len()));
     std::fs::write(&path, bytes).unwrap();
-    let _ = read_tracedat(&path, &mut CountSink(0), &ReadOptions::default(), &mut |_, _| true);
+    let _ = read_tracedat(
+        &path,
+        &mut CountSink(0),
+        &ReadOptions::default(),
+        &mut |_, _| true,
+    );
     std::fs::remove_file(&path).ok();
 }
 

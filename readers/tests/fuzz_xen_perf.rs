@@ -30,7 +30,9 @@ fn tmp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
 fn xen_file(records: &[(u32, Vec<u32>, Option<u64>)]) -> Vec<u8> {
     let mut body = Vec::new();
     for (ev, words, tsc) in records {
-        let head = (ev & 0x0fff_ffff) | ((words.len().min(7) as u32) << 28) | if tsc.is_some() { 1 << 31 } else { 0 };
+        let head = (ev & 0x0fff_ffff)
+            | ((words.len().min(7) as u32) << 28)
+            | if tsc.is_some() { 1 << 31 } else { 0 };
         body.extend(head.to_le_bytes());
         if let Some(t) = tsc {
             body.extend(t.to_le_bytes());

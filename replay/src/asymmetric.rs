@@ -42,13 +42,20 @@ pub struct ClassifierThresholds {
 
 impl Default for ClassifierThresholds {
     fn default() -> Self {
-        ClassifierThresholds { min_cpu_utilisation: 0.8, max_cpu_blocks_per_s: 100.0, max_cpu_io_exits_per_s: 1000.0 }
+        ClassifierThresholds {
+            min_cpu_utilisation: 0.8,
+            max_cpu_blocks_per_s: 100.0,
+            max_cpu_io_exits_per_s: 1000.0,
+        }
     }
 }
 
 /// Classify one vCPU from its features.
 pub fn classify(f: &VcpuFeatures, t: &ClassifierThresholds) -> VcpuClass {
-    if f.utilisation >= t.min_cpu_utilisation && f.blocks_per_s <= t.max_cpu_blocks_per_s && f.io_exits_per_s <= t.max_cpu_io_exits_per_s {
+    if f.utilisation >= t.min_cpu_utilisation
+        && f.blocks_per_s <= t.max_cpu_blocks_per_s
+        && f.io_exits_per_s <= t.max_cpu_io_exits_per_s
+    {
         VcpuClass::Cpu
     } else {
         VcpuClass::Io
@@ -77,8 +84,12 @@ pub fn arc_elasticity(t_fast: f64, t_slow: f64, f_fast: f64, f_slow: f64) -> f64
 /// Returns (fast cores, slow cores); a homogeneous host is all fast.
 pub fn pools_by_frequency(core_khz: &[u64]) -> (Vec<usize>, Vec<usize>) {
     let top = core_khz.iter().copied().max().unwrap_or(0);
-    let fast = (0..core_khz.len()).filter(|&c| core_khz[c] == top).collect();
-    let slow = (0..core_khz.len()).filter(|&c| core_khz[c] != top).collect();
+    let fast = (0..core_khz.len())
+        .filter(|&c| core_khz[c] == top)
+        .collect();
+    let slow = (0..core_khz.len())
+        .filter(|&c| core_khz[c] != top)
+        .collect();
     (fast, slow)
 }
 
@@ -87,13 +98,32 @@ pub fn pools_by_frequency(core_khz: &[u64]) -> (Vec<usize>, Vec<usize>) {
 /// several vCPUs. With no slow cores everything shares the fast pool. With
 /// `spill` and more CPU-class vCPUs than `fast_cores`, the excess goes slow,
 /// single-vCPU VMs keeping the fast cores first (rule 3), then in order.
-pub fn assign_pools(vcpus: &[(VcpuClass, bool)], fast_cores: usize, has_slow: bool, spill: bool) -> Vec<Pool> {
+pub fn assign_pools(
+    vcpus: &[(VcpuClass, bool)],
+    fast_cores: usize,
+    has_slow: bool,
+    spill: bool,
+) -> Vec<Pool> {
     if !has_slow {
         return vec![Pool::Fast; vcpus.len()];
     }
-    let mut out: Vec<Pool> = vcpus.iter().map(|(c, _)| if *c == VcpuClass::Io { Pool::Slow } else { Pool::Fast }).collect();
+    let mut out: Vec<Pool> = vcpus
+        .iter()
+        .map(|(c, _)| {
+            if *c == VcpuClass::Io {
+                Pool::Slow
+            } else {
+                Pool::Fast
+            }
+        })
+        .collect();
     if spill {
-        let mut cpu: Vec<(bool, usize)> = vcpus.iter().enumerate().filter(|(_, (c, _))| *c == VcpuClass::Cpu).map(|(i, (_, multi))| (*multi, i)).collect();
+        let mut cpu: Vec<(bool, usize)> = vcpus
+            .iter()
+            .enumerate()
+            .filter(|(_, (c, _))| *c == VcpuClass::Cpu)
+            .map(|(i, (_, multi))| (*multi, i))
+            .collect();
         cpu.sort(); // single-vCPU VMs first, then in order
         for &(_, i) in cpu.iter().skip(fast_cores) {
             out[i] = Pool::Slow;
@@ -148,13 +178,32 @@ mod tests {
     #[test]
     fn classifier_and_pools() {
         let t = ClassifierThresholds::default();
-        let cpu = VcpuFeatures { utilisation: 0.95, blocks_per_s: 2.0, io_exits_per_s: 10.0 };
-        let io = VcpuFeatures { utilisation: 0.3, blocks_per_s: 800.0, io_exits_per_s: 5000.0 };
+        let cpu = VcpuFeatures {
+            utilisation: 0.95,
+            blocks_per_s: 2.0,
+            io_exits_per_s: 10.0,
+        };
+        let io = VcpuFeatures {
+            utilisation: 0.3,
+            blocks_per_s: 800.0,
+            io_exits_per_s: 5000.0,
+        };
         assert_eq!(classify(&cpu, &t), VcpuClass::Cpu);
         assert_eq!(classify(&io, &t), VcpuClass::Io);
         let (fast, slow) = pools_by_frequency(&[2_790_000, 2_790_000, 1_330_000, 1_330_000]);
         assert_eq!((fast, slow), (vec![0, 1], vec![2, 3]));
-        assert_eq!(assign_pools(&[(VcpuClass::Cpu, false), (VcpuClass::Io, false)], 1, true, true), vec![Pool::Fast, Pool::Slow]);
-        assert_eq!(assign_pools(&[(VcpuClass::Io, false)], 1, false, true), vec![Pool::Fast]);
+        assert_eq!(
+            assign_pools(
+                &[(VcpuClass::Cpu, false), (VcpuClass::Io, false)],
+                1,
+                true,
+                true
+            ),
+            vec![Pool::Fast, Pool::Slow]
+        );
+        assert_eq!(
+            assign_pools(&[(VcpuClass::Io, false)], 1, false, true),
+            vec![Pool::Fast]
+        );
     }
 }

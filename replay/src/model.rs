@@ -78,7 +78,12 @@ pub struct VmSpec {
 impl VmSpec {
     /// A VM with this weight, classified from its demand, host elasticity.
     pub fn new(name: impl Into<String>, weight: u32) -> Self {
-        VmSpec { name: name.into(), weight, cpu_intensive: None, elasticity: None }
+        VmSpec {
+            name: name.into(),
+            weight,
+            cpu_intensive: None,
+            elasticity: None,
+        }
     }
 }
 
@@ -107,7 +112,12 @@ pub struct Costs {
 
 impl Default for Costs {
     fn default() -> Self {
-        Costs { context_switch_ns: 2_000, hypercall_ns: 1_500, scan_per_partner_ns: 100, migration_ns: 5_000 }
+        Costs {
+            context_switch_ns: 2_000,
+            hypercall_ns: 1_500,
+            scan_per_partner_ns: 100,
+            migration_ns: 5_000,
+        }
     }
 }
 
@@ -127,7 +137,12 @@ pub struct Host {
 impl Host {
     /// `n` identical pCPUs at `khz`, work recorded at `khz`.
     pub fn uniform(n: usize, khz: u64) -> Self {
-        Host { freq_khz: vec![khz; n], recorded_khz: khz, elasticity: -1.0, costs: Costs::default() }
+        Host {
+            freq_khz: vec![khz; n],
+            recorded_khz: khz,
+            elasticity: -1.0,
+            costs: Costs::default(),
+        }
     }
 
     /// Work progress per ns on `cpu` (1.0 at the recorded frequency).

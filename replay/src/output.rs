@@ -125,7 +125,11 @@ impl Output {
     pub(crate) fn new(w: &Workload, h: &Host) -> Self {
         let n = w.threads.len();
         Output {
-            cur: w.threads.iter().map(|t| (StateCode::Blocked, t.start_ns.min(0), -1)).collect(),
+            cur: w
+                .threads
+                .iter()
+                .map(|t| (StateCode::Blocked, t.start_ns.min(0), -1))
+                .collect(),
             open_ep: vec![None; n],
             cpu_ns: vec![0; n],
             spin_ns: vec![0; n],
@@ -213,7 +217,16 @@ impl Output {
         self.end_ns = end;
         for t in 0..self.cur.len() {
             let (c, _, _) = self.cur[t];
-            self.thread_state(t as u32, if c == StateCode::Done { StateCode::Done } else { StateCode::Blocked }, end, None);
+            self.thread_state(
+                t as u32,
+                if c == StateCode::Done {
+                    StateCode::Done
+                } else {
+                    StateCode::Blocked
+                },
+                end,
+                None,
+            );
             // close the last segment explicitly
             let (c0, s0, p0) = self.cur[t];
             if end > s0 {

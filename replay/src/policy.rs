@@ -122,17 +122,27 @@ impl Policy {
                 }
             }
         }
-        Ok(Policy { placement, scheduler, spin, params: BTreeMap::new() })
+        Ok(Policy {
+            placement,
+            scheduler,
+            spin,
+            params: BTreeMap::new(),
+        })
     }
 
     /// Set a parameter, refusing unknown names and bad values.
     pub fn set(&mut self, key: &str, value: f64) -> Result<(), String> {
         if !PARAMS.iter().any(|(k, _, _)| *k == key) {
             let names: Vec<&str> = PARAMS.iter().map(|(k, _, _)| *k).collect();
-            return Err(format!("parameter {key:?} is not a replay engine parameter (allowed: {})", names.join(", ")));
+            return Err(format!(
+                "parameter {key:?} is not a replay engine parameter (allowed: {})",
+                names.join(", ")
+            ));
         }
         if !value.is_finite() || value < 0.0 {
-            return Err(format!("parameter {key}: {value} must be a finite number >= 0"));
+            return Err(format!(
+                "parameter {key}: {value} must be a finite number >= 0"
+            ));
         }
         self.params.insert(key.to_string(), value);
         Ok(())
@@ -140,7 +150,12 @@ impl Policy {
 
     /// A parameter's value (set, else its default).
     pub fn param(&self, key: &str) -> f64 {
-        self.params.get(key).copied().unwrap_or_else(|| PARAMS.iter().find(|(k, _, _)| *k == key).map_or(0.0, |p| p.1))
+        self.params.get(key).copied().unwrap_or_else(|| {
+            PARAMS
+                .iter()
+                .find(|(k, _, _)| *k == key)
+                .map_or(0.0, |p| p.1)
+        })
     }
 }
 
@@ -150,9 +165,15 @@ mod tests {
 
     #[test]
     fn parses_compositions_and_rejects_unknown_names() {
-        assert_eq!(Policy::parse("wapd").unwrap().scheduler, SchedulerKind::Fair);
+        assert_eq!(
+            Policy::parse("wapd").unwrap().scheduler,
+            SchedulerKind::Fair
+        );
         let p = Policy::parse("credit+rslp").unwrap();
-        assert_eq!((p.scheduler, p.spin), (SchedulerKind::Credit, SpinResponse::Rslp));
+        assert_eq!(
+            (p.scheduler, p.spin),
+            (SchedulerKind::Credit, SpinResponse::Rslp)
+        );
         let e = Policy::parse("fair+magic").unwrap_err();
         assert!(e.contains("\"magic\"") && e.contains("wapd"));
         let mut p = Policy::parse("fair").unwrap();

@@ -7,7 +7,15 @@ use cratrace_replay::*;
 const FAST_KHZ: u64 = 2_790_000;
 
 fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (10 * vm + c) as i64, vm: Some(VmId(vm)), vcpu: Some(c), phases, start_ns: 0, start_cpu: None, fine_accounting: false }
+    ThreadSpec {
+        tid: (10 * vm + c) as i64,
+        vm: Some(VmId(vm)),
+        vcpu: Some(c),
+        phases,
+        start_ns: 0,
+        start_cpu: None,
+        fine_accounting: false,
+    }
 }
 
 fn policy(name: &str, set: &[(&str, f64)]) -> Policy {
@@ -20,13 +28,26 @@ fn policy(name: &str, set: &[(&str, f64)]) -> Policy {
 
 /// Four single-vCPU VMs, each with 10 s of pure work: every core stays busy.
 fn four_busy(labels: [Option<bool>; 4]) -> Workload {
-    let threads = (0..4).map(|v| vcpu(v, 0, vec![Phase::Work(10_000_000_000)])).collect();
-    let vms = labels.iter().enumerate().map(|(i, l)| VmSpec { cpu_intensive: *l, ..VmSpec::new(format!("vm{i}"), 256) }).collect();
+    let threads = (0..4)
+        .map(|v| vcpu(v, 0, vec![Phase::Work(10_000_000_000)]))
+        .collect();
+    let vms = labels
+        .iter()
+        .enumerate()
+        .map(|(i, l)| VmSpec {
+            cpu_intensive: *l,
+            ..VmSpec::new(format!("vm{i}"), 256)
+        })
+        .collect();
     Workload { threads, vms }
 }
 
 fn dynamic_j(o: &Output) -> f64 {
-    o.core_busy_ns.iter().zip(&o.core_dynamic_w).map(|(ns, w)| *ns as f64 * w * 1e-9).sum()
+    o.core_busy_ns
+        .iter()
+        .zip(&o.core_dynamic_w)
+        .map(|(ns, w)| *ns as f64 * w * 1e-9)
+        .sum()
 }
 
 #[test]
@@ -35,33 +56,80 @@ fn two_fast_two_slow_save_44_9_percent_dynamic_power_when_all_busy() {
     let host = Host::uniform(4, FAST_KHZ);
     let asym = replay(&w, &host, &policy("asymmetric", &[]), 500_000_000);
     let homo = replay(&w, &host, &policy("credit", &[("volt", 1.40)]), 500_000_000);
-    assert_eq!(asym.core_khz, vec![2_790_000, 2_790_000, 1_330_000, 1_330_000]);
+    assert_eq!(
+        asym.core_khz,
+        vec![2_790_000, 2_790_000, 1_330_000, 1_330_000]
+    );
     for o in [&asym, &homo] {
         for &b in &o.core_busy_ns {
-            assert!(b as f64 > 0.99 * o.end_ns as f64, "every core must stay busy: {:?} of {}", o.core_busy_ns, o.end_ns);
+            assert!(
+                b as f64 > 0.99 * o.end_ns as f64,
+                "every core must stay busy: {:?} of {}",
+                o.core_busy_ns,
+                o.end_ns
+            );
         }
     }
     let dyn_saving = 1.0 - dynamic_j(&asym) / dynamic_j(&homo);
     // with static and idle power in the model the saving falls
     let total = |o: &Output| o.core_energy_j.iter().sum::<f64>();
     let total_saving = 1.0 - total(&asym) / total(&homo);
-    println!("dynamic-power saving {:.1}% (published 44.9%), total with static {:.1}%", 100.0 * dyn_saving, 100.0 * total_saving);
-    assert!((dyn_saving - 0.449).abs() < 0.005, "dynamic saving {dyn_saving}");
-    assert!(total_saving > 0.0 && total_saving < dyn_saving - 0.02, "total saving {total_saving} vs dynamic {dyn_saving}");
+    println!(
+        "dynamic-power saving {:.1}% (published 44.9%), total with static {:.1}%",
+        100.0 * dyn_saving,
+        100.0 * total_saving
+    );
+    assert!(
+        (dyn_saving - 0.449).abs() < 0.005,
+        "dynamic saving {dyn_saving}"
+    );
+    assert!(
+        total_saving > 0.0 && total_saving < dyn_saving - 0.02,
+        "total saving {total_saving} vs dynamic {dyn_saving}"
+    );
 }
 
 #[test]
 fn vcpus_are_classified_from_demand_and_never_leave_their_pool() {
     // vm0: long bursts, rare blocks (CPU-intensive); vm1: short bursts and
     // frequent I/O waits (I/O-intensive); two vCPUs each on 4 cores.
-    let cpu = |c| vcpu(0, c, (0..100).flat_map(|_| [Phase::Work(10_000_000), Phase::Block(100_000)]).collect());
-    let io = |c| vcpu(1, c, (0..2000).flat_map(|_| [Phase::Work(200_000), Phase::Block(300_000)]).collect());
-    let w = Workload { threads: vec![cpu(0), cpu(1), io(0), io(1)], vms: vec![VmSpec::new("cpu", 512), VmSpec::new("io", 512)] };
-    let out = replay(&w, &Host::uniform(4, FAST_KHZ), &policy("asymmetric", &[]), i64::MAX);
+    let cpu = |c| {
+        vcpu(
+            0,
+            c,
+            (0..100)
+                .flat_map(|_| [Phase::Work(10_000_000), Phase::Block(100_000)])
+                .collect(),
+        )
+    };
+    let io = |c| {
+        vcpu(
+            1,
+            c,
+            (0..2000)
+                .flat_map(|_| [Phase::Work(200_000), Phase::Block(300_000)])
+                .collect(),
+        )
+    };
+    let w = Workload {
+        threads: vec![cpu(0), cpu(1), io(0), io(1)],
+        vms: vec![VmSpec::new("cpu", 512), VmSpec::new("io", 512)],
+    };
+    let out = replay(
+        &w,
+        &Host::uniform(4, FAST_KHZ),
+        &policy("asymmetric", &[]),
+        i64::MAX,
+    );
     assert_eq!(out.vcpu_pool, vec![0, 0, 1, 1]);
     for (i, &t) in out.slice_thread.iter().enumerate() {
         let fast_core = out.slice_cpu[i] < 2;
-        assert_eq!(fast_core, out.vcpu_pool[t as usize] == 0, "thread {t} ran on core {}", out.slice_cpu[i]);
+        assert_eq!(
+            fast_core,
+            out.vcpu_pool[t as usize] == 0,
+            "thread {t} ran on core {}",
+            out.slice_cpu[i]
+        );
     }
     // the CPU-bound VM runs at full speed on its own fast cores
     let cpu_work = 100.0 * 10e6 + 100.0 * 0.1e6;
@@ -71,16 +139,38 @@ fn vcpus_are_classified_from_demand_and_never_leave_their_pool() {
 #[test]
 fn work_stretches_on_slow_cores_by_each_vms_elasticity() {
     let run = |elasticity: Option<f64>| {
-        let t = vcpu(0, 0, (0..100).flat_map(|_| [Phase::Work(1_000_000), Phase::Mark]).collect());
-        let vm = VmSpec { cpu_intensive: Some(false), elasticity, ..VmSpec::new("vm0", 256) };
-        let w = Workload { threads: vec![t], vms: vec![vm] };
-        replay(&w, &Host::uniform(2, FAST_KHZ), &policy("asymmetric", &[]), i64::MAX)
+        let t = vcpu(
+            0,
+            0,
+            (0..100)
+                .flat_map(|_| [Phase::Work(1_000_000), Phase::Mark])
+                .collect(),
+        );
+        let vm = VmSpec {
+            cpu_intensive: Some(false),
+            elasticity,
+            ..VmSpec::new("vm0", 256)
+        };
+        let w = Workload {
+            threads: vec![t],
+            vms: vec![vm],
+        };
+        replay(
+            &w,
+            &Host::uniform(2, FAST_KHZ),
+            &policy("asymmetric", &[]),
+            i64::MAX,
+        )
     };
     let cpu_bound = run(None); // the host's elasticity, −1
     let memory_bound = run(Some(0.0));
     let stretch = cpu_bound.cpu_ns[0] as f64 / memory_bound.cpu_ns[0] as f64;
     assert!((stretch - 2.79 / 1.33).abs() < 0.02, "stretch {stretch}");
-    assert!((memory_bound.cpu_ns[0] as f64 - 100e6).abs() < 1e6, "{}", memory_bound.cpu_ns[0]);
+    assert!(
+        (memory_bound.cpu_ns[0] as f64 - 100e6).abs() < 1e6,
+        "{}",
+        memory_bound.cpu_ns[0]
+    );
 }
 
 #[test]
@@ -88,8 +178,16 @@ fn credit_shares_follow_vm_weight_split_across_its_vcpus() {
     // one pCPU; vm0 has 2 vCPUs and weight 512, vm1 one vCPU and weight 256:
     // every vCPU deserves the same share (Xen: weight 256 per vCPU).
     let busy = |vm, c| vcpu(vm, c, vec![Phase::Work(10_000_000_000)]);
-    let w = Workload { threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)], vms: vec![VmSpec::new("vm0", 512), VmSpec::new("vm1", 256)] };
-    let out = replay(&w, &Host::uniform(1, FAST_KHZ), &policy("credit", &[]), 3_000_000_000);
+    let w = Workload {
+        threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)],
+        vms: vec![VmSpec::new("vm0", 512), VmSpec::new("vm1", 256)],
+    };
+    let out = replay(
+        &w,
+        &Host::uniform(1, FAST_KHZ),
+        &policy("credit", &[]),
+        3_000_000_000,
+    );
     let total: i64 = out.cpu_ns.iter().sum();
     for &c in &out.cpu_ns {
         let share = c as f64 / total as f64;
@@ -101,11 +199,19 @@ fn credit_shares_follow_vm_weight_split_across_its_vcpus() {
 fn cpu_class_vcpus_beyond_the_fast_cores_spill_to_slow_single_vcpu_vms_first() {
     // 2 fast cores; a 1-vCPU and a 2-vCPU CPU-bound VM: three CPU-class vCPUs
     let busy = |vm, c| vcpu(vm, c, vec![Phase::Work(50_000_000)]);
-    let w = Workload { threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)], vms: vec![VmSpec::new("omp", 512), VmSpec::new("ser", 256)] };
+    let w = Workload {
+        threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)],
+        vms: vec![VmSpec::new("omp", 512), VmSpec::new("ser", 256)],
+    };
     let host = Host::uniform(4, FAST_KHZ);
     let spill = replay(&w, &host, &policy("asymmetric", &[]), i64::MAX);
     assert_eq!(spill.vcpu_pool, vec![0, 1, 0]);
-    let overcommit = replay(&w, &host, &policy("asymmetric", &[("spill_slow", 0.0)]), i64::MAX);
+    let overcommit = replay(
+        &w,
+        &host,
+        &policy("asymmetric", &[("spill_slow", 0.0)]),
+        i64::MAX,
+    );
     assert_eq!(overcommit.vcpu_pool, vec![0, 0, 0]);
     assert!(overcommit.core_busy_ns[2] == 0 && overcommit.core_busy_ns[3] == 0);
 }

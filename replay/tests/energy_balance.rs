@@ -4,14 +4,39 @@
 use cratrace_replay::*;
 
 fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (10 * vm + c) as i64, vm: Some(VmId(vm)), vcpu: Some(c), phases, start_ns: 0, start_cpu: None, fine_accounting: false }
+    ThreadSpec {
+        tid: (10 * vm + c) as i64,
+        vm: Some(VmId(vm)),
+        vcpu: Some(c),
+        phases,
+        start_ns: 0,
+        start_cpu: None,
+        fine_accounting: false,
+    }
 }
 
 /// A kernel-build-like load: one VM, 2 vCPUs, long CPU bursts with short
 /// blocks (compiler processes reading files), ~2 s of work each.
 fn build_like() -> Workload {
-    let t = |c: u32| vcpu(0, c, (0..400).flat_map(|k| [Phase::Work(4_800_000 + 10_000 * ((k + c as i64) % 5)), Phase::Block(200_000), Phase::Mark]).collect());
-    Workload { threads: vec![t(0), t(1)], vms: vec![VmSpec::new("vm0", 512)] }
+    let t = |c: u32| {
+        vcpu(
+            0,
+            c,
+            (0..400)
+                .flat_map(|k| {
+                    [
+                        Phase::Work(4_800_000 + 10_000 * ((k + c as i64) % 5)),
+                        Phase::Block(200_000),
+                        Phase::Mark,
+                    ]
+                })
+                .collect(),
+        )
+    };
+    Workload {
+        threads: vec![t(0), t(1)],
+        vms: vec![VmSpec::new("vm0", 512)],
+    }
 }
 
 fn run(w: &Workload, set: &[(&str, f64)]) -> Output {
@@ -33,9 +58,19 @@ fn forced_swap_rates_cost_throughput_and_decisions_equal_rate_times_runtime() {
         let out = run(&w, &[("force_swap_hz", hz)]);
         let loss = 100.0 * (out.end_ns as f64 / t0 - 1.0);
         let expect = (hz * out.end_ns as f64 / 1e9).floor();
-        report.push(format!("{hz} Hz: loss {loss:.1}%, decided {}, realised {}", out.swaps_decided, out.swaps_realised));
-        assert!((out.swaps_decided as f64 - expect).abs() <= expect * 0.01 + 1.0, "{hz} Hz: decided {} vs {expect}", out.swaps_decided);
-        assert!(loss >= last - 0.05, "loss must not fall as swaps get more frequent: {report:?}");
+        report.push(format!(
+            "{hz} Hz: loss {loss:.1}%, decided {}, realised {}",
+            out.swaps_decided, out.swaps_realised
+        ));
+        assert!(
+            (out.swaps_decided as f64 - expect).abs() <= expect * 0.01 + 1.0,
+            "{hz} Hz: decided {} vs {expect}",
+            out.swaps_decided
+        );
+        assert!(
+            loss >= last - 0.05,
+            "loss must not fall as swaps get more frequent: {report:?}"
+        );
         assert_eq!(out.mark_ts.len(), 800);
         last = loss;
     }
@@ -46,9 +81,24 @@ fn forced_swap_rates_cost_throughput_and_decisions_equal_rate_times_runtime() {
 #[test]
 fn the_rule_evens_out_per_core_energy() {
     // one busy and one mostly idle vCPU: pinned still, one core gets hot
-    let busy = vcpu(0, 0, (0..200).flat_map(|_| [Phase::Work(5_000_000), Phase::Block(100_000)]).collect());
-    let lazy = vcpu(0, 1, (0..200).flat_map(|_| [Phase::Work(500_000), Phase::Block(4_600_000)]).collect());
-    let w = Workload { threads: vec![busy, lazy], vms: vec![VmSpec::new("vm0", 512)] };
+    let busy = vcpu(
+        0,
+        0,
+        (0..200)
+            .flat_map(|_| [Phase::Work(5_000_000), Phase::Block(100_000)])
+            .collect(),
+    );
+    let lazy = vcpu(
+        0,
+        1,
+        (0..200)
+            .flat_map(|_| [Phase::Work(500_000), Phase::Block(4_600_000)])
+            .collect(),
+    );
+    let w = Workload {
+        threads: vec![busy, lazy],
+        vms: vec![VmSpec::new("vm0", 512)],
+    };
     let spread = |o: &Output| {
         let mut per = [0.0f64; 2];
         for (c, j) in o.bal_core.iter().zip(&o.bal_energy_j) {
@@ -60,7 +110,12 @@ fn the_rule_evens_out_per_core_energy() {
     let balanced = run(&w, &[]);
     assert_eq!(pinned.swaps_decided, 0);
     assert!(balanced.swaps_realised > 0);
-    assert!(spread(&balanced) < spread(&pinned) / 2.0, "balanced {} vs pinned {}", spread(&balanced), spread(&pinned));
+    assert!(
+        spread(&balanced) < spread(&pinned) / 2.0,
+        "balanced {} vs pinned {}",
+        spread(&balanced),
+        spread(&pinned)
+    );
     let max_t = |o: &Output| o.bal_temp_c.iter().cloned().fold(0.0, f64::max);
     assert!(max_t(&balanced) <= max_t(&pinned));
 }
@@ -82,7 +137,17 @@ fn with_per_cpu_run_queues_each_vcpu_queues_on_its_core_and_follows_swaps() {
     }
     // two vCPUs on two cores, no contention: as fast as the fair scheduler
     let ratio = still.end_ns as f64 / fair.end_ns as f64;
-    assert!((ratio - 1.0).abs() < 0.01, "eevdf {} vs fair {} ns", still.end_ns, fair.end_ns);
+    assert!(
+        (ratio - 1.0).abs() < 0.01,
+        "eevdf {} vs fair {} ns",
+        still.end_ns,
+        fair.end_ns
+    );
     assert!(swapped.swaps_realised > 0 && swapped.end_ns > still.end_ns);
-    assert!((swapped.end_ns as f64) < 1.2 * still.end_ns as f64, "swaps cost {} → {} ns", still.end_ns, swapped.end_ns);
+    assert!(
+        (swapped.end_ns as f64) < 1.2 * still.end_ns as f64,
+        "swaps cost {} → {} ns",
+        still.end_ns,
+        swapped.end_ns
+    );
 }

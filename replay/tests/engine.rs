@@ -3,22 +3,52 @@
 use cratrace_replay::*;
 
 fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
-    ThreadSpec { tid: (100 + vm * 10 + vcpu) as i64, vm: Some(VmId(vm)), vcpu: Some(vcpu), phases, start_ns: 0, start_cpu: None, fine_accounting: false }
+    ThreadSpec {
+        tid: (100 + vm * 10 + vcpu) as i64,
+        vm: Some(VmId(vm)),
+        vcpu: Some(vcpu),
+        phases,
+        start_ns: 0,
+        start_cpu: None,
+        fine_accounting: false,
+    }
 }
 
 fn free_host(n: usize) -> Host {
     let mut h = Host::uniform(n, 2_000_000);
-    h.costs = Costs { context_switch_ns: 0, hypercall_ns: 0, scan_per_partner_ns: 0, migration_ns: 0 };
+    h.costs = Costs {
+        context_switch_ns: 0,
+        hypercall_ns: 0,
+        scan_per_partner_ns: 0,
+        migration_ns: 0,
+    };
     h
 }
 
 fn workload(threads: Vec<ThreadSpec>, vms: usize) -> Workload {
-    Workload { threads, vms: (0..vms).map(|i| VmSpec::new(format!("vm{i}"), 256)).collect() }
+    Workload {
+        threads,
+        vms: (0..vms)
+            .map(|i| VmSpec::new(format!("vm{i}"), 256))
+            .collect(),
+    }
 }
 
 #[test]
 fn single_thread_runs_its_work_and_blocks_open_loop() {
-    let w = workload(vec![vm_thread(0, 0, vec![Phase::Work(1_000_000), Phase::Block(5_000_000), Phase::Work(1_000_000), Phase::Mark])], 1);
+    let w = workload(
+        vec![vm_thread(
+            0,
+            0,
+            vec![
+                Phase::Work(1_000_000),
+                Phase::Block(5_000_000),
+                Phase::Work(1_000_000),
+                Phase::Mark,
+            ],
+        )],
+        1,
+    );
     let out = replay(&w, &free_host(1), &Policy::parse("fair").unwrap(), i64::MAX);
     assert_eq!(out.cpu_ns[0], 2_000_000);
     assert_eq!(out.mark_ts, vec![7_000_000]);
@@ -26,16 +56,29 @@ fn single_thread_runs_its_work_and_blocks_open_loop() {
 
 #[test]
 fn two_threads_share_one_cpu_fairly() {
-    let w = workload(vec![vm_thread(0, 0, vec![Phase::Work(10_000_000)]), vm_thread(0, 1, vec![Phase::Work(10_000_000)])], 1);
+    let w = workload(
+        vec![
+            vm_thread(0, 0, vec![Phase::Work(10_000_000)]),
+            vm_thread(0, 1, vec![Phase::Work(10_000_000)]),
+        ],
+        1,
+    );
     let out = replay(&w, &free_host(1), &Policy::parse("fair").unwrap(), i64::MAX);
     assert_eq!(out.cpu_ns, vec![10_000_000, 10_000_000]);
     assert_eq!(out.end_ns, 20_000_000);
-    assert!(out.slice_cpu.len() > 2, "fair must interleave, got {} slices", out.slice_cpu.len());
+    assert!(
+        out.slice_cpu.len() > 2,
+        "fair must interleave, got {} slices",
+        out.slice_cpu.len()
+    );
 }
 
 #[test]
 fn half_frequency_doubles_cpu_bound_work() {
-    let w = workload(vec![vm_thread(0, 0, vec![Phase::Work(1_000_000), Phase::Mark])], 1);
+    let w = workload(
+        vec![vm_thread(0, 0, vec![Phase::Work(1_000_000), Phase::Mark])],
+        1,
+    );
     let mut h = free_host(1);
     h.freq_khz = vec![1_000_000];
     let out = replay(&w, &h, &Policy::parse("fair").unwrap(), i64::MAX);
@@ -46,8 +89,27 @@ fn contended() -> Workload {
     // vcpu0 holds the lock 5 ms; vcpu1 wants it after 1 ms
     workload(
         vec![
-            vm_thread(0, 0, vec![Phase::Acquire(0), Phase::Work(5_000_000), Phase::Release(0), Phase::Mark]),
-            vm_thread(0, 1, vec![Phase::Work(1_000_000), Phase::Acquire(0), Phase::Work(1_000_000), Phase::Release(0), Phase::Mark]),
+            vm_thread(
+                0,
+                0,
+                vec![
+                    Phase::Acquire(0),
+                    Phase::Work(5_000_000),
+                    Phase::Release(0),
+                    Phase::Mark,
+                ],
+            ),
+            vm_thread(
+                0,
+                1,
+                vec![
+                    Phase::Work(1_000_000),
+                    Phase::Acquire(0),
+                    Phase::Work(1_000_000),
+                    Phase::Release(0),
+                    Phase::Mark,
+                ],
+            ),
         ],
         1,
     )
@@ -55,11 +117,19 @@ fn contended() -> Workload {
 
 #[test]
 fn native_spin_burns_cpu_until_the_holder_releases() {
-    let out = replay(&contended(), &free_host(2), &Policy::parse("spin").unwrap(), i64::MAX);
+    let out = replay(
+        &contended(),
+        &free_host(2),
+        &Policy::parse("spin").unwrap(),
+        i64::MAX,
+    );
     assert_eq!(out.spin_ns[1], 4_000_000);
     assert_eq!(out.mark_ts, vec![5_000_000, 6_000_000]);
     assert_eq!(out.ep_thread, vec![1]);
-    assert_eq!((out.ep_start[0], out.ep_end[0], out.ep_holder[0]), (1_000_000, 5_000_000, 0));
+    assert_eq!(
+        (out.ep_start[0], out.ep_end[0], out.ep_holder[0]),
+        (1_000_000, 5_000_000, 0)
+    );
 }
 
 #[test]
@@ -68,9 +138,19 @@ fn wapd_parks_the_spinner_until_its_ready_partner_runs() {
     // spins; WAPD parks the spinner until the holder has been dispatched
     let p = Policy::parse("wapd").unwrap();
     let out = replay(&contended(), &free_host(1), &p, i64::MAX);
-    let spin_policy = replay(&contended(), &free_host(1), &Policy::parse("spin").unwrap(), i64::MAX);
+    let spin_policy = replay(
+        &contended(),
+        &free_host(1),
+        &Policy::parse("spin").unwrap(),
+        i64::MAX,
+    );
     assert!(out.calls[1] >= 1);
-    assert!(out.spin_ns[1] < spin_policy.spin_ns[1], "wapd {} vs spin {}", out.spin_ns[1], spin_policy.spin_ns[1]);
+    assert!(
+        out.spin_ns[1] < spin_policy.spin_ns[1],
+        "wapd {} vs spin {}",
+        out.spin_ns[1],
+        spin_policy.spin_ns[1]
+    );
     assert_eq!(out.mark_ts.len(), 2);
 }
 
@@ -79,7 +159,18 @@ fn causal_wait_completes_when_the_waker_reaches_its_phase() {
     let w = workload(
         vec![
             vm_thread(0, 0, vec![Phase::Work(3_000_000), Phase::Mark]),
-            vm_thread(0, 1, vec![Phase::WaitFor { thread: ThreadId(0), phase: 0 }, Phase::Work(1_000_000), Phase::Mark]),
+            vm_thread(
+                0,
+                1,
+                vec![
+                    Phase::WaitFor {
+                        thread: ThreadId(0),
+                        phase: 0,
+                    },
+                    Phase::Work(1_000_000),
+                    Phase::Mark,
+                ],
+            ),
         ],
         1,
     );
@@ -96,25 +187,57 @@ fn every_policy_is_deterministic_and_conserves_work() {
         for c in 0..3 {
             let mut ph = Vec::new();
             for k in 0..50 {
-                ph.extend([Phase::Work(200_000 + 10_000 * ((v + c + k) % 7) as i64), Phase::Acquire(0), Phase::Work(80_000), Phase::Release(0), Phase::Mark, Phase::Block(150_000)]);
+                ph.extend([
+                    Phase::Work(200_000 + 10_000 * ((v + c + k) % 7) as i64),
+                    Phase::Acquire(0),
+                    Phase::Work(80_000),
+                    Phase::Release(0),
+                    Phase::Mark,
+                    Phase::Block(150_000),
+                ]);
             }
             threads.push(vm_thread(v, c, ph));
         }
     }
     let w = workload(threads, 3);
-    for name in ["fair+spin", "fair+yield", "fair+wapd", "fair+wopd", "fair+rslp", "eevdf+spin", "eevdf+wapd", "eevdf+rslp", "credit+spin", "credit+wapd", "credit+rslp"] {
+    for name in [
+        "fair+spin",
+        "fair+yield",
+        "fair+wapd",
+        "fair+wopd",
+        "fair+rslp",
+        "eevdf+spin",
+        "eevdf+wapd",
+        "eevdf+rslp",
+        "credit+spin",
+        "credit+wapd",
+        "credit+rslp",
+    ] {
         let p = Policy::parse(name).unwrap();
         let a = replay(&w, &Host::uniform(2, 2_000_000), &p, i64::MAX);
         let b = replay(&w, &Host::uniform(2, 2_000_000), &p, i64::MAX);
         assert_eq!(a, b, "{name} must be deterministic");
-        assert_eq!(a.mark_ts.len(), 9 * 50, "{name}: every transaction completes");
+        assert_eq!(
+            a.mark_ts.len(),
+            9 * 50,
+            "{name}: every transaction completes"
+        );
         for t in 0..9 {
-            let work: i64 = w.threads[t].phases.iter().map(|p| if let Phase::Work(n) = p { *n } else { 0 }).sum();
-            assert!(a.cpu_ns[t] - a.spin_ns[t] >= work, "{name}: thread {t} did its work: cpu {} spin {} work {}", a.cpu_ns[t], a.spin_ns[t], work);
+            let work: i64 = w.threads[t]
+                .phases
+                .iter()
+                .map(|p| if let Phase::Work(n) = p { *n } else { 0 })
+                .sum();
+            assert!(
+                a.cpu_ns[t] - a.spin_ns[t] >= work,
+                "{name}: thread {t} did its work: cpu {} spin {} work {}",
+                a.cpu_ns[t],
+                a.spin_ns[t],
+                work
+            );
         }
     }
 }
-
 
 fn eevdf(tick_hz: f64) -> Policy {
     let mut p = Policy::parse("eevdf").unwrap();
@@ -126,21 +249,56 @@ fn eevdf(tick_hz: f64) -> Policy {
 /// vcpu0 computes 1.4 ms, then holds the lock 1 ms; vcpu1 wakes at
 /// 0.1 ms and wants the lock at once. One pCPU, 1.5 ms slices.
 fn holder_past_its_slice() -> Workload {
-    let mut late = vm_thread(0, 1, vec![Phase::Acquire(0), Phase::Work(100_000), Phase::Release(0), Phase::Mark]);
+    let mut late = vm_thread(
+        0,
+        1,
+        vec![
+            Phase::Acquire(0),
+            Phase::Work(100_000),
+            Phase::Release(0),
+            Phase::Mark,
+        ],
+    );
     late.start_ns = 100_000;
-    workload(vec![vm_thread(0, 0, vec![Phase::Work(1_400_000), Phase::Acquire(0), Phase::Work(1_000_000), Phase::Release(0), Phase::Mark]), late], 1)
+    workload(
+        vec![
+            vm_thread(
+                0,
+                0,
+                vec![
+                    Phase::Work(1_400_000),
+                    Phase::Acquire(0),
+                    Phase::Work(1_000_000),
+                    Phase::Release(0),
+                    Phase::Mark,
+                ],
+            ),
+            late,
+        ],
+        1,
+    )
 }
 
 #[test]
 fn eevdf_lets_the_running_thread_finish_its_slice_and_notices_its_end_at_a_tick() {
     // HZ=250: the 1.5 ms slice ends unnoticed until the 4 ms tick, by
     // when the holder has released: no wakeup preemption, no spin
-    let out = replay(&holder_past_its_slice(), &free_host(1), &eevdf(250.0), i64::MAX);
+    let out = replay(
+        &holder_past_its_slice(),
+        &free_host(1),
+        &eevdf(250.0),
+        i64::MAX,
+    );
     assert_eq!(out.spin_ns, vec![0, 0]);
     assert_eq!(out.mark_ts, vec![2_400_000, 2_500_000]);
     // slices ending exactly (HRTICK): the holder loses the CPU at 1.5 ms
     // holding the lock, and its sibling spins out a whole slice
-    let out = replay(&holder_past_its_slice(), &free_host(1), &eevdf(0.0), i64::MAX);
+    let out = replay(
+        &holder_past_its_slice(),
+        &free_host(1),
+        &eevdf(0.0),
+        i64::MAX,
+    );
     assert_eq!(out.spin_ns[1], 1_500_000);
     assert_eq!(out.mark_ts, vec![3_900_000, 4_000_000]);
 }
@@ -152,14 +310,29 @@ fn eevdf_keeps_threads_on_their_cpu_while_it_is_busy() {
     // until the balancer may pull a thread that is no longer cache-hot
     let mut threads = Vec::new();
     for c in 0..2 {
-        let mut t = vm_thread(0, c, (0..20).flat_map(|_| [Phase::Work(300_000), Phase::Block(100_000)]).collect());
+        let mut t = vm_thread(
+            0,
+            c,
+            (0..20)
+                .flat_map(|_| [Phase::Work(300_000), Phase::Block(100_000)])
+                .collect(),
+        );
         t.start_cpu = Some(1);
         threads.push(t);
     }
     let w = workload(threads, 1);
     let out = replay(&w, &free_host(2), &eevdf(250.0), i64::MAX);
-    let first_on_0 = out.slice_cpu.iter().zip(&out.slice_start).filter(|(c, _)| **c == 0).map(|(_, s)| *s).min();
-    assert!(first_on_0.is_some_and(|s| s >= 4_000_000), "CPU 0 first used at {first_on_0:?}, before the first balancing tick");
+    let first_on_0 = out
+        .slice_cpu
+        .iter()
+        .zip(&out.slice_start)
+        .filter(|(c, _)| **c == 0)
+        .map(|(_, s)| *s)
+        .min();
+    assert!(
+        first_on_0.is_some_and(|s| s >= 4_000_000),
+        "CPU 0 first used at {first_on_0:?}, before the first balancing tick"
+    );
     assert_eq!(out.cpu_ns, vec![6_000_000, 6_000_000]);
 }
 

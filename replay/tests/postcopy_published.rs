@@ -15,9 +15,19 @@ const READ_NS: i64 = 2_000;
 
 fn run(tasks: u64, async_pf: bool) -> (f64, f64) {
     let specs: Vec<TaskSpec> = (0..tasks)
-        .map(|i| TaskSpec { vcpu: 0, touches: Touches::Sequential { first: i * PER_TASK, count: PER_TASK }, compute_ns: READ_NS })
+        .map(|i| TaskSpec {
+            vcpu: 0,
+            touches: Touches::Sequential {
+                first: i * PER_TASK,
+                count: PER_TASK,
+            },
+            compute_ns: READ_NS,
+        })
         .collect();
-    let p = PostcopyParams { async_pf, ..Default::default() };
+    let p = PostcopyParams {
+        async_pf,
+        ..Default::default()
+    };
     let out = simulate(&p, VM_PAGES, 1, &specs, &[]).unwrap();
     let mean_s = out.task_done_ns.iter().map(|&t| t as f64).sum::<f64>() / tasks as f64 / 1e9;
     (mean_s, out.vcpu_guest_fraction[0])
@@ -38,7 +48,13 @@ fn async_pf_speeds_up_four_sequential_readers_and_less_with_fewer_tasks() {
         gain4 * 100.0,
         gain1 * 100.0
     );
-    assert!(gain4 > 0.2, "async PF should help 4 readers substantially: {gain4}");
+    assert!(
+        gain4 > 0.2,
+        "async PF should help 4 readers substantially: {gain4}"
+    );
     assert!(g_apf4 > g_base4);
-    assert!(gain1 < gain4, "benefit must shrink with fewer runnable tasks: 1 task {gain1}, 4 tasks {gain4}");
+    assert!(
+        gain1 < gain4,
+        "benefit must shrink with fewer runnable tasks: 1 task {gain1}, 4 tasks {gain4}"
+    );
 }

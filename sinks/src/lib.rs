@@ -29,9 +29,9 @@ use std::sync::Arc;
 use writer::BackgroundWriter;
 
 pub use builders::arrow_type;
-pub use table_file::{EncodedTable, Encodings, TableReader};
 #[cfg(test)]
 pub(crate) use table_file::{read_columns, write_batch};
+pub use table_file::{EncodedTable, Encodings, TableReader};
 
 struct Table {
     spec: TableSpec,
@@ -58,7 +58,12 @@ pub fn parquet_row_count(path: &Path) -> Result<u64, String> {
 pub fn parquet_codec(path: &Path) -> Result<Option<&'static str>, String> {
     let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let r = SerializedFileReader::new(f).map_err(|e| format!("{}: {e}", path.display()))?;
-    let first = r.metadata().row_groups().first().and_then(|g| g.columns().first()).map(|c| c.compression());
+    let first = r
+        .metadata()
+        .row_groups()
+        .first()
+        .and_then(|g| g.columns().first())
+        .map(|c| c.compression());
     Ok(first.map(|c| match c {
         Compression::UNCOMPRESSED => "uncompressed",
         Compression::SNAPPY => "snappy",
@@ -134,8 +139,17 @@ impl ParquetSink {
         let mut props = WriterProperties::builder()
             .set_compression(codec.parquet())
             .set_dictionary_enabled(false);
-        for col in ["instance", "pid", "prev_comm", "next_comm", "comm", "name", "prev_state"] {
-            props = props.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(col), true);
+        for col in [
+            "instance",
+            "pid",
+            "prev_comm",
+            "next_comm",
+            "comm",
+            "name",
+            "prev_state",
+        ] {
+            props = props
+                .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(col), true);
         }
         // Timestamps only grow: delta encoding stores them in a few bits
         // each, where LZ4 spent a sixth of an xentrace import failing to
@@ -144,12 +158,21 @@ impl ParquetSink {
         // Parquet-thread time than through the dictionary's hash table, for
         // 0.6% more bytes on the trace.dat benchmark.
         for col in ["ts", "tsc", "cpu"] {
-            props = props.set_column_encoding(parquet::schema::types::ColumnPath::from(col), parquet::basic::Encoding::DELTA_BINARY_PACKED);
+            props = props.set_column_encoding(
+                parquet::schema::types::ColumnPath::from(col),
+                parquet::basic::Encoding::DELTA_BINARY_PACKED,
+            );
         }
         let props = props
             .set_max_row_group_row_count(Some(batch_rows.max(1024) * 4))
             .build();
-        ParquetSink { dir: dir.to_path_buf(), batch_rows: batch_rows.max(1), instances: vec![String::new()], tables: Vec::new(), writer: BackgroundWriter::start(props) }
+        ParquetSink {
+            dir: dir.to_path_buf(),
+            batch_rows: batch_rows.max(1),
+            instances: vec![String::new()],
+            tables: Vec::new(),
+            writer: BackgroundWriter::start(props),
+        }
     }
 
     fn flush_table(&mut self, idx: usize) -> Result<(), String> {
@@ -161,15 +184,28 @@ impl ParquetSink {
         // Fresh buffers at full capacity: growing them again by doubling
         // costs a reallocation and page faults per batch.
         let cap = self.batch_rows;
-        arrays.push(Arc::new(arrow_array::Int64Array::from(std::mem::replace(&mut t.ts, Vec::with_capacity(cap)))));
-        arrays.push(Arc::new(arrow_array::Int32Array::from(std::mem::replace(&mut t.cpu, Vec::with_capacity(cap)))));
-        arrays.push(Arc::new(std::mem::replace(&mut t.pid, arrow_array::builder::Int32Builder::with_capacity(cap)).finish()));
+        arrays.push(Arc::new(arrow_array::Int64Array::from(std::mem::replace(
+            &mut t.ts,
+            Vec::with_capacity(cap),
+        ))));
+        arrays.push(Arc::new(arrow_array::Int32Array::from(std::mem::replace(
+            &mut t.cpu,
+            Vec::with_capacity(cap),
+        ))));
+        arrays.push(Arc::new(
+            std::mem::replace(
+                &mut t.pid,
+                arrow_array::builder::Int32Builder::with_capacity(cap),
+            )
+            .finish(),
+        ));
         arrays.push(Arc::new(instance_array(&t.instance, &self.instances)));
         t.instance.clear();
         for (c, spec) in t.cols.iter_mut().zip(&t.spec.columns) {
             arrays.push(c.finish(&spec.ty, cap));
         }
-        let batch = RecordBatch::try_new(t.schema.clone(), arrays).map_err(|e| format!("{}: {e}", t.spec.name))?;
+        let batch = RecordBatch::try_new(t.schema.clone(), arrays)
+            .map_err(|e| format!("{}: {e}", t.spec.name))?;
         if !t.opened {
             self.writer.open(idx, t.path.clone(), t.schema.clone())?;
             t.opened = true;
@@ -215,15 +251,25 @@ impl EventSink for ParquetSink {
     fn declare_table(&mut self, spec: &TableSpec) -> Result<TableId, String> {
         if let Some(i) = self.tables.iter().position(|t| t.spec.name == spec.name) {
             if self.tables[i].spec.columns != spec.columns {
-                return Err(format!("table {} declared twice with different columns", spec.name));
+                return Err(format!(
+                    "table {} declared twice with different columns",
+                    spec.name
+                ));
             }
             return Ok(TableId(i as u32));
         }
-        if spec.name.is_empty() || spec.name.contains(['/', '\\', '\0']) || spec.name.starts_with('.') {
+        if spec.name.is_empty()
+            || spec.name.contains(['/', '\\', '\0'])
+            || spec.name.starts_with('.')
+        {
             return Err(format!("unsafe table name {:?}", spec.name));
         }
         let schema = schema_for(spec);
-        let cols = spec.columns.iter().map(|c| ColumnBuilder::new(&c.ty, self.batch_rows)).collect();
+        let cols = spec
+            .columns
+            .iter()
+            .map(|c| ColumnBuilder::new(&c.ty, self.batch_rows))
+            .collect();
         self.tables.push(Table {
             spec: spec.clone(),
             schema,
@@ -238,11 +284,24 @@ impl EventSink for ParquetSink {
         Ok(TableId(self.tables.len() as u32 - 1))
     }
 
-    fn write_row(&mut self, table: TableId, head: &RowHeader, fields: &[Value<'_>]) -> Result<(), String> {
+    fn write_row(
+        &mut self,
+        table: TableId,
+        head: &RowHeader,
+        fields: &[Value<'_>],
+    ) -> Result<(), String> {
         let idx = table.0 as usize;
-        let t = self.tables.get_mut(idx).ok_or_else(|| format!("unknown table id {}", table.0))?;
+        let t = self
+            .tables
+            .get_mut(idx)
+            .ok_or_else(|| format!("unknown table id {}", table.0))?;
         if fields.len() != t.cols.len() {
-            return Err(format!("{}: {} values for {} columns", t.spec.name, fields.len(), t.cols.len()));
+            return Err(format!(
+                "{}: {} values for {} columns",
+                t.spec.name,
+                fields.len(),
+                t.cols.len()
+            ));
         }
         t.ts.push(head.ts);
         t.cpu.push(head.cpu as i32);
@@ -273,30 +332,82 @@ mod tests {
             name: "ev".into(),
             system: "sys".into(),
             columns: vec![
-                ColumnSpec { name: "a".into(), ty: ColumnType::I32 },
-                ColumnSpec { name: "s".into(), ty: ColumnType::Str },
-                ColumnSpec { name: "l".into(), ty: ColumnType::ListU64 },
+                ColumnSpec {
+                    name: "a".into(),
+                    ty: ColumnType::I32,
+                },
+                ColumnSpec {
+                    name: "s".into(),
+                    ty: ColumnType::Str,
+                },
+                ColumnSpec {
+                    name: "l".into(),
+                    ty: ColumnType::ListU64,
+                },
             ],
         };
         let t = sink.declare_table(&spec).unwrap();
         assert_eq!(sink.declare_table(&spec).unwrap(), t);
         for i in 0..7i64 {
-            let head = RowHeader { ts: i, cpu: 1, pid: Some(i as i32), instance: (i % 2) as u16 };
-            sink.write_row(t, &head, &[Value::I64(-i), Value::Str("x"), Value::ListU64(&[1, 2])]).unwrap();
+            let head = RowHeader {
+                ts: i,
+                cpu: 1,
+                pid: Some(i as i32),
+                instance: (i % 2) as u16,
+            };
+            sink.write_row(
+                t,
+                &head,
+                &[Value::I64(-i), Value::Str("x"), Value::ListU64(&[1, 2])],
+            )
+            .unwrap();
         }
-        assert!(sink.write_row(t, &RowHeader { ts: 0, cpu: 0, pid: None, instance: 0 }, &[Value::Null]).is_err());
+        assert!(sink
+            .write_row(
+                t,
+                &RowHeader {
+                    ts: 0,
+                    cpu: 0,
+                    pid: None,
+                    instance: 0
+                },
+                &[Value::Null]
+            )
+            .is_err());
         let files = sink.finish().unwrap();
         assert_eq!(files.len(), 1);
         let f = File::open(&files[0].1).unwrap();
-        let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap();
+        let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap();
         let batches: Vec<RecordBatch> = r.map(|b| b.unwrap()).collect();
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 7);
         let (mut inst, mut a, mut pid) = (Vec::new(), Vec::new(), Vec::new());
         for b in &batches {
-            inst.extend(b.column(3).as_any().downcast_ref::<arrow_array::StringArray>().unwrap().iter().map(|s| s.unwrap().to_string()));
-            a.extend(b.column(4).as_any().downcast_ref::<arrow_array::Int32Array>().unwrap().iter());
-            pid.extend(b.column(2).as_any().downcast_ref::<arrow_array::Int32Array>().unwrap().iter());
+            inst.extend(
+                b.column(3)
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s.unwrap().to_string()),
+            );
+            a.extend(
+                b.column(4)
+                    .as_any()
+                    .downcast_ref::<arrow_array::Int32Array>()
+                    .unwrap()
+                    .iter(),
+            );
+            pid.extend(
+                b.column(2)
+                    .as_any()
+                    .downcast_ref::<arrow_array::Int32Array>()
+                    .unwrap()
+                    .iter(),
+            );
         }
         assert_eq!(inst, ["", "inst", "", "inst", "", "inst", ""]);
         assert_eq!(a, (0..7).map(|i| Some(-i)).collect::<Vec<_>>());
@@ -306,29 +417,67 @@ mod tests {
 
     #[test]
     fn the_codec_is_read_back_from_the_footer() {
-        for (codec, name) in [(Codec::Lz4, "lz4"), (Codec::Zstd, "zstd"), (Codec::None, "uncompressed")] {
-            let dir = std::env::temp_dir().join(format!("cratrace-sink-codec-{}-{name}", std::process::id()));
+        for (codec, name) in [
+            (Codec::Lz4, "lz4"),
+            (Codec::Zstd, "zstd"),
+            (Codec::None, "uncompressed"),
+        ] {
+            let dir = std::env::temp_dir()
+                .join(format!("cratrace-sink-codec-{}-{name}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let mut sink = ParquetSink::new(&dir, 4, codec);
-            let spec = TableSpec { name: "ev".into(), system: "sys".into(), columns: vec![ColumnSpec { name: "a".into(), ty: ColumnType::U64 }] };
+            let spec = TableSpec {
+                name: "ev".into(),
+                system: "sys".into(),
+                columns: vec![ColumnSpec {
+                    name: "a".into(),
+                    ty: ColumnType::U64,
+                }],
+            };
             let t = sink.declare_table(&spec).unwrap();
-            sink.write_row(t, &RowHeader { ts: 1, cpu: 0, pid: None, instance: 0 }, &[Value::U64(1)]).unwrap();
+            sink.write_row(
+                t,
+                &RowHeader {
+                    ts: 1,
+                    cpu: 0,
+                    pid: None,
+                    instance: 0,
+                },
+                &[Value::U64(1)],
+            )
+            .unwrap();
             let files = sink.finish().unwrap();
             assert_eq!(parquet_codec(&files[0].1).unwrap(), Some(name));
             std::fs::remove_dir_all(&dir).ok();
         }
-        assert!(parquet_codec(Path::new("/nonexistent/x.parquet")).unwrap_err().contains("/nonexistent/x.parquet"));
+        assert!(parquet_codec(Path::new("/nonexistent/x.parquet"))
+            .unwrap_err()
+            .contains("/nonexistent/x.parquet"));
     }
 
     #[test]
     fn a_file_that_cannot_be_created_is_an_error_naming_it() {
-        let dir = std::env::temp_dir().join(format!("cratrace-sink-missing-{}", std::process::id())).join("nope");
+        let dir = std::env::temp_dir()
+            .join(format!("cratrace-sink-missing-{}", std::process::id()))
+            .join("nope");
         let mut sink = ParquetSink::new(&dir, 2, Codec::Zstd);
-        let spec = TableSpec { name: "ev".into(), system: "sys".into(), columns: vec![ColumnSpec { name: "a".into(), ty: ColumnType::U64 }] };
+        let spec = TableSpec {
+            name: "ev".into(),
+            system: "sys".into(),
+            columns: vec![ColumnSpec {
+                name: "a".into(),
+                ty: ColumnType::U64,
+            }],
+        };
         let t = sink.declare_table(&spec).unwrap();
         let mut first_err = None;
         for i in 0..64 {
-            let head = RowHeader { ts: i, cpu: 0, pid: None, instance: 0 };
+            let head = RowHeader {
+                ts: i,
+                cpu: 0,
+                pid: None,
+                instance: 0,
+            };
             if let Err(e) = sink.write_row(t, &head, &[Value::U64(i as u64)]) {
                 first_err = Some(e);
                 break;

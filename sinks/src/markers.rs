@@ -13,6 +13,7 @@
 //! so the table is never in memory whole; [`MarkerLines::from_batches`]
 //! and [`MarkerLines::from_reader`] keep it all (and sort it if needed).
 
+use crate::{Codec, EncodedTable, Encodings};
 use arrow_array::builder::{Int32Builder, Int64Builder, StringBuilder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int32Type, Int64Type};
@@ -20,7 +21,6 @@ use arrow_array::{Array, ArrayRef, Int32Array, Int64Array, RecordBatch, StringAr
 use arrow_buffer::{Buffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema};
 use cratrace_format::ftrace::marker;
-use crate::{Codec, EncodedTable, Encodings};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -71,10 +71,19 @@ impl WriterVms {
             let tid = required(b, "tid", &DataType::Int64, what)?;
             let vm = required(b, "vm", &DataType::Utf8, what)?;
             let vcpu = required(b, "vcpu", &DataType::Int32, what)?;
-            let (tid, vm, vcpu) = (tid.as_primitive::<Int64Type>(), vm.as_string::<i32>(), vcpu.as_primitive::<Int32Type>());
+            let (tid, vm, vcpu) = (
+                tid.as_primitive::<Int64Type>(),
+                vm.as_string::<i32>(),
+                vcpu.as_primitive::<Int32Type>(),
+            );
             for i in 0..b.num_rows() {
                 if tid.is_valid(i) {
-                    of.entry(tid.value(i)).or_insert_with(|| (vm.is_valid(i).then(|| vm.value(i).to_string()), vcpu.is_valid(i).then(|| vcpu.value(i))));
+                    of.entry(tid.value(i)).or_insert_with(|| {
+                        (
+                            vm.is_valid(i).then(|| vm.value(i).to_string()),
+                            vcpu.is_valid(i).then(|| vcpu.value(i)),
+                        )
+                    });
                 }
             }
         }
@@ -88,7 +97,11 @@ impl MarkerLines {
     /// `pid` and `buf`, the text, whose trailing newlines are dropped.
     pub fn from_batches(batches: &[RecordBatch]) -> Result<Self, String> {
         let rows = batches.iter().map(|b| b.num_rows()).sum();
-        let bytes = batches.iter().filter_map(|b| column(b, "buf")).map(|a| a.get_buffer_memory_size()).sum();
+        let bytes = batches
+            .iter()
+            .filter_map(|b| column(b, "buf"))
+            .map(|a| a.get_buffer_memory_size())
+            .sum();
         let mut p = Parser::with_capacity(rows, rows, bytes);
         for b in batches {
             p.push(b)?;
@@ -113,7 +126,11 @@ impl MarkerLines {
     /// per 4 KiB here). Only the lines named in `keep` are kept whole, for
     /// [`Self::table`]. `Ok(None)` when the rows are not in time order (then
     /// use [`Self::from_reader`], which sorts them).
-    pub fn stream(r: crate::TableReader, codec: Codec, keep: &[&str]) -> Result<Option<(Self, EncodedTable)>, String> {
+    pub fn stream(
+        r: crate::TableReader,
+        codec: Codec,
+        keep: &[&str],
+    ) -> Result<Option<(Self, EncodedTable)>, String> {
         let batch_rows = crate::table_file::ROWS.min(r.rows().max(1));
         let bytes_per_row = r.uncompressed_bytes("buf") / r.rows().max(1) + 1;
         let mut p = Parser::with_capacity(r.rows(), batch_rows, batch_rows * bytes_per_row);
@@ -126,26 +143,48 @@ impl MarkerLines {
                 continue;
             }
             // this batch's rows, and the last row before them
-            if !p.ts[start.saturating_sub(1)..].windows(2).all(|w| w[0] <= w[1]) {
+            if !p.ts[start.saturating_sub(1)..]
+                .windows(2)
+                .all(|w| w[0] <= w[1])
+            {
                 return Ok(None);
             }
             let (name, fields, text) = p.take_texts();
             for i in 0..name.len() {
                 if keep.contains(&name.value(i)) {
                     let row = start + i;
-                    kept.push_line(p.ts[row], p.cpu[row], p.tid.values_slice()[row], p.tid.validity_slice().is_none_or(|v| arrow_buffer::bit_util::get_bit(v, row)), text.value(i));
+                    kept.push_line(
+                        p.ts[row],
+                        p.cpu[row],
+                        p.tid.values_slice()[row],
+                        p.tid
+                            .validity_slice()
+                            .is_none_or(|v| arrow_buffer::bit_util::get_bit(v, row)),
+                        text.value(i),
+                    );
                 }
             }
             {
-                let arrays: Vec<ArrayRef> = vec![Arc::new(name.clone()), Arc::new(fields.clone()), Arc::new(text.clone())];
+                let arrays: Vec<ArrayRef> = vec![
+                    Arc::new(name.clone()),
+                    Arc::new(fields.clone()),
+                    Arc::new(text.clone()),
+                ];
                 t.push_group(&[5, 6, 7], &arrays)?;
             }
             p.give_back_texts(name, fields, text);
         }
         let mut lines = p.finish_columns();
-        let arrays: Vec<ArrayRef> = vec![Arc::new(lines.ts.clone()), Arc::new(lines.cpu.clone()), Arc::new(lines.tid.clone())];
+        let arrays: Vec<ArrayRef> = vec![
+            Arc::new(lines.ts.clone()),
+            Arc::new(lines.cpu.clone()),
+            Arc::new(lines.tid.clone()),
+        ];
         t.encode(&[0, 1, 2], &arrays)?;
-        lines.streamed = Some((keep.iter().map(|k| k.to_string()).collect(), Box::new(kept.finish_columns())));
+        lines.streamed = Some((
+            keep.iter().map(|k| k.to_string()).collect(),
+            Box::new(kept.finish_columns()),
+        ));
         Ok(Some((lines, t)))
     }
 
@@ -163,7 +202,9 @@ impl MarkerLines {
 
     /// The lines at these row numbers, in their order.
     fn rows(&self, order: &UInt32Array) -> Result<Self, String> {
-        let take = |a: &dyn Array| arrow_select::take::take(a, order, None).map_err(|e| format!("print: {e}"));
+        let take = |a: &dyn Array| {
+            arrow_select::take::take(a, order, None).map_err(|e| format!("print: {e}"))
+        };
         Ok(MarkerLines {
             ts: take(&self.ts)?.as_primitive::<Int64Type>().clone(),
             cpu: take(&self.cpu)?.as_primitive::<Int32Type>().clone(),
@@ -191,7 +232,11 @@ impl MarkerLines {
     /// `fields`, `text`), in time order; a line without its own
     /// `vm=`/`vcpu=` takes its writer's. With `names`, only the lines of
     /// those names.
-    pub fn table(&self, writers: &WriterVms, names: Option<&[&str]>) -> Result<RecordBatch, String> {
+    pub fn table(
+        &self,
+        writers: &WriterVms,
+        names: Option<&[&str]>,
+    ) -> Result<RecordBatch, String> {
         if let Some((keep, kept)) = &self.streamed {
             return match names {
                 Some(names) if names.iter().all(|n| keep.iter().any(|k| k == n)) => kept.table(writers, Some(names)),
@@ -201,7 +246,9 @@ impl MarkerLines {
         if let Some(names) = names {
             // only those lines are attributed: the spin marker lines of a
             // capture of a million transaction markers are a handful
-            let keep: Vec<u32> = (0..self.len() as u32).filter(|&i| names.contains(&self.name.value(i as usize))).collect();
+            let keep: Vec<u32> = (0..self.len() as u32)
+                .filter(|&i| names.contains(&self.name.value(i as usize)))
+                .collect();
             return self.rows(&UInt32Array::from(keep))?.table(writers, None);
         }
         let (vm, vcpu) = self.attributed(writers);
@@ -223,7 +270,9 @@ impl MarkerLines {
     /// build does this before the threads table exists.
     pub fn encode_ahead(&self, codec: Codec) -> Result<EncodedTable, String> {
         if self.streamed.is_some() {
-            return Err("markers: the lines were encoded as they were read, with their codec".into());
+            return Err(
+                "markers: the lines were encoded as they were read, with their codec".into(),
+            );
         }
         let mut t = EncodedTable::new(schema(), self.len(), codec, &ENCODINGS)?;
         let arrays: Vec<ArrayRef> = vec![
@@ -240,7 +289,13 @@ impl MarkerLines {
 
     /// Write the table to `path` as Parquet (with the rest of `ahead`, from
     /// [`Self::encode_ahead`] with the same codec, when given); returns its rows.
-    pub fn write(&self, writers: &WriterVms, ahead: Option<EncodedTable>, codec: Codec, path: &std::path::Path) -> Result<usize, String> {
+    pub fn write(
+        &self,
+        writers: &WriterVms,
+        ahead: Option<EncodedTable>,
+        codec: Codec,
+        path: &std::path::Path,
+    ) -> Result<usize, String> {
         let (vm, vcpu) = self.attributed(writers);
         let mut t = match ahead {
             Some(t) => t,
@@ -257,13 +312,21 @@ impl MarkerLines {
         let mut vm = StringBuilder::with_capacity(n, n * 4);
         let mut vcpu = Int32Builder::with_capacity(n);
         for i in 0..n {
-            let w = if self.tid.is_valid(i) { writers.of.get(&self.tid.value(i)) } else { None };
+            let w = if self.tid.is_valid(i) {
+                writers.of.get(&self.tid.value(i))
+            } else {
+                None
+            };
             if self.vm.is_valid(i) {
                 vm.append_value(self.vm.value(i));
             } else {
                 vm.append_option(w.and_then(|w| w.0.as_deref()));
             }
-            vcpu.append_option(if self.vcpu.is_valid(i) { Some(self.vcpu.value(i)) } else { w.and_then(|w| w.1) });
+            vcpu.append_option(if self.vcpu.is_valid(i) {
+                Some(self.vcpu.value(i))
+            } else {
+                w.and_then(|w| w.1)
+            });
         }
         (Arc::new(vm.finish()), Arc::new(vcpu.finish()))
     }
@@ -304,14 +367,25 @@ impl Parser {
         let t = required(b, "ts", &DataType::Int64, what)?;
         let c = required(b, "cpu", &DataType::Int32, what)?;
         let p = required(b, "pid", &DataType::Int64, what)?;
-        let inst = column(b, "instance").map(|a| cast(a, &DataType::Utf8, what, "instance")).transpose()?;
-        let (t, c, p, buf) = (t.as_primitive::<Int64Type>(), c.as_primitive::<Int32Type>(), p.as_primitive::<Int64Type>(), buf.as_string::<i32>());
+        let inst = column(b, "instance")
+            .map(|a| cast(a, &DataType::Utf8, what, "instance"))
+            .transpose()?;
+        let (t, c, p, buf) = (
+            t.as_primitive::<Int64Type>(),
+            c.as_primitive::<Int32Type>(),
+            p.as_primitive::<Int64Type>(),
+            buf.as_string::<i32>(),
+        );
         let inst = inst.as_ref().map(|a| a.as_string::<i32>());
         for i in 0..b.num_rows() {
             if inst.is_some_and(|a| a.is_valid(i) && !a.value(i).is_empty()) {
                 continue;
             }
-            let line = if buf.is_valid(i) { buf.value(i).trim_end_matches('\n') } else { "" };
+            let line = if buf.is_valid(i) {
+                buf.value(i).trim_end_matches('\n')
+            } else {
+                ""
+            };
             self.push_line(t.value(i), c.value(i), p.value(i), p.is_valid(i), line);
         }
         Ok(())
@@ -326,7 +400,8 @@ impl Parser {
         self.fields.end_row();
         self.name.push(nm);
         self.vm.append_option(v);
-        self.vcpu.append_option(vc.and_then(|s| s.parse::<i32>().ok()));
+        self.vcpu
+            .append_option(vc.and_then(|s| s.parse::<i32>().ok()));
     }
 
     /// The text columns of the lines since the last call.
@@ -362,7 +437,11 @@ impl Parser {
 
 /// How the table is best encoded: few VMs and marker names, time-ordered
 /// timestamps, free text.
-pub const ENCODINGS: Encodings<'static> = Encodings { dictionary: &["vm", "name"], delta: &["ts", "cpu"], without_statistics: &["fields", "text"] };
+pub const ENCODINGS: Encodings<'static> = Encodings {
+    dictionary: &["vm", "name"],
+    delta: &["ts", "cpu"],
+    without_statistics: &["fields", "text"],
+};
 
 /// The `markers` table's Arrow schema (cratrace/tables.py declares it).
 pub fn schema() -> Arc<Schema> {
@@ -389,7 +468,10 @@ impl Strings {
     fn with_capacity(rows: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(rows + 1);
         offsets.push(0);
-        Strings { offsets, values: String::with_capacity(bytes) }
+        Strings {
+            offsets,
+            values: String::with_capacity(bytes),
+        }
     }
 
     fn push(&mut self, s: &str) {
@@ -434,7 +516,12 @@ impl Strings {
 mod tests {
     use super::*;
 
-    fn prints(ts: Vec<i64>, pid: Vec<Option<i64>>, inst: Vec<&str>, buf: Vec<Option<&str>>) -> RecordBatch {
+    fn prints(
+        ts: Vec<i64>,
+        pid: Vec<Option<i64>>,
+        inst: Vec<&str>,
+        buf: Vec<Option<&str>>,
+    ) -> RecordBatch {
         let n = ts.len();
         RecordBatch::try_from_iter([
             ("ts", Arc::new(Int64Array::from(ts)) as ArrayRef),
@@ -458,7 +545,12 @@ mod tests {
     }
 
     fn strs(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
-        b.column_by_name(name).unwrap().as_string::<i32>().iter().map(|s| s.map(str::to_string)).collect()
+        b.column_by_name(name)
+            .unwrap()
+            .as_string::<i32>()
+            .iter()
+            .map(|s| s.map(str::to_string))
+            .collect()
     }
 
     #[test]
@@ -467,37 +559,85 @@ mod tests {
             vec![30, 10, 20, 20],
             vec![Some(7), Some(7), None, Some(8)],
             vec!["", "", "", "inst"],
-            vec![Some("txn_end vcpu=x n=1\n"), Some("spin_begin vm=a vcpu=2\n\n"), None, Some("elsewhere")],
+            vec![
+                Some("txn_end vcpu=x n=1\n"),
+                Some("spin_begin vm=a vcpu=2\n\n"),
+                None,
+                Some("elsewhere"),
+            ],
         );
         let threads = RecordBatch::try_from_iter([
             ("tid", Arc::new(Int64Array::from(vec![7, 7])) as ArrayRef),
-            ("vm", Arc::new(StringArray::from(vec![Some("w"), Some("other")])) as _),
+            (
+                "vm",
+                Arc::new(StringArray::from(vec![Some("w"), Some("other")])) as _,
+            ),
             ("vcpu", Arc::new(Int32Array::from(vec![Some(5), None])) as _),
         ])
         .unwrap();
         let lines = MarkerLines::from_batches(&[p]).unwrap();
         assert_eq!(lines.len(), 3);
-        let t = lines.table(&WriterVms::from_batches(&[threads.clone()]).unwrap(), None).unwrap();
-        assert_eq!(t.column(0).as_primitive::<Int64Type>().values(), &[10, 20, 30]);
-        assert_eq!(strs(&t, "text"), [Some("spin_begin vm=a vcpu=2".into()), Some("".into()), Some("txn_end vcpu=x n=1".into())]);
-        assert_eq!(strs(&t, "name"), [Some("spin_begin".into()), Some("".into()), Some("txn_end".into())]);
+        let t = lines
+            .table(&WriterVms::from_batches(&[threads.clone()]).unwrap(), None)
+            .unwrap();
+        assert_eq!(
+            t.column(0).as_primitive::<Int64Type>().values(),
+            &[10, 20, 30]
+        );
+        assert_eq!(
+            strs(&t, "text"),
+            [
+                Some("spin_begin vm=a vcpu=2".into()),
+                Some("".into()),
+                Some("txn_end vcpu=x n=1".into())
+            ]
+        );
+        assert_eq!(
+            strs(&t, "name"),
+            [
+                Some("spin_begin".into()),
+                Some("".into()),
+                Some("txn_end".into())
+            ]
+        );
         assert_eq!(strs(&t, "vm"), [Some("a".into()), None, Some("w".into())]);
         // `vcpu=x` is not a number: the writer's vCPU stands
-        let vcpu: Vec<Option<i32>> = t.column_by_name("vcpu").unwrap().as_primitive::<Int32Type>().iter().collect();
+        let vcpu: Vec<Option<i32>> = t
+            .column_by_name("vcpu")
+            .unwrap()
+            .as_primitive::<Int32Type>()
+            .iter()
+            .collect();
         assert_eq!(vcpu, [Some(2), None, Some(5)]);
-        assert_eq!(strs(&t, "fields")[2].as_deref(), Some(r#"{"vcpu":"x","n":"1"}"#));
-        let spins = lines.table(&WriterVms::from_batches(&[threads]).unwrap(), Some(&["spin_begin", "spin_end"])).unwrap();
+        assert_eq!(
+            strs(&t, "fields")[2].as_deref(),
+            Some(r#"{"vcpu":"x","n":"1"}"#)
+        );
+        let spins = lines
+            .table(
+                &WriterVms::from_batches(&[threads]).unwrap(),
+                Some(&["spin_begin", "spin_end"]),
+            )
+            .unwrap();
         assert_eq!(spins.num_rows(), 1);
     }
 
     #[test]
     fn the_written_file_holds_the_table_encoded_ahead_or_not() {
-        let p = prints(vec![5, 1, 3], vec![Some(7), Some(9), None], vec!["", "", ""], vec![Some("a vm=x"), Some("b k=\"q\""), Some("c")]);
+        let p = prints(
+            vec![5, 1, 3],
+            vec![Some(7), Some(9), None],
+            vec!["", "", ""],
+            vec![Some("a vm=x"), Some("b k=\"q\""), Some("c")],
+        );
         let w = writer_9_of_w_vcpu_3();
         let lines = MarkerLines::from_batches(&[p]).unwrap();
         let want = lines.table(&w, None).unwrap();
         for ahead in [false, true] {
-            let path = std::env::temp_dir().join(format!("cratrace-markers-{}-{ahead}.parquet", std::process::id()));
+            let path = std::env::temp_dir().join(format!(
+                "cratrace-markers-{}-{ahead}.parquet",
+                std::process::id()
+            ));
             let early = ahead.then(|| lines.encode_ahead(Codec::Zstd).unwrap());
             assert_eq!(lines.write(&w, early, Codec::Zstd, &path).unwrap(), 3);
             let schema = want.schema();
@@ -513,34 +653,88 @@ mod tests {
         let dir = std::env::temp_dir();
         let src = dir.join(format!("cratrace-print-{}.parquet", std::process::id()));
         let n = 600_000i64; // three batches of the reader
-        let texts: Vec<String> = (0..n).map(|i| if i % 100_000 == 7 { format!("spin_begin vm=v vcpu={}", i % 3) } else { format!("txn_end n={i} q=\"x\"\n") }).collect();
-        let batch = prints((0..n).collect(), (0..n).map(|i| (i % 5 != 0).then_some(9)).collect(), vec![""; n as usize], texts.iter().map(|t| Some(t.as_str())).collect());
+        let texts: Vec<String> = (0..n)
+            .map(|i| {
+                if i % 100_000 == 7 {
+                    format!("spin_begin vm=v vcpu={}", i % 3)
+                } else {
+                    format!("txn_end n={i} q=\"x\"\n")
+                }
+            })
+            .collect();
+        let batch = prints(
+            (0..n).collect(),
+            (0..n).map(|i| (i % 5 != 0).then_some(9)).collect(),
+            vec![""; n as usize],
+            texts.iter().map(|t| Some(t.as_str())).collect(),
+        );
         crate::write_batch(&src, &batch, Codec::Lz4, &crate::Encodings::default()).unwrap();
         let w = writer_9_of_w_vcpu_3();
-        let full = MarkerLines::from_reader(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap()).unwrap();
-        let (streamed, ahead) = MarkerLines::stream(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(), Codec::Lz4, &["spin_begin"]).unwrap().unwrap();
+        let full = MarkerLines::from_reader(
+            crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(),
+        )
+        .unwrap();
+        let (streamed, ahead) = MarkerLines::stream(
+            crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(),
+            Codec::Lz4,
+            &["spin_begin"],
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(streamed.len(), n as usize);
-        assert_eq!(streamed.table(&w, Some(&["spin_begin"])).unwrap(), full.table(&w, Some(&["spin_begin"])).unwrap());
-        assert_eq!(streamed.table(&w, Some(&["spin_begin"])).unwrap().num_rows(), 6);
+        assert_eq!(
+            streamed.table(&w, Some(&["spin_begin"])).unwrap(),
+            full.table(&w, Some(&["spin_begin"])).unwrap()
+        );
+        assert_eq!(
+            streamed
+                .table(&w, Some(&["spin_begin"]))
+                .unwrap()
+                .num_rows(),
+            6
+        );
         assert!(streamed.table(&w, None).is_err() && streamed.encode_ahead(Codec::Lz4).is_err());
-        let out = dir.join(format!("cratrace-markers-streamed-{}.parquet", std::process::id()));
+        let out = dir.join(format!(
+            "cratrace-markers-streamed-{}.parquet",
+            std::process::id()
+        ));
         streamed.write(&w, Some(ahead), Codec::Lz4, &out).unwrap();
         let want = full.table(&w, None).unwrap();
         let schema = want.schema();
         let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
-        let got = arrow_select::concat::concat_batches(&schema, &crate::read_columns(&out, &names).unwrap()).unwrap();
+        let got = arrow_select::concat::concat_batches(
+            &schema,
+            &crate::read_columns(&out, &names).unwrap(),
+        )
+        .unwrap();
         assert_eq!(got, want);
         // out of time order: not streamed (the caller reads it whole, sorted)
-        let unsorted = prints(vec![2, 1], vec![Some(9), Some(9)], vec!["", ""], vec![Some("a"), Some("b")]);
+        let unsorted = prints(
+            vec![2, 1],
+            vec![Some(9), Some(9)],
+            vec!["", ""],
+            vec![Some("a"), Some("b")],
+        );
         crate::write_batch(&src, &unsorted, Codec::Lz4, &crate::Encodings::default()).unwrap();
-        assert!(MarkerLines::stream(crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(), Codec::Lz4, &[]).unwrap().is_none());
+        assert!(MarkerLines::stream(
+            crate::TableReader::open(&src, &["ts", "cpu", "pid", "instance", "buf"]).unwrap(),
+            Codec::Lz4,
+            &[]
+        )
+        .unwrap()
+        .is_none());
         std::fs::remove_file(&src).ok();
         std::fs::remove_file(&out).ok();
     }
 
     #[test]
     fn a_batch_without_the_text_column_is_an_error_naming_it() {
-        let b = RecordBatch::try_from_iter([("ts", Arc::new(Int64Array::from(vec![1])) as ArrayRef)]).unwrap();
-        assert_eq!(MarkerLines::from_batches(&[b]).err().unwrap(), "print: no column buf");
+        let b =
+            RecordBatch::try_from_iter([("ts", Arc::new(Int64Array::from(vec![1])) as ArrayRef)])
+                .unwrap();
+        assert_eq!(
+            MarkerLines::from_batches(&[b]).err().unwrap(),
+            "print: no column buf"
+        );
     }
 }

@@ -35,14 +35,30 @@ pub(crate) struct BackgroundWriter {
 impl BackgroundWriter {
     pub(crate) fn start(props: WriterProperties) -> Self {
         let (tx, rx) = sync_channel(IN_FLIGHT);
-        match std::thread::Builder::new().name("cratrace-parquet".into()).spawn(move || run(rx, props)) {
-            Ok(thread) => BackgroundWriter { tx: Some(tx), thread: Some(thread), failed: None },
+        match std::thread::Builder::new()
+            .name("cratrace-parquet".into())
+            .spawn(move || run(rx, props))
+        {
+            Ok(thread) => BackgroundWriter {
+                tx: Some(tx),
+                thread: Some(thread),
+                failed: None,
+            },
             // Reported by the first write, as a one-line error, not a panic.
-            Err(e) => BackgroundWriter { tx: None, thread: None, failed: Some(format!("cannot start the Parquet writer thread: {e}")) },
+            Err(e) => BackgroundWriter {
+                tx: None,
+                thread: None,
+                failed: Some(format!("cannot start the Parquet writer thread: {e}")),
+            },
         }
     }
 
-    pub(crate) fn open(&mut self, idx: usize, path: PathBuf, schema: SchemaRef) -> Result<(), String> {
+    pub(crate) fn open(
+        &mut self,
+        idx: usize,
+        path: PathBuf,
+        schema: SchemaRef,
+    ) -> Result<(), String> {
         self.send(Msg::Open(idx, path, schema))
     }
 
@@ -51,20 +67,32 @@ impl BackgroundWriter {
     }
 
     fn send(&mut self, m: Msg) -> Result<(), String> {
-        let sent = self.tx.as_ref().map(|tx| tx.send(m).is_ok()).unwrap_or(false);
+        let sent = self
+            .tx
+            .as_ref()
+            .map(|tx| tx.send(m).is_ok())
+            .unwrap_or(false);
         if sent {
             return Ok(());
         }
         // The thread stopped on an error: report that error, not the send's.
-        Err(self.join().err().unwrap_or_else(|| "the Parquet writer stopped".into()))
+        Err(self
+            .join()
+            .err()
+            .unwrap_or_else(|| "the Parquet writer stopped".into()))
     }
 
     /// Close every file; (table index, path) of each file written.
     pub(crate) fn join(&mut self) -> Result<Vec<(usize, PathBuf)>, String> {
         self.tx = None;
         match self.thread.take() {
-            Some(t) => t.join().unwrap_or_else(|_| Err("the Parquet writer thread panicked".into())),
-            None => Err(self.failed.clone().unwrap_or_else(|| "the Parquet writer already stopped".into())),
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err("the Parquet writer thread panicked".into())),
+            None => Err(self
+                .failed
+                .clone()
+                .unwrap_or_else(|| "the Parquet writer already stopped".into())),
         }
     }
 }
@@ -85,15 +113,20 @@ fn run(rx: Receiver<Msg>, props: WriterProperties) -> Result<Vec<(usize, PathBuf
         match m {
             Msg::Open(idx, path, schema) => {
                 let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                let w = ArrowWriter::try_new(f, schema, Some(props.clone())).map_err(|e| format!("{}: {e}", path.display()))?;
+                let w = ArrowWriter::try_new(f, schema, Some(props.clone()))
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
                 if files.len() <= idx {
                     files.resize_with(idx + 1, || None);
                 }
                 files[idx] = Some((w, path));
             }
             Msg::Batch(idx, batch) => {
-                let (w, path) = files.get_mut(idx).and_then(Option::as_mut).ok_or_else(|| format!("table {idx} written before it was opened"))?;
-                w.write(&batch).map_err(|e| format!("{}: {e}", path.display()))?;
+                let (w, path) = files
+                    .get_mut(idx)
+                    .and_then(Option::as_mut)
+                    .ok_or_else(|| format!("table {idx} written before it was opened"))?;
+                w.write(&batch)
+                    .map_err(|e| format!("{}: {e}", path.display()))?;
             }
         }
     }

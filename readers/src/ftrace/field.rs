@@ -69,7 +69,10 @@ fn base_type(c_type: &str) -> String {
     if let Some(i) = t.find('[') {
         t.truncate(i);
     }
-    t.replace("const ", "").replace("volatile ", "").trim().to_string()
+    t.replace("const ", "")
+        .replace("volatile ", "")
+        .trim()
+        .to_string()
 }
 
 /// Byte size of a C scalar type name, if known.
@@ -77,13 +80,18 @@ fn scalar_size(t: &str, long_size: usize) -> Option<usize> {
     if t.ends_with('*') {
         return Some(long_size);
     }
-    let t = t.trim_start_matches("unsigned ").trim_start_matches("signed ").trim();
+    let t = t
+        .trim_start_matches("unsigned ")
+        .trim_start_matches("signed ")
+        .trim();
     Some(match t {
         "char" | "u8" | "s8" | "__u8" | "__s8" | "bool" | "_Bool" | "uint8_t" | "int8_t" => 1,
-        "short" | "u16" | "s16" | "__u16" | "__s16" | "uint16_t" | "int16_t" | "__le16" | "__be16" => 2,
-        "int" | "u32" | "s32" | "__u32" | "__s32" | "pid_t" | "uint32_t" | "int32_t" | "unsigned" | "gfp_t"
-        | "__le32" | "__be32" | "dev_t" => 4,
-        "long long" | "u64" | "s64" | "__u64" | "__s64" | "uint64_t" | "int64_t" | "__le64" | "__be64" => 8,
+        "short" | "u16" | "s16" | "__u16" | "__s16" | "uint16_t" | "int16_t" | "__le16"
+        | "__be16" => 2,
+        "int" | "u32" | "s32" | "__u32" | "__s32" | "pid_t" | "uint32_t" | "int32_t"
+        | "unsigned" | "gfp_t" | "__le32" | "__be32" | "dev_t" => 4,
+        "long long" | "u64" | "s64" | "__u64" | "__s64" | "uint64_t" | "int64_t" | "__le64"
+        | "__be64" => 8,
         "long" | "size_t" | "ssize_t" | "unsigned long" | "long unsigned int" => long_size,
         _ => return None,
     })
@@ -110,7 +118,11 @@ impl FieldKind {
                 return FieldKind::DynCpumask { relative };
             }
             return match scalar_size(&base, long_size) {
-                Some(elem) => FieldKind::DynArray { relative, elem, signed: f.signed },
+                Some(elem) => FieldKind::DynArray {
+                    relative,
+                    elem,
+                    signed: f.signed,
+                },
                 None => FieldKind::Unsupported(format!("dynamic array of unknown type {base:?}")),
             };
         }
@@ -122,17 +134,30 @@ impl FieldKind {
                     return FieldKind::TailStr;
                 }
                 return match scalar_size(&base, long_size) {
-                    Some(elem) => FieldKind::TailArray { elem, signed: f.signed },
-                    None => FieldKind::Unsupported(format!("trailing array of unknown type {base:?}")),
+                    Some(elem) => FieldKind::TailArray {
+                        elem,
+                        signed: f.signed,
+                    },
+                    None => {
+                        FieldKind::Unsupported(format!("trailing array of unknown type {base:?}"))
+                    }
                 };
             }
             if is_char(&base) {
                 return FieldKind::CharArray;
             }
-            let elem = scalar_size(&base, long_size)
-                .or_else(|| f.array_len.filter(|&n| n > 0 && f.size % n == 0).map(|n| f.size / n));
+            let elem = scalar_size(&base, long_size).or_else(|| {
+                f.array_len
+                    .filter(|&n| n > 0 && f.size % n == 0)
+                    .map(|n| f.size / n)
+            });
             return match elem {
-                Some(e) if e > 0 && f.size % e == 0 && matches!(e, 1 | 2 | 4 | 8) => FieldKind::FixedArray { elem: e, signed: f.signed },
+                Some(e) if e > 0 && f.size % e == 0 && matches!(e, 1 | 2 | 4 | 8) => {
+                    FieldKind::FixedArray {
+                        elem: e,
+                        signed: f.signed,
+                    }
+                }
                 _ => FieldKind::Unsupported(format!("array {base:?} of size {}", f.size)),
             };
         }
@@ -140,7 +165,10 @@ impl FieldKind {
             return FieldKind::Bool;
         }
         match f.size {
-            1 | 2 | 4 | 8 => FieldKind::Int { size: f.size, signed: f.signed },
+            1 | 2 | 4 | 8 => FieldKind::Int {
+                size: f.size,
+                signed: f.signed,
+            },
             n => FieldKind::Unsupported(format!("scalar of size {n} ({base:?})")),
         }
     }
@@ -154,7 +182,10 @@ impl FieldKind {
                 4 => ColumnType::I32,
                 _ => ColumnType::I64,
             },
-            FieldKind::Int { size, signed: false } => match size {
+            FieldKind::Int {
+                size,
+                signed: false,
+            } => match size {
                 1 => ColumnType::U8,
                 2 => ColumnType::U16,
                 4 => ColumnType::U32,
@@ -163,7 +194,9 @@ impl FieldKind {
             FieldKind::Bool => ColumnType::Bool,
             FieldKind::CharArray | FieldKind::DynStr { .. } | FieldKind::TailStr => ColumnType::Str,
             FieldKind::DynCpumask { .. } => ColumnType::ListU64,
-            FieldKind::DynArray { signed, .. } | FieldKind::FixedArray { signed, .. } | FieldKind::TailArray { signed, .. } => {
+            FieldKind::DynArray { signed, .. }
+            | FieldKind::FixedArray { signed, .. }
+            | FieldKind::TailArray { signed, .. } => {
                 if *signed {
                     ColumnType::ListI64
                 } else {
@@ -195,15 +228,32 @@ enum Slot {
 /// `String` and had to be moved out of the decoder and back per field).
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Int { size: usize, signed: bool },
+    Int {
+        size: usize,
+        signed: bool,
+    },
     Bool,
     CharArray,
     TailStr,
-    DynStr { relative: bool },
-    DynCpumask { relative: bool },
-    DynArray { relative: bool, elem: usize, signed: bool },
-    FixedArray { elem: usize, signed: bool },
-    TailArray { elem: usize, signed: bool },
+    DynStr {
+        relative: bool,
+    },
+    DynCpumask {
+        relative: bool,
+    },
+    DynArray {
+        relative: bool,
+        elem: usize,
+        signed: bool,
+    },
+    FixedArray {
+        elem: usize,
+        signed: bool,
+    },
+    TailArray {
+        elem: usize,
+        signed: bool,
+    },
     Skip,
 }
 
@@ -216,7 +266,15 @@ impl Op {
             FieldKind::TailStr => Op::TailStr,
             FieldKind::DynStr { relative } => Op::DynStr { relative },
             FieldKind::DynCpumask { relative } => Op::DynCpumask { relative },
-            FieldKind::DynArray { relative, elem, signed } => Op::DynArray { relative, elem, signed },
+            FieldKind::DynArray {
+                relative,
+                elem,
+                signed,
+            } => Op::DynArray {
+                relative,
+                elem,
+                signed,
+            },
             FieldKind::FixedArray { elem, signed } => Op::FixedArray { elem, signed },
             FieldKind::TailArray { elem, signed } => Op::TailArray { elem, signed },
             FieldKind::Unsupported(_) => Op::Skip,
@@ -254,7 +312,14 @@ fn text_end(bytes: &[u8]) -> usize {
 impl FieldDecoder {
     /// A decoder for the given (typeable) fields.
     pub fn new(fields: &[(&FieldFormat, FieldKind)], endian: Endian, long_size: usize) -> Self {
-        let cols: Vec<Col> = fields.iter().map(|(f, k)| Col { offset: f.offset, size: f.size, op: Op::of(k) }).collect();
+        let cols: Vec<Col> = fields
+            .iter()
+            .map(|(f, k)| Col {
+                offset: f.offset,
+                size: f.size,
+                op: Op::of(k),
+            })
+            .collect();
         let n = cols.len();
         FieldDecoder {
             cols,
@@ -294,7 +359,15 @@ impl FieldDecoder {
         }
     }
 
-    fn ints(&mut self, i: usize, payload: &[u8], start: usize, end: usize, elem: usize, signed: bool) -> Slot {
+    fn ints(
+        &mut self,
+        i: usize,
+        payload: &[u8],
+        start: usize,
+        end: usize,
+        elem: usize,
+        signed: bool,
+    ) -> Slot {
         let e = self.endian;
         if signed {
             let l = &mut self.lists_i[i];
@@ -328,8 +401,11 @@ impl FieldDecoder {
                     Some(v) => Slot::U(v),
                     None => Slot::Null,
                 },
-                Op::Bool => payload.get(c.offset).map_or(Slot::Null, |b| Slot::B(*b != 0)),
-                Op::CharArray => match c.offset.checked_add(c.size).filter(|&e| e <= payload.len()) {
+                Op::Bool => payload
+                    .get(c.offset)
+                    .map_or(Slot::Null, |b| Slot::B(*b != 0)),
+                Op::CharArray => match c.offset.checked_add(c.size).filter(|&e| e <= payload.len())
+                {
                     Some(end) => self.text_slot(i, payload, c.offset, end),
                     None => Slot::Null,
                 },
@@ -364,14 +440,20 @@ impl FieldDecoder {
                     }
                     None => Slot::Null,
                 },
-                Op::DynArray { relative, elem, signed } => match self.dyn_range(payload, &c, relative) {
+                Op::DynArray {
+                    relative,
+                    elem,
+                    signed,
+                } => match self.dyn_range(payload, &c, relative) {
                     Some((s, e)) => self.ints(i, payload, s, e, elem, signed),
                     None => Slot::Null,
                 },
-                Op::FixedArray { elem, signed } => match c.offset.checked_add(c.size).filter(|&e| e <= payload.len()) {
-                    Some(end) => self.ints(i, payload, c.offset, end, elem, signed),
-                    None => Slot::Null,
-                },
+                Op::FixedArray { elem, signed } => {
+                    match c.offset.checked_add(c.size).filter(|&e| e <= payload.len()) {
+                        Some(end) => self.ints(i, payload, c.offset, end, elem, signed),
+                        None => Slot::Null,
+                    }
+                }
                 Op::TailArray { elem, signed } => {
                     if c.offset <= payload.len() {
                         self.ints(i, payload, c.offset, payload.len(), elem, signed)
@@ -398,7 +480,9 @@ impl FieldDecoder {
                 // SAFETY: prepare() produced Text(a, b) only after
                 // from_utf8 (or an ASCII check) accepted exactly payload[a..b], and `values`
                 // must be called with the same payload.
-                Slot::Text(a, b) => Value::Str(unsafe { std::str::from_utf8_unchecked(&payload[a..b]) }),
+                Slot::Text(a, b) => {
+                    Value::Str(unsafe { std::str::from_utf8_unchecked(&payload[a..b]) })
+                }
                 Slot::Owned(i) => Value::Str(&self.strings[i]),
                 Slot::ListI(i) => Value::ListI64(&self.lists_i[i]),
                 Slot::ListU(i) => Value::ListU64(&self.lists_u[i]),
@@ -419,17 +503,62 @@ mod tests {
     #[test]
     fn classifies_every_kind() {
         let k = |l: &str| FieldKind::classify(&ff(l), 8);
-        assert_eq!(k("field:pid_t pid;\toffset:8;\tsize:4;\tsigned:1;"), FieldKind::Int { size: 4, signed: true });
-        assert_eq!(k("field:char comm[16];\toffset:8;\tsize:16;\tsigned:0;"), FieldKind::CharArray);
-        assert_eq!(k("field:__data_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;"), FieldKind::DynStr { relative: false });
-        assert_eq!(k("field:__rel_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;"), FieldKind::DynStr { relative: true });
-        assert_eq!(k("field:__data_loc cpumask_t cpumask;\toffset:8;\tsize:4;\tsigned:0;"), FieldKind::DynCpumask { relative: false });
-        assert_eq!(k("field:unsigned long args[6];\toffset:8;\tsize:48;\tsigned:0;"), FieldKind::FixedArray { elem: 8, signed: false });
-        assert_eq!(k("field:u32 buf[];\toffset:16;\tsize:0;\tsigned:0;"), FieldKind::TailArray { elem: 4, signed: false });
-        assert_eq!(k("field:char buf[];\toffset:16;\tsize:0;\tsigned:0;"), FieldKind::TailStr);
-        assert_eq!(k("field:u32 buf;\toffset:24;\tsize:0;\tsigned:0;"), FieldKind::TailArray { elem: 4, signed: false });
-        assert_eq!(k("field:bool ok;\toffset:8;\tsize:1;\tsigned:0;"), FieldKind::Bool);
-        assert!(matches!(k("field:struct foo f;\toffset:8;\tsize:12;\tsigned:0;"), FieldKind::Unsupported(_)));
+        assert_eq!(
+            k("field:pid_t pid;\toffset:8;\tsize:4;\tsigned:1;"),
+            FieldKind::Int {
+                size: 4,
+                signed: true
+            }
+        );
+        assert_eq!(
+            k("field:char comm[16];\toffset:8;\tsize:16;\tsigned:0;"),
+            FieldKind::CharArray
+        );
+        assert_eq!(
+            k("field:__data_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;"),
+            FieldKind::DynStr { relative: false }
+        );
+        assert_eq!(
+            k("field:__rel_loc char[] name;\toffset:8;\tsize:4;\tsigned:0;"),
+            FieldKind::DynStr { relative: true }
+        );
+        assert_eq!(
+            k("field:__data_loc cpumask_t cpumask;\toffset:8;\tsize:4;\tsigned:0;"),
+            FieldKind::DynCpumask { relative: false }
+        );
+        assert_eq!(
+            k("field:unsigned long args[6];\toffset:8;\tsize:48;\tsigned:0;"),
+            FieldKind::FixedArray {
+                elem: 8,
+                signed: false
+            }
+        );
+        assert_eq!(
+            k("field:u32 buf[];\toffset:16;\tsize:0;\tsigned:0;"),
+            FieldKind::TailArray {
+                elem: 4,
+                signed: false
+            }
+        );
+        assert_eq!(
+            k("field:char buf[];\toffset:16;\tsize:0;\tsigned:0;"),
+            FieldKind::TailStr
+        );
+        assert_eq!(
+            k("field:u32 buf;\toffset:24;\tsize:0;\tsigned:0;"),
+            FieldKind::TailArray {
+                elem: 4,
+                signed: false
+            }
+        );
+        assert_eq!(
+            k("field:bool ok;\toffset:8;\tsize:1;\tsigned:0;"),
+            FieldKind::Bool
+        );
+        assert!(matches!(
+            k("field:struct foo f;\toffset:8;\tsize:12;\tsigned:0;"),
+            FieldKind::Unsupported(_)
+        ));
     }
 
     #[test]
@@ -444,7 +573,11 @@ mod tests {
             ];
             let mut p = vec![0u8; 48];
             let put32 = |p: &mut Vec<u8>, off: usize, v: u32| {
-                let b = if endian == Endian::Little { v.to_le_bytes() } else { v.to_be_bytes() };
+                let b = if endian == Endian::Little {
+                    v.to_le_bytes()
+                } else {
+                    v.to_be_bytes()
+                };
                 p[off..off + 4].copy_from_slice(&b);
             };
             put32(&mut p, 0, (-7i32) as u32);
@@ -455,9 +588,16 @@ mod tests {
             p[28..30].copy_from_slice(b"hi");
             put32(&mut p, 20, (8 << 16) | 32); // one 64-bit word at 32
             let mask: u64 = (1 << 0) | (1 << 3) | (1 << 63);
-            let mb = if endian == Endian::Little { mask.to_le_bytes() } else { mask.to_be_bytes() };
+            let mb = if endian == Endian::Little {
+                mask.to_le_bytes()
+            } else {
+                mask.to_be_bytes()
+            };
             p[32..40].copy_from_slice(&mb);
-            let kinds: Vec<_> = fields.iter().map(|f| (f, FieldKind::classify(f, 8))).collect();
+            let kinds: Vec<_> = fields
+                .iter()
+                .map(|f| (f, FieldKind::classify(f, 8)))
+                .collect();
             let mut d = FieldDecoder::new(&kinds, endian, 8);
             d.prepare(&p);
             let mut out = Vec::new();
@@ -472,8 +612,14 @@ mod tests {
 
     #[test]
     fn short_or_hostile_payloads_decode_to_null() {
-        let fields = [ff("field:u64 a;\toffset:0;\tsize:8;\tsigned:0;"), ff("field:__data_loc char[] s;\toffset:0;\tsize:4;\tsigned:0;")];
-        let kinds: Vec<_> = fields.iter().map(|f| (f, FieldKind::classify(f, 8))).collect();
+        let fields = [
+            ff("field:u64 a;\toffset:0;\tsize:8;\tsigned:0;"),
+            ff("field:__data_loc char[] s;\toffset:0;\tsize:4;\tsigned:0;"),
+        ];
+        let kinds: Vec<_> = fields
+            .iter()
+            .map(|f| (f, FieldKind::classify(f, 8)))
+            .collect();
         let mut d = FieldDecoder::new(&kinds, Endian::Little, 8);
         let p = [0xffu8; 4];
         d.prepare(&p);

@@ -88,7 +88,9 @@ pub fn parse_field_line(line: &str) -> Result<FieldFormat, FormatError> {
         _ => (decl, None),
     };
     let head = head.trim();
-    let split = head.rfind(|c: char| c.is_whitespace() || c == '*').ok_or_else(|| FormatError(format!("no type in {decl:?}")))?;
+    let split = head
+        .rfind(|c: char| c.is_whitespace() || c == '*')
+        .ok_or_else(|| FormatError(format!("no type in {decl:?}")))?;
     let name = head[split + 1..].trim().to_string();
     let mut c_type = head[..=split].trim().to_string();
     // `__data_loc char[] name` has the brackets on the type.
@@ -105,7 +107,15 @@ pub fn parse_field_line(line: &str) -> Result<FieldFormat, FormatError> {
     if name.is_empty() {
         return Err(FormatError(format!("no field name in {decl:?}")));
     }
-    Ok(FieldFormat { name, c_type, offset, size, signed, array_len, is_array })
+    Ok(FieldFormat {
+        name,
+        c_type,
+        offset,
+        size,
+        signed,
+        array_len,
+        is_array,
+    })
 }
 
 /// Parse a whole format file of subsystem `system`.
@@ -134,7 +144,14 @@ pub fn parse_format(system: &str, text: &str) -> Result<EventFormat, FormatError
     }
     let name = name.ok_or_else(|| FormatError("format has no name".into()))?;
     let id = id.ok_or_else(|| FormatError(format!("format of {name} has no ID")))?;
-    Ok(EventFormat { system: system.to_string(), name, id, common, fields, print_fmt })
+    Ok(EventFormat {
+        system: system.to_string(),
+        name,
+        id,
+        common,
+        fields,
+        print_fmt,
+    })
 }
 
 /// What header_page says about the ring buffer's page header.
@@ -159,8 +176,13 @@ pub fn parse_header_page(text: &str) -> Result<HeaderPage, FormatError> {
         }
     }
     match (commit, data) {
-        (Some(c @ (4 | 8)), Some(d)) => Ok(HeaderPage { commit_size: c, data_offset: d }),
-        (Some(c), _) if c != 4 && c != 8 => Err(FormatError(format!("header_page commit size {c}, expected 4 or 8"))),
+        (Some(c @ (4 | 8)), Some(d)) => Ok(HeaderPage {
+            commit_size: c,
+            data_offset: d,
+        }),
+        (Some(c), _) if c != 4 && c != 8 => Err(FormatError(format!(
+            "header_page commit size {c}, expected 4 or 8"
+        ))),
         _ => Err(FormatError("header_page lacks commit or data field".into())),
     }
 }
@@ -181,13 +203,30 @@ mod tests {
     #[test]
     fn parses_fields_arrays_and_data_loc() {
         let f = parse_format("sched", SCHED_SWITCH).unwrap();
-        assert_eq!((f.name.as_str(), f.id, f.common.len(), f.fields.len()), ("sched_switch", 316, 4, 5));
+        assert_eq!(
+            (f.name.as_str(), f.id, f.common.len(), f.fields.len()),
+            ("sched_switch", 316, 4, 5)
+        );
         let comm = &f.fields[0];
-        assert_eq!((comm.name.as_str(), comm.c_type.as_str(), comm.array_len, comm.size), ("prev_comm", "char[16]", Some(16), 16));
+        assert_eq!(
+            (
+                comm.name.as_str(),
+                comm.c_type.as_str(),
+                comm.array_len,
+                comm.size
+            ),
+            ("prev_comm", "char[16]", Some(16), 16)
+        );
         assert_eq!(f.fields[1].c_type, "pid_t");
         assert!(f.fields[1].signed);
-        assert_eq!((f.fields[2].name.as_str(), f.fields[2].c_type.as_str()), ("name", "__data_loc char[]"));
-        assert_eq!((f.fields[3].name.as_str(), f.fields[3].c_type.as_str()), ("fmt", "const char *"));
+        assert_eq!(
+            (f.fields[2].name.as_str(), f.fields[2].c_type.as_str()),
+            ("name", "__data_loc char[]")
+        );
+        assert_eq!(
+            (f.fields[3].name.as_str(), f.fields[3].c_type.as_str()),
+            ("fmt", "const char *")
+        );
         assert_eq!((f.fields[4].array_len, f.fields[4].is_array), (None, true));
         assert_eq!(f.print_fmt, "\"prev_comm=%s\", REC->prev_comm");
     }
@@ -195,9 +234,23 @@ mod tests {
     #[test]
     fn header_page_gives_kernel_long_size() {
         let hp64 = "\tfield: u64 timestamp;\toffset:0;\tsize:8;\tsigned:0;\n\tfield: local_t commit;\toffset:8;\tsize:8;\tsigned:1;\n\tfield: int overwrite;\toffset:8;\tsize:1;\tsigned:1;\n\tfield: char data;\toffset:16;\tsize:4080;\tsigned:1;\n";
-        assert_eq!(parse_header_page(hp64).unwrap(), HeaderPage { commit_size: 8, data_offset: 16 });
-        let hp32 = hp64.replace("size:8;\tsigned:1", "size:4;\tsigned:1").replace("offset:16", "offset:12");
-        assert_eq!(parse_header_page(&hp32).unwrap(), HeaderPage { commit_size: 4, data_offset: 12 });
+        assert_eq!(
+            parse_header_page(hp64).unwrap(),
+            HeaderPage {
+                commit_size: 8,
+                data_offset: 16
+            }
+        );
+        let hp32 = hp64
+            .replace("size:8;\tsigned:1", "size:4;\tsigned:1")
+            .replace("offset:16", "offset:12");
+        assert_eq!(
+            parse_header_page(&hp32).unwrap(),
+            HeaderPage {
+                commit_size: 4,
+                data_offset: 12
+            }
+        );
     }
 
     #[test]

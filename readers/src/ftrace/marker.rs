@@ -8,7 +8,10 @@
 
 /// One line parsed in a single pass: its name, its fields as a JSON object
 /// (into `json`) and its first `vm=` and `vcpu=` values.
-pub fn parse_line<'a>(text: &'a str, json: &mut String) -> (&'a str, Option<&'a str>, Option<&'a str>) {
+pub fn parse_line<'a>(
+    text: &'a str,
+    json: &mut String,
+) -> (&'a str, Option<&'a str>, Option<&'a str>) {
     json.clear();
     parse_line_onto(text, json)
 }
@@ -20,7 +23,10 @@ pub fn parse_line<'a>(text: &'a str, json: &mut String) -> (&'a str, Option<&'a 
 /// token and whether it needs escaping: marker lines are short, and
 /// setting up a search per token cost more than the search (this runs once
 /// per transaction of a traced workload).
-pub fn parse_line_onto<'a>(text: &'a str, json: &mut String) -> (&'a str, Option<&'a str>, Option<&'a str>) {
+pub fn parse_line_onto<'a>(
+    text: &'a str,
+    json: &mut String,
+) -> (&'a str, Option<&'a str>, Option<&'a str>) {
     let b = text.as_bytes();
     let name_end = b.iter().position(|&c| c == b' ').unwrap_or(b.len());
     let (mut vm, mut vcpu) = (None, None);
@@ -103,7 +109,10 @@ mod tests {
 
     #[test]
     fn name_fields_and_free_text() {
-        assert_eq!(parse_line("txn_end vm=a vcpu=1", &mut String::new()).0, "txn_end");
+        assert_eq!(
+            parse_line("txn_end vm=a vcpu=1", &mut String::new()).0,
+            "txn_end"
+        );
         assert_eq!(parse_line("hello", &mut String::new()).0, "hello");
         assert_eq!(parse_line(" lead k=v", &mut String::new()).0, "");
         assert_eq!(json("txn_end vm=a vcpu=1"), r#"{"vm":"a","vcpu":"1"}"#);
@@ -127,7 +136,10 @@ mod tests {
         assert_eq!(vm_vcpu("x vm=").0, Some(""));
         assert_eq!(vm_vcpu("x vmx=1").0, None);
         let mut j = String::new();
-        assert_eq!(parse_line("spin vcpu=2 vm=a vm=b", &mut j), ("spin", Some("a"), Some("2")));
+        assert_eq!(
+            parse_line("spin vcpu=2 vm=a vm=b", &mut j),
+            ("spin", Some("a"), Some("2"))
+        );
     }
 
     /// The obvious implementation, token by token, as the reference.
@@ -145,7 +157,12 @@ mod tests {
                 _ => {}
             }
         }
-        (name.to_string(), format!("{{{}}}", json.join(",")), vm, vcpu)
+        (
+            name.to_string(),
+            format!("{{{}}}", json.join(",")),
+            vm,
+            vcpu,
+        )
     }
 
     proptest::proptest! {

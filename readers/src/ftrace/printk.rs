@@ -14,10 +14,17 @@ use std::collections::HashMap;
 pub fn parse_printk_formats(text: &str) -> HashMap<u64, String> {
     let mut out = HashMap::new();
     for line in text.lines() {
-        let Some((addr, rest)) = line.split_once(':') else { continue };
-        let Ok(addr) = u64::from_str_radix(addr.trim().trim_start_matches("0x"), 16) else { continue };
+        let Some((addr, rest)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(addr) = u64::from_str_radix(addr.trim().trim_start_matches("0x"), 16) else {
+            continue;
+        };
         let rest = rest.trim();
-        let body = rest.strip_prefix('"').map(|r| r.strip_suffix('"').unwrap_or(r)).unwrap_or(rest);
+        let body = rest
+            .strip_prefix('"')
+            .map(|r| r.strip_suffix('"').unwrap_or(r))
+            .unwrap_or(rest);
         out.insert(addr, unescape(body));
     }
     out
@@ -101,7 +108,10 @@ fn pad(body: String, spec: &Spec, numeric: bool) -> String {
             Some(c @ ('-' | '+' | ' ')) => (c.to_string(), body[1..].to_string()),
             _ => (String::new(), body.clone()),
         };
-        let (prefix, digits) = match digits.strip_prefix("0x").or_else(|| digits.strip_prefix("0X")) {
+        let (prefix, digits) = match digits
+            .strip_prefix("0x")
+            .or_else(|| digits.strip_prefix("0X"))
+        {
             Some(d) => (digits[..2].to_string(), d.to_string()),
             None => (String::new(), digits),
         };
@@ -122,7 +132,12 @@ fn with_precision(digits: String, prec: Option<usize>) -> String {
 /// Render a bprint record: `fmt` with arguments packed in `args`.
 /// Missing or short arguments render as nothing rather than failing.
 pub fn render(fmt: &str, args: &[u8], endian: Endian, long_size: usize) -> String {
-    let mut rd = ArgReader { buf: args, pos: 0, endian, long_size };
+    let mut rd = ArgReader {
+        buf: args,
+        pos: 0,
+        endian,
+        long_size,
+    };
     let mut out = String::with_capacity(fmt.len() + 16);
     let b = fmt.as_bytes();
     let mut i = 0;
@@ -207,7 +222,9 @@ pub fn render(fmt: &str, args: &[u8], endian: Endian, long_size: usize) -> Strin
                 }
                 rd.int(rd.long_size).map(|(s, u)| Arg::Int(s, u))
             }
-            b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => rd.int(size).map(|(s, u)| Arg::Int(s, u)),
+            b'd' | b'i' | b'u' | b'x' | b'X' | b'o' | b'c' => {
+                rd.int(size).map(|(s, u)| Arg::Int(s, u))
+            }
             _ => None,
         };
         let Some(arg) = arg else {
@@ -224,17 +241,41 @@ pub fn render(fmt: &str, args: &[u8], endian: Endian, long_size: usize) -> Strin
             (b'c', Arg::Int(_, u)) => pad(((u as u8) as char).to_string(), &spec, false),
             (b'd' | b'i', Arg::Int(s, _)) => {
                 let digits = with_precision(s.unsigned_abs().to_string(), spec.prec);
-                let sign = if s < 0 { "-" } else if spec.plus { "+" } else if spec.space { " " } else { "" };
+                let sign = if s < 0 {
+                    "-"
+                } else if spec.plus {
+                    "+"
+                } else if spec.space {
+                    " "
+                } else {
+                    ""
+                };
                 pad(format!("{sign}{digits}"), &spec, true)
             }
             (b'u', Arg::Int(_, u)) => pad(with_precision(u.to_string(), spec.prec), &spec, true),
             (b'x', Arg::Int(_, u)) => {
                 let d = with_precision(format!("{u:x}"), spec.prec);
-                pad(if spec.alt && u != 0 { format!("0x{d}") } else { d }, &spec, true)
+                pad(
+                    if spec.alt && u != 0 {
+                        format!("0x{d}")
+                    } else {
+                        d
+                    },
+                    &spec,
+                    true,
+                )
             }
             (b'X', Arg::Int(_, u)) => {
                 let d = with_precision(format!("{u:X}"), spec.prec);
-                pad(if spec.alt && u != 0 { format!("0X{d}") } else { d }, &spec, true)
+                pad(
+                    if spec.alt && u != 0 {
+                        format!("0X{d}")
+                    } else {
+                        d
+                    },
+                    &spec,
+                    true,
+                )
             }
             (b'o', Arg::Int(_, u)) => {
                 let d = with_precision(format!("{u:o}"), spec.prec);
@@ -259,7 +300,13 @@ mod tests {
     #[test]
     fn renders_packed_arguments_like_printf() {
         // %d (4) | %s "ab\0" | pad to 4 | %llx (8, aligned to 4) | %5u
-        let args = pack(&[&(-12i32).to_le_bytes(), b"ab\0", &[0], &0xdead_beefu64.to_le_bytes(), &42u32.to_le_bytes()]);
+        let args = pack(&[
+            &(-12i32).to_le_bytes(),
+            b"ab\0",
+            &[0],
+            &0xdead_beefu64.to_le_bytes(),
+            &42u32.to_le_bytes(),
+        ]);
         let s = render("v=%d s=%s x=%llx u=%5u %%", &args, Endian::Little, 8);
         assert_eq!(s, "v=-12 s=ab x=deadbeef u=   42 %");
     }
@@ -267,16 +314,30 @@ mod tests {
     #[test]
     fn zero_padding_precision_and_long_size() {
         let args = pack(&[&7u32.to_le_bytes(), &0xffu32.to_le_bytes()]);
-        assert_eq!(render("[%04d][%#x][%-3d]", &[args.clone(), 5u32.to_le_bytes().to_vec()].concat(), Endian::Little, 4), "[0007][0xff][5  ]");
+        assert_eq!(
+            render(
+                "[%04d][%#x][%-3d]",
+                &[args.clone(), 5u32.to_le_bytes().to_vec()].concat(),
+                Endian::Little,
+                4
+            ),
+            "[0007][0xff][5  ]"
+        );
         // %ld on a 32-bit kernel is 4 bytes, %lld always 8
         assert_eq!(render("%ld", &(-3i32).to_be_bytes(), Endian::Big, 4), "-3");
-        assert_eq!(render("%lld", &(1u64 << 40).to_le_bytes(), Endian::Little, 4), "1099511627776");
+        assert_eq!(
+            render("%lld", &(1u64 << 40).to_le_bytes(), Endian::Little, 4),
+            "1099511627776"
+        );
     }
 
     #[test]
     fn short_arguments_do_not_panic() {
         // the int cannot be read (2 bytes left); the string still can
-        assert_eq!(render("a=%d b=%s", &[1, 0], Endian::Little, 8), "a= b=\u{1}");
+        assert_eq!(
+            render("a=%d b=%s", &[1, 0], Endian::Little, 8),
+            "a= b=\u{1}"
+        );
         assert_eq!(render("%", &[], Endian::Little, 8), "");
     }
 

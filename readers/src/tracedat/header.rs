@@ -155,11 +155,21 @@ struct Seq<'a> {
 
 impl Seq<'_> {
     fn err(&self, what: &str) -> ReadError {
-        ReadError::corrupt(self.path, self.pos, "truncated", format!("{what}: file ends early"))
+        ReadError::corrupt(
+            self.path,
+            self.pos,
+            "truncated",
+            format!("{what}: file ends early"),
+        )
     }
     fn take(&mut self, n: u64, what: &str, limit: u64) -> ReadResult<Vec<u8>> {
         if n > limit.saturating_sub(self.pos) {
-            return Err(ReadError::corrupt(self.path, self.pos, "past-eof", format!("{what}: size {n} runs past the end of the file")));
+            return Err(ReadError::corrupt(
+                self.path,
+                self.pos,
+                "past-eof",
+                format!("{what}: size {n} runs past the end of the file"),
+            ));
         }
         let mut v = vec![0u8; n as usize];
         self.r.read_exact(&mut v).map_err(|_| self.err(what))?;
@@ -172,7 +182,9 @@ impl Seq<'_> {
     }
     fn u64(&mut self, what: &str, limit: u64) -> ReadResult<u64> {
         let b = self.take(8, what, limit)?;
-        Ok(self.endian.u64([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        Ok(self
+            .endian
+            .u64([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
     }
     fn cstr(&mut self, what: &str) -> ReadResult<String> {
         let mut v = Vec::new();
@@ -187,30 +199,67 @@ impl Seq<'_> {
 }
 
 fn io_err(path: &Path, e: std::io::Error) -> ReadError {
-    ReadError::Io { path: path.to_path_buf(), source: e }
+    ReadError::Io {
+        path: path.to_path_buf(),
+        source: e,
+    }
 }
 
-fn read_at(file: &File, path: &Path, offset: u64, len: u64, file_size: u64, what: &str) -> ReadResult<Vec<u8>> {
+fn read_at(
+    file: &File,
+    path: &Path,
+    offset: u64,
+    len: u64,
+    file_size: u64,
+    what: &str,
+) -> ReadResult<Vec<u8>> {
     if offset > file_size || len > file_size - offset {
-        return Err(ReadError::corrupt(path, offset, "past-eof", format!("{what}: {len} bytes at {offset} run past the end of the file ({file_size} bytes)")));
+        return Err(ReadError::corrupt(
+            path,
+            offset,
+            "past-eof",
+            format!(
+                "{what}: {len} bytes at {offset} run past the end of the file ({file_size} bytes)"
+            ),
+        ));
     }
     let mut v = vec![0u8; len as usize];
-    file.read_exact_at(&mut v, offset).map_err(|e| io_err(path, e))?;
+    file.read_exact_at(&mut v, offset)
+        .map_err(|e| io_err(path, e))?;
     Ok(v)
 }
 
 /// Decompress one block of a v7 file.
-pub fn decompress(algo: &str, data: &[u8], out_len: usize, path: &Path, offset: u64) -> ReadResult<Vec<u8>> {
-    let bad = |e: String| ReadError::corrupt(path, offset, "corrupt-compressed", format!("cannot decompress {algo} block: {e}"));
+pub fn decompress(
+    algo: &str,
+    data: &[u8],
+    out_len: usize,
+    path: &Path,
+    offset: u64,
+) -> ReadResult<Vec<u8>> {
+    let bad = |e: String| {
+        ReadError::corrupt(
+            path,
+            offset,
+            "corrupt-compressed",
+            format!("cannot decompress {algo} block: {e}"),
+        )
+    };
     match algo {
         "zstd" => zstd::bulk::decompress(data, out_len).map_err(|e| bad(e.to_string())),
         "zlib" => {
             let mut v = Vec::with_capacity(out_len);
-            flate2::read::ZlibDecoder::new(data).read_to_end(&mut v).map_err(|e| bad(e.to_string()))?;
+            flate2::read::ZlibDecoder::new(data)
+                .read_to_end(&mut v)
+                .map_err(|e| bad(e.to_string()))?;
             Ok(v)
         }
         "none" | "" => Ok(data.to_vec()),
-        other => Err(ReadError::Unsupported { path: path.to_path_buf(), offset, what: format!("compression {other:?}") }),
+        other => Err(ReadError::Unsupported {
+            path: path.to_path_buf(),
+            offset,
+            what: format!("compression {other:?}"),
+        }),
     }
 }
 
@@ -242,11 +291,21 @@ fn parse_cmdlines(text: &str) -> Vec<(i32, String)> {
 }
 
 fn format_err(path: &Path, offset: u64, e: crate::ftrace::format::FormatError) -> ReadError {
-    ReadError::corrupt(path, offset, "corrupt-format", format!("bad event format: {}", e.0))
+    ReadError::corrupt(
+        path,
+        offset,
+        "corrupt-format",
+        format!("bad event format: {}", e.0),
+    )
 }
 
 /// Parse a formats blob (count u32, then size u64 + text each) for `system`.
-fn parse_format_list(b: &mut Bytes<'_>, system: &str, parts: &mut Parts, path: &Path) -> ReadResult<()> {
+fn parse_format_list(
+    b: &mut Bytes<'_>,
+    system: &str,
+    parts: &mut Parts,
+    path: &Path,
+) -> ReadResult<()> {
     let n = b.u32("format count")?;
     for _ in 0..n {
         let off = b.offset();
@@ -261,29 +320,65 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
     let file = File::open(path).map_err(|e| io_err(path, e))?;
     let file_size = file.metadata().map_err(|e| io_err(path, e))?.len();
     if file_size == 0 {
-        return Err(ReadError::corrupt(path, 0, "empty", "empty file, not a trace.dat"));
+        return Err(ReadError::corrupt(
+            path,
+            0,
+            "empty",
+            "empty file, not a trace.dat",
+        ));
     }
-    let mut seq = Seq { r: std::io::BufReader::with_capacity(1 << 16, &file), pos: 0, endian: Endian::Little, path };
+    let mut seq = Seq {
+        r: std::io::BufReader::with_capacity(1 << 16, &file),
+        pos: 0,
+        endian: Endian::Little,
+        path,
+    };
     let magic = seq.take(10.min(file_size), "magic", file_size)?;
     if magic.as_slice() != MAGIC {
-        return Err(ReadError::NotThisFormat { path: path.to_path_buf(), expected: "trace.dat (trace-cmd)" });
+        return Err(ReadError::NotThisFormat {
+            path: path.to_path_buf(),
+            expected: "trace.dat (trace-cmd)",
+        });
     }
     let vstr = seq.cstr("version")?;
-    let version: u32 = vstr.parse().map_err(|_| ReadError::corrupt(path, 10, "corrupt-header", format!("version {vstr:?} is not a number")))?;
+    let version: u32 = vstr.parse().map_err(|_| {
+        ReadError::corrupt(
+            path,
+            10,
+            "corrupt-header",
+            format!("version {vstr:?} is not a number"),
+        )
+    })?;
     if !(6..=7).contains(&version) {
-        return Err(ReadError::Unsupported { path: path.to_path_buf(), offset: 10, what: format!("trace.dat version {version} (reads 6 and 7)") });
+        return Err(ReadError::Unsupported {
+            path: path.to_path_buf(),
+            offset: 10,
+            what: format!("trace.dat version {version} (reads 6 and 7)"),
+        });
     }
     let eb = seq.take(2, "endian and long size", file_size)?;
     let endian = match eb[0] {
         0 => Endian::Little,
         1 => Endian::Big,
-        x => return Err(ReadError::corrupt(path, seq.pos - 2, "corrupt-header", format!("endian byte {x}, expected 0 or 1"))),
+        x => {
+            return Err(ReadError::corrupt(
+                path,
+                seq.pos - 2,
+                "corrupt-header",
+                format!("endian byte {x}, expected 0 or 1"),
+            ))
+        }
     };
     seq.endian = endian;
     let user_long_size = eb[1];
     let page_size = seq.u32("page size", file_size)?;
     if !(64..=(1 << 24)).contains(&page_size) || !page_size.is_power_of_two() {
-        return Err(ReadError::corrupt(path, seq.pos - 4, "corrupt-header", format!("page size {page_size} is not a plausible power of two")));
+        return Err(ReadError::corrupt(
+            path,
+            seq.pos - 4,
+            "corrupt-header",
+            format!("page size {page_size} is not a plausible power of two"),
+        ));
     }
     let mut meta = TraceDatMeta {
         path: path.to_path_buf(),
@@ -295,7 +390,10 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
         page_size,
         compression: "none".into(),
         compression_version: String::new(),
-        header_page: HeaderPage { commit_size: 8, data_offset: 16 },
+        header_page: HeaderPage {
+            commit_size: 8,
+            data_offset: 16,
+        },
         formats: Vec::new(),
         printk: HashMap::new(),
         cmdlines: Vec::new(),
@@ -312,7 +410,13 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
         cpustats: Vec::new(),
         bad_formats: 0,
     };
-    let mut parts = Parts { header_page: None, formats: Vec::new(), printk: HashMap::new(), cmdlines: Vec::new(), bad_formats: Vec::new() };
+    let mut parts = Parts {
+        header_page: None,
+        formats: Vec::new(),
+        printk: HashMap::new(),
+        cmdlines: Vec::new(),
+        bad_formats: Vec::new(),
+    };
     if version == 6 {
         read_v6(&mut seq, &file, &mut meta, &mut parts)?;
     } else {
@@ -321,13 +425,16 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
         let first = seq.u64("first options offset", file_size)?;
         read_v7(&file, &mut meta, &mut parts, first)?;
     }
-    let hp = parts.header_page.ok_or_else(|| ReadError::corrupt(path, 0, "corrupt-header", "no header_page section"))?;
+    let hp = parts
+        .header_page
+        .ok_or_else(|| ReadError::corrupt(path, 0, "corrupt-header", "no header_page section"))?;
     meta.header_page = hp;
     meta.kernel_long_size = hp.commit_size;
     meta.formats = parts.formats;
     meta.bad_formats = parts.bad_formats.len() as u64;
     for w in parts.bad_formats {
-        meta.warnings.push(format!("{w}; events of this type are skipped"));
+        meta.warnings
+            .push(format!("{w}; events of this type are skipped"));
     }
     meta.printk = parts.printk;
     meta.cmdlines = parts.cmdlines;
@@ -346,7 +453,9 @@ fn header_info(b: &mut Bytes<'_>, parts: &mut Parts, path: &Path) -> ReadResult<
     }
     let off = b.offset();
     let hp = b.sized_text(8, "header_page")?;
-    parts.header_page = Some(parse_header_page(&hp).map_err(|e| ReadError::corrupt(path, off, "corrupt-header", e.0))?);
+    parts.header_page = Some(
+        parse_header_page(&hp).map_err(|e| ReadError::corrupt(path, off, "corrupt-header", e.0))?,
+    );
     let tag = b.take(13, "header_event tag")?;
     if tag != b"header_event\0" {
         return Err(b.corrupt("corrupt-header", "expected \"header_event\""));
@@ -365,7 +474,12 @@ fn event_formats(b: &mut Bytes<'_>, parts: &mut Parts, path: &Path) -> ReadResul
 }
 
 /// v6: metadata is one sequential run at the start of the file.
-fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut Parts) -> ReadResult<()> {
+fn read_v6(
+    seq: &mut Seq<'_>,
+    file: &File,
+    meta: &mut TraceDatMeta,
+    parts: &mut Parts,
+) -> ReadResult<()> {
     let path = seq.path;
     let fs = meta.file_size;
     let endian = meta.endian;
@@ -374,7 +488,11 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
     for tag_len in [12u64, 13] {
         blob.extend(seq.take(tag_len, "header tag", fs)?);
         let n = seq.u64("header size", fs)?;
-        blob.extend(if endian == Endian::Little { n.to_le_bytes() } else { n.to_be_bytes() });
+        blob.extend(if endian == Endian::Little {
+            n.to_le_bytes()
+        } else {
+            n.to_be_bytes()
+        });
         blob.extend(seq.take(n, "header text", fs)?);
     }
     let base = seq.pos - blob.len() as u64;
@@ -401,12 +519,21 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
     let n = seq.u32("kallsyms size", fs)?;
     seq.take(n as u64, "kallsyms", fs)?;
     let n = seq.u32("printk size", fs)?;
-    parts.printk = parse_printk_formats(&String::from_utf8_lossy(&seq.take(n as u64, "printk formats", fs)?));
+    parts.printk = parse_printk_formats(&String::from_utf8_lossy(&seq.take(
+        n as u64,
+        "printk formats",
+        fs,
+    )?));
     let n = seq.u64("cmdlines size", fs)?;
     parts.cmdlines = parse_cmdlines(&String::from_utf8_lossy(&seq.take(n, "cmdlines", fs)?));
     meta.cpus = seq.u32("cpu count", fs)?;
     if meta.cpus > 65536 {
-        return Err(ReadError::corrupt(path, seq.pos - 4, "corrupt-header", format!("cpu count {}", meta.cpus)));
+        return Err(ReadError::corrupt(
+            path,
+            seq.pos - 4,
+            "corrupt-header",
+            format!("cpu count {}", meta.cpus),
+        ));
     }
     let mut instances: Vec<(String, u64)> = Vec::new();
     loop {
@@ -433,13 +560,38 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
                 let size = seq.u64("cpu data size", fs)?;
                 cpus.push(CpuData { cpu, offset, size });
             }
-            meta.buffers.insert(0, BufferInfo { name: String::new(), clock: meta.clock.clone(), page_size: meta.page_size, cpus, compressed: false, latency: false });
+            meta.buffers.insert(
+                0,
+                BufferInfo {
+                    name: String::new(),
+                    clock: meta.clock.clone(),
+                    page_size: meta.page_size,
+                    cpus,
+                    compressed: false,
+                    latency: false,
+                },
+            );
             break;
         } else if tag.starts_with(b"latency") {
-            meta.buffers.insert(0, BufferInfo { name: String::new(), clock: meta.clock.clone(), page_size: meta.page_size, cpus: vec![], compressed: false, latency: true });
+            meta.buffers.insert(
+                0,
+                BufferInfo {
+                    name: String::new(),
+                    clock: meta.clock.clone(),
+                    page_size: meta.page_size,
+                    cpus: vec![],
+                    compressed: false,
+                    latency: true,
+                },
+            );
             break;
         } else {
-            return Err(ReadError::corrupt(path, tag_off, "corrupt-header", "expected \"options\", \"flyrecord\" or \"latency\""));
+            return Err(ReadError::corrupt(
+                path,
+                tag_off,
+                "corrupt-header",
+                "expected \"options\", \"flyrecord\" or \"latency\"",
+            ));
         }
     }
     // v6 instances: the BUFFER option points at a table of (offset, size) per CPU.
@@ -450,18 +602,38 @@ fn read_v6(seq: &mut Seq<'_>, file: &File, meta: &mut TraceDatMeta, parts: &mut 
         if tag.starts_with(b"flyrecord") {
             offset += 10;
         } else if tag.starts_with(b"options") || tag.starts_with(b"latency") {
-            meta.warnings.push(format!("instance {name:?} at byte {offset}: options/latency data not decoded"));
+            meta.warnings.push(format!(
+                "instance {name:?} at byte {offset}: options/latency data not decoded"
+            ));
             continue;
         }
-        let table = read_at(file, path, offset, 16 * meta.cpus as u64, fs, "instance cpu table")?;
+        let table = read_at(
+            file,
+            path,
+            offset,
+            16 * meta.cpus as u64,
+            fs,
+            "instance cpu table",
+        )?;
         let mut b = Bytes::new(&table, offset, endian, path);
         let mut cpus = Vec::new();
         for cpu in 0..meta.cpus {
             let o = b.u64("cpu data offset")?;
             let s = b.u64("cpu data size")?;
-            cpus.push(CpuData { cpu, offset: o, size: s });
+            cpus.push(CpuData {
+                cpu,
+                offset: o,
+                size: s,
+            });
         }
-        meta.buffers.push(BufferInfo { name, clock: meta.clock.clone(), page_size: meta.page_size, cpus, compressed: false, latency: false });
+        meta.buffers.push(BufferInfo {
+            name,
+            clock: meta.clock.clone(),
+            page_size: meta.page_size,
+            cpus,
+            compressed: false,
+            latency: false,
+        });
     }
     Ok(())
 }
@@ -478,7 +650,8 @@ fn handle_option(
     file: &File,
 ) -> ReadResult<()> {
     let endian = meta.endian;
-    let text = || String::from_utf8_lossy(data.split(|&c| c == 0).next().unwrap_or(&[])).into_owned();
+    let text =
+        || String::from_utf8_lossy(data.split(|&c| c == 0).next().unwrap_or(&[])).into_owned();
     let mut b = Bytes::new(data, off, endian, path);
     let name = match id {
         opt::DATE => {
@@ -504,7 +677,11 @@ fn handle_option(
                     meta.buffers.push(info);
                 }
             }
-            if id == opt::BUFFER { "BUFFER" } else { "BUFFER_TEXT" }
+            if id == opt::BUFFER {
+                "BUFFER"
+            } else {
+                "BUFFER_TEXT"
+            }
         }
         opt::TRACECLOCK => {
             // "[local] global counter": the bracketed one is in force.
@@ -522,7 +699,11 @@ fn handle_option(
         opt::OFFSET => {
             let t = text();
             let t = t.trim();
-            meta.ts_offset += if let Some(h) = t.strip_prefix("0x") { i64::from_str_radix(h, 16).unwrap_or(0) } else { t.parse().unwrap_or(0) };
+            meta.ts_offset += if let Some(h) = t.strip_prefix("0x") {
+                i64::from_str_radix(h, 16).unwrap_or(0)
+            } else {
+                t.parse().unwrap_or(0)
+            };
             "OFFSET"
         }
         opt::CPUCOUNT => {
@@ -545,13 +726,22 @@ fn handle_option(
                 let shift = b.u32("tsc2nsec shift")?;
                 let offset = b.u64("tsc2nsec offset")?;
                 if shift < 64 {
-                    meta.tsc2nsec = Some(Tsc2Nsec { mult, shift, offset });
+                    meta.tsc2nsec = Some(Tsc2Nsec {
+                        mult,
+                        shift,
+                        offset,
+                    });
                 }
             }
             "TSC2NSEC"
         }
         opt::STRINGS => "STRINGS",
-        opt::HEADER_INFO | opt::FTRACE_EVENTS | opt::EVENT_FORMATS | opt::KALLSYMS | opt::PRINTK | opt::CMDLINES => {
+        opt::HEADER_INFO
+        | opt::FTRACE_EVENTS
+        | opt::EVENT_FORMATS
+        | opt::KALLSYMS
+        | opt::PRINTK
+        | opt::CMDLINES => {
             let at = b.u64("section offset")?;
             read_v7_section(file, meta, parts, id, at)?;
             match id {
@@ -564,7 +754,8 @@ fn handle_option(
             }
         }
         other => {
-            meta.warnings.push(format!("unknown option id {other} at byte {off} skipped"));
+            meta.warnings
+                .push(format!("unknown option id {other} at byte {off} skipped"));
             "UNKNOWN"
         }
     };
@@ -580,7 +771,12 @@ fn section_header(file: &File, meta: &TraceDatMeta, at: u64) -> ReadResult<(u16,
     let flags = e.u16([raw[2], raw[3]]);
     let size = e.u64(raw[8..16].try_into().expect("8 bytes"));
     if size > meta.file_size.saturating_sub(at + 16) {
-        return Err(ReadError::corrupt(&meta.path, at, "past-eof", format!("section {id} of {size} bytes runs past the end of the file")));
+        return Err(ReadError::corrupt(
+            &meta.path,
+            at,
+            "past-eof",
+            format!("section {id} of {size} bytes runs past the end of the file"),
+        ));
     }
     Ok((id, flags & 1 != 0, at + 16, size))
 }
@@ -596,13 +792,25 @@ fn section_body(file: &File, meta: &TraceDatMeta, at: u64) -> ReadResult<(u16, V
     let csize = b.u32("compressed size")? as usize;
     let usize_ = b.u32("uncompressed size")? as usize;
     let body = b.take(csize, "compressed data")?;
-    Ok((id, decompress(&meta.compression, body, usize_, &meta.path, data_at)?, data_at))
+    Ok((
+        id,
+        decompress(&meta.compression, body, usize_, &meta.path, data_at)?,
+        data_at,
+    ))
 }
 
-fn read_v7_section(file: &File, meta: &mut TraceDatMeta, parts: &mut Parts, option: u16, at: u64) -> ReadResult<()> {
+fn read_v7_section(
+    file: &File,
+    meta: &mut TraceDatMeta,
+    parts: &mut Parts,
+    option: u16,
+    at: u64,
+) -> ReadResult<()> {
     let (id, body, base) = section_body(file, meta, at)?;
     if id != option {
-        meta.warnings.push(format!("section at byte {at} has id {id}, option said {option}"));
+        meta.warnings.push(format!(
+            "section at byte {at} has id {id}, option said {option}"
+        ));
     }
     let path = meta.path.clone();
     let mut b = Bytes::new(&body, base, meta.endian, &path);
@@ -630,7 +838,14 @@ fn read_v7_buffer(
     let clock = b.cstr("buffer clock")?;
     let (_, compressed, _, _) = section_header(file, meta, offset)?;
     if id == opt::BUFFER_TEXT {
-        return Ok(BufferInfo { name, clock, page_size: meta.page_size, cpus: vec![], compressed, latency: true });
+        return Ok(BufferInfo {
+            name,
+            clock,
+            page_size: meta.page_size,
+            cpus: vec![],
+            compressed,
+            latency: true,
+        });
     }
     // Newer trace-cmd writes a per-buffer page size before the CPU count;
     // the two layouts differ in length by exactly 4 bytes (20 per CPU).
@@ -648,9 +863,20 @@ fn read_v7_buffer(
         let cpu = b.u32("cpu id")?;
         let off = b.u64("cpu data offset")?;
         let size = b.u64("cpu data size")?;
-        cpus.push(CpuData { cpu, offset: off, size });
+        cpus.push(CpuData {
+            cpu,
+            offset: off,
+            size,
+        });
     }
-    Ok(BufferInfo { name, clock, page_size, cpus, compressed, latency: false })
+    Ok(BufferInfo {
+        name,
+        clock,
+        page_size,
+        cpus,
+        compressed,
+        latency: false,
+    })
 }
 
 /// v7: follow the chain of options sections from `first`.
@@ -660,11 +886,21 @@ fn read_v7(file: &File, meta: &mut TraceDatMeta, parts: &mut Parts, first: u64) 
     let path = meta.path.clone();
     while at != 0 {
         if !seen.insert(at) {
-            return Err(ReadError::corrupt(&path, at, "corrupt-header", "options sections form a loop"));
+            return Err(ReadError::corrupt(
+                &path,
+                at,
+                "corrupt-header",
+                "options sections form a loop",
+            ));
         }
         let (id, body, base) = section_body(file, meta, at)?;
         if id != opt::DONE {
-            return Err(ReadError::corrupt(&path, at, "corrupt-header", format!("expected an options section, found section id {id}")));
+            return Err(ReadError::corrupt(
+                &path,
+                at,
+                "corrupt-header",
+                format!("expected an options section, found section id {id}"),
+            ));
         }
         let mut b = Bytes::new(&body, base, meta.endian, &path);
         let mut next = 0;
@@ -688,7 +924,12 @@ fn read_v7(file: &File, meta: &mut TraceDatMeta, parts: &mut Parts, first: u64) 
         at = next;
     }
     if meta.cpus == 0 {
-        meta.cpus = meta.buffers.iter().flat_map(|b| b.cpus.iter().map(|c| c.cpu + 1)).max().unwrap_or(0);
+        meta.cpus = meta
+            .buffers
+            .iter()
+            .flat_map(|b| b.cpus.iter().map(|c| c.cpu + 1))
+            .max()
+            .unwrap_or(0);
     }
     Ok(())
 }

@@ -41,27 +41,51 @@ pub struct PageSource {
 
 impl PageSource {
     /// Open the pages of `cpu`.
-    pub fn new(meta: &TraceDatMeta, cpu: &CpuData, page_size: u32, compressed: bool) -> ReadResult<Self> {
-        let file = File::open(&meta.path).map_err(|e| ReadError::Io { path: meta.path.clone(), source: e })?;
+    pub fn new(
+        meta: &TraceDatMeta,
+        cpu: &CpuData,
+        page_size: u32,
+        compressed: bool,
+    ) -> ReadResult<Self> {
+        let file = File::open(&meta.path).map_err(|e| ReadError::Io {
+            path: meta.path.clone(),
+            source: e,
+        })?;
         let fs = meta.file_size;
         let page = page_size as u64;
         let mut missing = 0;
         let kind = if compressed {
             let mut b = [0u8; 4];
             if cpu.size == 0 {
-                Kind::Compressed { chunks_left: 0, next: 0 }
+                Kind::Compressed {
+                    chunks_left: 0,
+                    next: 0,
+                }
             } else if cpu.offset.checked_add(4).is_none_or(|e| e > fs) {
                 missing = cpu.size;
-                Kind::Compressed { chunks_left: 0, next: 0 }
+                Kind::Compressed {
+                    chunks_left: 0,
+                    next: 0,
+                }
             } else {
-                file.read_exact_at(&mut b, cpu.offset).map_err(|e| ReadError::Io { path: meta.path.clone(), source: e })?;
-                Kind::Compressed { chunks_left: meta.endian.u32(b), next: cpu.offset + 4 }
+                file.read_exact_at(&mut b, cpu.offset)
+                    .map_err(|e| ReadError::Io {
+                        path: meta.path.clone(),
+                        source: e,
+                    })?;
+                Kind::Compressed {
+                    chunks_left: meta.endian.u32(b),
+                    next: cpu.offset + 4,
+                }
             }
         } else {
             let avail = fs.saturating_sub(cpu.offset).min(cpu.size);
             let whole = avail / page * page;
             missing = cpu.size - whole;
-            Kind::Plain { next: cpu.offset, end: cpu.offset + whole }
+            Kind::Plain {
+                next: cpu.offset,
+                end: cpu.offset + whole,
+            }
         };
         Ok(PageSource {
             file,
@@ -74,7 +98,11 @@ impl PageSource {
             last_offset: cpu.offset,
             batch_offset: cpu.offset,
             compression: meta.compression.clone(),
-            zstd: if meta.compression == "zstd" { zstd::bulk::Decompressor::new().ok() } else { None },
+            zstd: if meta.compression == "zstd" {
+                zstd::bulk::Decompressor::new().ok()
+            } else {
+                None
+            },
             path: meta.path.clone(),
             endian: meta.endian,
             file_size: fs,
@@ -91,7 +119,12 @@ impl PageSource {
                 }
                 let n = (*end - *next).min(BATCH_PAGES * self.page_size as u64);
                 self.buf.resize(n as usize, 0);
-                self.file.read_exact_at(&mut self.buf, *next).map_err(|e| ReadError::Io { path: self.path.clone(), source: e })?;
+                self.file
+                    .read_exact_at(&mut self.buf, *next)
+                    .map_err(|e| ReadError::Io {
+                        path: self.path.clone(),
+                        source: e,
+                    })?;
                 self.batch_offset = *next;
                 *next += n;
                 self.consumed += n;
@@ -108,7 +141,12 @@ impl PageSource {
                     *chunks_left = 0;
                     return Ok(false);
                 }
-                self.file.read_exact_at(&mut h, at).map_err(|e| ReadError::Io { path: self.path.clone(), source: e })?;
+                self.file
+                    .read_exact_at(&mut h, at)
+                    .map_err(|e| ReadError::Io {
+                        path: self.path.clone(),
+                        source: e,
+                    })?;
                 let csize = self.endian.u32([h[0], h[1], h[2], h[3]]) as u64;
                 let usize_ = self.endian.u32([h[4], h[5], h[6], h[7]]) as usize;
                 if at + 8 + csize > self.file_size {
@@ -118,15 +156,30 @@ impl PageSource {
                     return Ok(false);
                 }
                 if usize_ > 1 << 30 {
-                    return Err(ReadError::corrupt(&self.path, at, "corrupt-compressed", format!("chunk claims {usize_} uncompressed bytes")));
+                    return Err(ReadError::corrupt(
+                        &self.path,
+                        at,
+                        "corrupt-compressed",
+                        format!("chunk claims {usize_} uncompressed bytes"),
+                    ));
                 }
                 let mut c = vec![0u8; csize as usize];
-                self.file.read_exact_at(&mut c, at + 8).map_err(|e| ReadError::Io { path: self.path.clone(), source: e })?;
+                self.file
+                    .read_exact_at(&mut c, at + 8)
+                    .map_err(|e| ReadError::Io {
+                        path: self.path.clone(),
+                        source: e,
+                    })?;
                 self.buf = match (&mut self.zstd, self.compression.as_str()) {
                     // One decompression context per stream: creating one per
                     // chunk showed up at 3% of the import profile.
                     (Some(z), _) => z.decompress(&c, usize_).map_err(|e| {
-                        ReadError::corrupt(&self.path, at + 8, "corrupt-compressed", format!("cannot decompress zstd chunk: {e}"))
+                        ReadError::corrupt(
+                            &self.path,
+                            at + 8,
+                            "corrupt-compressed",
+                            format!("cannot decompress zstd chunk: {e}"),
+                        )
                     })?,
                     _ => decompress(&self.compression, &c, usize_, &self.path, at + 8)?,
                 };

@@ -23,7 +23,9 @@ use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
 use crate::ftrace::format::EventFormat;
 use crate::ftrace::printk;
-use crate::sink::{recycle, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
+use crate::sink::{
+    recycle, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value,
+};
 use std::cmp::Reverse;
 use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -118,7 +120,10 @@ pub struct TraceDatSummary {
 enum Special {
     None,
     /// bprint: render `text` from fmt address and packed buf.
-    Bprint { fmt: usize, buf: usize },
+    Bprint {
+        fmt: usize,
+        buf: usize,
+    },
 }
 
 struct EventPlan {
@@ -163,11 +168,20 @@ fn table_names(formats: &[EventFormat]) -> Vec<String> {
 fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option<EventPlan>> {
     let names = table_names(&meta.formats);
     let long = meta.kernel_long_size;
-    let max_id = meta.formats.iter().map(|f| f.id as usize).filter(|&i| i < 1 << 16).max().unwrap_or(0);
+    let max_id = meta
+        .formats
+        .iter()
+        .map(|f| f.id as usize)
+        .filter(|&i| i < 1 << 16)
+        .max()
+        .unwrap_or(0);
     let mut plans: Vec<Option<EventPlan>> = (0..=max_id).map(|_| None).collect();
     for (f, name) in meta.formats.iter().zip(names) {
         if f.id as usize > max_id {
-            summary.warnings.push(format!("event {} has id {} beyond the u16 range; skipped", f.name, f.id));
+            summary.warnings.push(format!(
+                "event {} has id {} beyond the u16 range; skipped",
+                f.name, f.id
+            ));
             continue;
         }
         let mut typed = Vec::new();
@@ -176,7 +190,10 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option
             let kind = FieldKind::classify(field, long);
             match kind.column_type() {
                 Some(ty) => {
-                    columns.push(ColumnSpec { name: crate::sink::field_column_name(&field.name), ty });
+                    columns.push(ColumnSpec {
+                        name: crate::sink::field_column_name(&field.name),
+                        ty,
+                    });
                     typed.push((field, kind));
                 }
                 None => {
@@ -184,7 +201,12 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option
                         FieldKind::Unsupported(r) => r.clone(),
                         _ => String::new(),
                     };
-                    summary.dropped_fields.push(DroppedField { event: name.clone(), field: field.name.clone(), c_type: field.c_type.clone(), reason });
+                    summary.dropped_fields.push(DroppedField {
+                        event: name.clone(),
+                        field: field.name.clone(),
+                        c_type: field.c_type.clone(),
+                        reason,
+                    });
                 }
             }
         }
@@ -193,13 +215,31 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option
             let fmt = columns.iter().position(|c| c.name == "fmt");
             let buf = columns.iter().position(|c| c.name == "buf");
             if let (Some(fmt), Some(buf)) = (fmt, buf) {
-                columns.push(ColumnSpec { name: "text".into(), ty: ColumnType::Str });
+                columns.push(ColumnSpec {
+                    name: "text".into(),
+                    ty: ColumnType::Str,
+                });
                 special = Special::Bprint { fmt, buf };
             }
         }
-        let pid_offset = f.common.iter().find(|c| c.name == "common_pid").map_or(4, |c| c.offset);
+        let pid_offset = f
+            .common
+            .iter()
+            .find(|c| c.name == "common_pid")
+            .map_or(4, |c| c.offset);
         let decoder = FieldDecoder::new(&typed, meta.endian, long);
-        plans[f.id as usize] = Some(EventPlan { spec: TableSpec { name, system: f.system.clone(), columns }, rows: 0, table: None, decoder, pid_offset, special });
+        plans[f.id as usize] = Some(EventPlan {
+            spec: TableSpec {
+                name,
+                system: f.system.clone(),
+                columns,
+            },
+            rows: 0,
+            table: None,
+            decoder,
+            pid_offset,
+            special,
+        });
     }
     plans
 }
@@ -210,7 +250,14 @@ fn summary_path(s: &TraceDatSummary) -> &str {
 
 impl Stream {
     /// Move to the next record; false at the end of the stream.
-    fn advance(&mut self, long: usize, data_start: usize, endian: Endian, summary: &mut TraceDatSummary, inst: &str) -> ReadResult<bool> {
+    fn advance(
+        &mut self,
+        long: usize,
+        data_start: usize,
+        endian: Endian,
+        summary: &mut TraceDatSummary,
+        inst: &str,
+    ) -> ReadResult<bool> {
         loop {
             if let Some(c) = &mut self.cursor {
                 match c.next_record(&self.page) {
@@ -240,7 +287,12 @@ impl Stream {
             *summary.stats.entry("pages".into()).or_default() += 1;
             match PageCursor::new(&self.page, endian, long, data_start) {
                 Ok(c) => {
-                    let lost = summary.lost.entry(inst.to_string()).or_default().entry(self.cpu).or_default();
+                    let lost = summary
+                        .lost
+                        .entry(inst.to_string())
+                        .or_default()
+                        .entry(self.cpu)
+                        .or_default();
                     match c.missed {
                         Missed::None => {}
                         Missed::Unknown => lost.unknown_pages += 1,
@@ -278,7 +330,11 @@ pub fn read_tracedat(
     let mut s = TraceDatSummary {
         path: path.display().to_string(),
         version: meta.version,
-        endian: if meta.endian == Endian::Little { "little" } else { "big" },
+        endian: if meta.endian == Endian::Little {
+            "little"
+        } else {
+            "big"
+        },
         user_long_size: meta.user_long_size,
         kernel_long_size: meta.kernel_long_size,
         page_size: meta.page_size,
@@ -296,7 +352,8 @@ pub fn read_tracedat(
         ..Default::default()
     };
     if meta.bad_formats > 0 {
-        s.stats.insert("unparseable_formats".into(), meta.bad_formats);
+        s.stats
+            .insert("unparseable_formats".into(), meta.bad_formats);
     }
     let names: Vec<String> = meta.buffers.iter().map(|b| b.name.clone()).collect();
     sink.set_instances(&names);
@@ -304,9 +361,17 @@ pub fn read_tracedat(
     let mut streams = Vec::new();
     let mut total = 0u64;
     for (i, b) in meta.buffers.iter().enumerate() {
-        s.instances.push((b.name.clone(), b.clock.clone(), b.page_size, b.cpus.iter().filter(|c| c.size > 0).count() as u32));
+        s.instances.push((
+            b.name.clone(),
+            b.clock.clone(),
+            b.page_size,
+            b.cpus.iter().filter(|c| c.size > 0).count() as u32,
+        ));
         if b.latency {
-            s.warnings.push(format!("instance {:?} holds latency (text) data, not decoded", b.name));
+            s.warnings.push(format!(
+                "instance {:?} holds latency (text) data, not decoded",
+                b.name
+            ));
             continue;
         }
         for c in &b.cpus {
@@ -315,7 +380,14 @@ pub fn read_tracedat(
             }
             total += c.size;
             let source = PageSource::new(&meta, c, b.page_size, b.compressed)?;
-            streams.push(Stream { source, page: Vec::with_capacity(b.page_size as usize), cursor: None, cur: None, instance: i as u16, cpu: c.cpu });
+            streams.push(Stream {
+                source,
+                page: Vec::with_capacity(b.page_size as usize),
+                cursor: None,
+                cur: None,
+                instance: i as u16,
+                cpu: c.cpu,
+            });
         }
     }
     let long = meta.kernel_long_size;
@@ -323,7 +395,13 @@ pub fn read_tracedat(
     let endian = meta.endian;
     let mut heap = BinaryHeap::with_capacity(streams.len());
     for (i, st) in streams.iter_mut().enumerate() {
-        if st.advance(long, data_start, endian, &mut s, &names[st.instance as usize])? {
+        if st.advance(
+            long,
+            data_start,
+            endian,
+            &mut s,
+            &names[st.instance as usize],
+        )? {
             heap.push(Reverse((st.cur.map_or(0, |r| r.ts), i)));
         }
     }
@@ -335,7 +413,11 @@ pub fn read_tracedat(
         };
         (t as i64).wrapping_add(meta.ts_offset)
     };
-    let every = if opts.progress_every_pages == 0 { 256 } else { opts.progress_every_pages };
+    let every = if opts.progress_every_pages == 0 {
+        256
+    } else {
+        opts.progress_every_pages
+    };
     let mut last_pages = 0u64;
     let mut last_ts = i64::MIN;
     let mut unknown_ids: BTreeMap<u32, u64> = BTreeMap::new();
@@ -367,29 +449,51 @@ pub fn read_tracedat(
                     let table = match plan.table {
                         Some(t) => t,
                         None => {
-                            let t = sink.declare_table(&plan.spec).map_err(|what| ReadError::Sink { what })?;
+                            let t = sink
+                                .declare_table(&plan.spec)
+                                .map_err(|what| ReadError::Sink { what })?;
                             plan.table = Some(t);
-                            s.systems.insert(plan.spec.name.clone(), plan.spec.system.clone());
+                            s.systems
+                                .insert(plan.spec.name.clone(), plan.spec.system.clone());
                             t
                         }
                     };
-                    let pid = endian.uint(payload, plan.pid_offset, 4).map(|v| v as u32 as i32);
+                    let pid = endian
+                        .uint(payload, plan.pid_offset, 4)
+                        .map(|v| v as u32 as i32);
                     plan.decoder.prepare(payload);
                     let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut scratch));
                     plan.decoder.values(payload, &mut values);
                     let mut text = String::new();
                     if let Special::Bprint { fmt, buf } = plan.special {
-                        if let (Value::U64(addr), Some(off)) = (values[fmt], bprint_buf_offset.get(&id)) {
+                        if let (Value::U64(addr), Some(off)) =
+                            (values[fmt], bprint_buf_offset.get(&id))
+                        {
                             let _ = buf;
                             match meta.printk.get(&addr) {
-                                Some(f) => text = printk::render(f, payload.get(*off..).unwrap_or(&[]), endian, long),
-                                None => *s.stats.entry("bprint_unknown_format".into()).or_default() += 1,
+                                Some(f) => {
+                                    text = printk::render(
+                                        f,
+                                        payload.get(*off..).unwrap_or(&[]),
+                                        endian,
+                                        long,
+                                    )
+                                }
+                                None => {
+                                    *s.stats.entry("bprint_unknown_format".into()).or_default() += 1
+                                }
                             }
                         }
                         values.push(Value::Str(&text));
                     }
-                    let head = RowHeader { ts, cpu: st.cpu, pid, instance: st.instance };
-                    sink.write_row(table, &head, &values).map_err(|what| ReadError::Sink { what })?;
+                    let head = RowHeader {
+                        ts,
+                        cpu: st.cpu,
+                        pid,
+                        instance: st.instance,
+                    };
+                    sink.write_row(table, &head, &values)
+                        .map_err(|what| ReadError::Sink { what })?;
                     scratch = recycle(values);
                     plan.rows += 1;
                     s.records += 1;
@@ -429,7 +533,8 @@ pub fn read_tracedat(
     }
     for (id, n) in unknown_ids {
         *s.stats.entry("unknown_event_id".into()).or_default() += n;
-        s.warnings.push(format!("{n} records of unknown event id {id} skipped"));
+        s.warnings
+            .push(format!("{n} records of unknown event id {id} skipped"));
     }
     for st in &streams {
         s.truncated_bytes += st.source.missing_bytes;

@@ -67,19 +67,39 @@ pub struct PageCursor {
 
 impl PageCursor {
     /// Parse the page header. `long_size` is the kernel's.
-    pub fn new(page: &[u8], endian: Endian, long_size: usize, data_start: usize) -> Result<Self, PageError> {
+    pub fn new(
+        page: &[u8],
+        endian: Endian,
+        long_size: usize,
+        data_start: usize,
+    ) -> Result<Self, PageError> {
         let page_ts = endian.uint(page, 0, 8).ok_or(PageError::BadCommit(0))?;
-        let flags = endian.uint(page, 8, long_size).ok_or(PageError::BadCommit(0))?;
+        let flags = endian
+            .uint(page, 8, long_size)
+            .ok_or(PageError::BadCommit(0))?;
         let commit = flags & COMMIT_MASK;
-        let end = data_start.checked_add(commit as usize).filter(|&e| e <= page.len()).ok_or(PageError::BadCommit(commit))?;
+        let end = data_start
+            .checked_add(commit as usize)
+            .filter(|&e| e <= page.len())
+            .ok_or(PageError::BadCommit(commit))?;
         let missed = if flags & MISSING_EVENTS == 0 {
             Missed::None
         } else if flags & MISSING_STORED != 0 {
-            endian.uint(page, end, long_size).map_or(Missed::Unknown, Missed::Count)
+            endian
+                .uint(page, end, long_size)
+                .map_or(Missed::Unknown, Missed::Count)
         } else {
             Missed::Unknown
         };
-        Ok(PageCursor { endian, data_start, end, pos: data_start, ts: page_ts, missed, page_ts })
+        Ok(PageCursor {
+            endian,
+            data_start,
+            end,
+            pos: data_start,
+            ts: page_ts,
+            missed,
+            page_ts,
+        })
     }
 
     #[inline]
@@ -120,7 +140,10 @@ impl PageCursor {
                     }
                 }
                 TYPE_TIME_EXTEND | TYPE_TIME_STAMP => {
-                    let ext = self.u32_at(page, at + 4).ok_or(PageError::RecordOverrun(at - self.data_start))? as u64;
+                    let ext = self
+                        .u32_at(page, at + 4)
+                        .ok_or(PageError::RecordOverrun(at - self.data_start))?
+                        as u64;
                     let v = (ext << TS_SHIFT).wrapping_add(delta);
                     if type_len == TYPE_TIME_EXTEND {
                         self.ts = self.ts.wrapping_add(v);
@@ -130,13 +153,23 @@ impl PageCursor {
                     self.pos = at + 8;
                 }
                 0 => {
-                    let raw = self.u32_at(page, at + 4).ok_or(PageError::RecordOverrun(at - self.data_start))? as usize;
+                    let raw = self
+                        .u32_at(page, at + 4)
+                        .ok_or(PageError::RecordOverrun(at - self.data_start))?
+                        as usize;
                     let len = (raw.saturating_sub(4) + 3) & !3;
                     let start = at + 8;
-                    let end = start.checked_add(len).filter(|&e| e <= self.end).ok_or(PageError::RecordOverrun(at - self.data_start))?;
+                    let end = start
+                        .checked_add(len)
+                        .filter(|&e| e <= self.end)
+                        .ok_or(PageError::RecordOverrun(at - self.data_start))?;
                     self.ts = self.ts.wrapping_add(delta);
                     self.pos = end;
-                    return Ok(Some(Record { ts: self.ts, start, end }));
+                    return Ok(Some(Record {
+                        ts: self.ts,
+                        start,
+                        end,
+                    }));
                 }
                 n => {
                     let start = at + 4;
@@ -146,7 +179,11 @@ impl PageCursor {
                     }
                     self.ts = self.ts.wrapping_add(delta);
                     self.pos = end;
-                    return Ok(Some(Record { ts: self.ts, start, end }));
+                    return Ok(Some(Record {
+                        ts: self.ts,
+                        start,
+                        end,
+                    }));
                 }
             }
         }
@@ -189,7 +226,14 @@ pub mod build {
     }
 
     /// Encode a page of `page_size` bytes.
-    pub fn page(endian: Endian, long_size: usize, page_size: usize, ts: u64, recs: &[Rec<'_>], lost: Option<u64>) -> Vec<u8> {
+    pub fn page(
+        endian: Endian,
+        long_size: usize,
+        page_size: usize,
+        ts: u64,
+        recs: &[Rec<'_>],
+        lost: Option<u64>,
+    ) -> Vec<u8> {
         let mut body = Vec::new();
         for r in recs {
             match r {
@@ -205,7 +249,11 @@ pub mod build {
                     body.resize(body.len() + padded - p.len(), 0);
                 }
                 Rec::Extend(d) => {
-                    body.extend(word(endian, TYPE_TIME_EXTEND, (*d & ((1 << 27) - 1)) as u32));
+                    body.extend(word(
+                        endian,
+                        TYPE_TIME_EXTEND,
+                        (*d & ((1 << 27) - 1)) as u32,
+                    ));
                     body.extend(u32b(endian, (*d >> 27) as u32));
                 }
                 Rec::Stamp(t) => {
@@ -223,7 +271,11 @@ pub mod build {
         let mut tail = Vec::new();
         if let Some(n) = lost {
             flags |= MISSING_EVENTS | MISSING_STORED;
-            tail = if long_size == 8 { endian_u64(endian, n).to_vec() } else { u32b(endian, n as u32).to_vec() };
+            tail = if long_size == 8 {
+                endian_u64(endian, n).to_vec()
+            } else {
+                u32b(endian, n as u32).to_vec()
+            };
         }
         let mut page = Vec::with_capacity(page_size);
         page.extend(endian_u64(endian, ts));
@@ -270,7 +322,14 @@ mod tests {
                     long,
                     4096,
                     1_000,
-                    &[Rec::Data(5, b"abcd"), Rec::Extend(1 << 30), Rec::Data(3, &big), Rec::Pad(12), Rec::Stamp(5_000_000_000), Rec::Data(0, b"xy")],
+                    &[
+                        Rec::Data(5, b"abcd"),
+                        Rec::Extend(1 << 30),
+                        Rec::Data(3, &big),
+                        Rec::Pad(12),
+                        Rec::Stamp(5_000_000_000),
+                        Rec::Data(0, b"xy"),
+                    ],
                     Some(42),
                 );
                 let (recs, missed) = all(&p, e, long);
@@ -288,7 +347,10 @@ mod tests {
     fn commit_past_page_and_overrunning_records_are_errors() {
         let mut p = page(Endian::Little, 8, 64, 0, &[Rec::Data(1, b"abcd")], None);
         p[8..16].copy_from_slice(&1000u64.to_le_bytes());
-        assert!(matches!(PageCursor::new(&p, Endian::Little, 8, 16), Err(PageError::BadCommit(1000))));
+        assert!(matches!(
+            PageCursor::new(&p, Endian::Little, 8, 16),
+            Err(PageError::BadCommit(1000))
+        ));
         // a data record claiming 28 words in a 4-byte commit
         let mut p = page(Endian::Little, 8, 4096, 0, &[Rec::Data(1, b"abcd")], None);
         p[16] = 28;

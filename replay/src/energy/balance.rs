@@ -25,8 +25,11 @@ pub const E_FLOOR_J: f64 = 1e-12;
 /// The pairwise rule. `k > 1` is the ratio threshold. Symmetric in its
 /// two cores: the caller need not order them.
 pub fn should_swap(big_e_i: f64, e_i: f64, big_e_j: f64, e_j: f64, k: f64) -> bool {
-    let (big_e_i, e_i, big_e_j, e_j) =
-        if e_i < e_j { (big_e_j, e_j.max(E_FLOOR_J), big_e_i, e_i.max(E_FLOOR_J)) } else { (big_e_i, e_i.max(E_FLOOR_J), big_e_j, e_j.max(E_FLOOR_J)) };
+    let (big_e_i, e_i, big_e_j, e_j) = if e_i < e_j {
+        (big_e_j, e_j.max(E_FLOOR_J), big_e_i, e_i.max(E_FLOOR_J))
+    } else {
+        (big_e_i, e_i.max(E_FLOOR_J), big_e_j, e_j.max(E_FLOOR_J))
+    };
     if e_i == e_j {
         return false;
     }
@@ -68,7 +71,11 @@ pub struct EnergyWindow {
 impl EnergyWindow {
     /// Empty history for `cores` cores.
     pub fn new(cores: usize, window: Window) -> Self {
-        EnergyWindow { window, big_e: vec![0.0; cores], recent: vec![Default::default(); cores] }
+        EnergyWindow {
+            window,
+            big_e: vec![0.0; cores],
+            recent: vec![Default::default(); cores],
+        }
     }
 
     /// `E` per core (energy in the window before the current period).
@@ -121,7 +128,11 @@ mod tests {
 
     #[test]
     fn rule_is_symmetric_in_its_cores() {
-        for &(a, b, c, d) in &[(1.0, 3.0, 10.0, 1.0), (9.0, 3.0, 2.0, 1.0), (10.0, 1.05, 9.0, 1.0)] {
+        for &(a, b, c, d) in &[
+            (1.0, 3.0, 10.0, 1.0),
+            (9.0, 3.0, 2.0, 1.0),
+            (10.0, 1.05, 9.0, 1.0),
+        ] {
             assert_eq!(should_swap(a, b, c, d, 1.1), should_swap(c, d, a, b, 1.1));
         }
     }

@@ -30,7 +30,10 @@ pub struct EnergyLedger {
 impl EnergyLedger {
     /// A ledger for `cores` cores.
     pub fn new(cores: usize) -> Self {
-        EnergyLedger { per_core_j: vec![0.0; cores], ..Default::default() }
+        EnergyLedger {
+            per_core_j: vec![0.0; cores],
+            ..Default::default()
+        }
     }
 
     fn add_core(&mut self, core: usize, j: f64) {

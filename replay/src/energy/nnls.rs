@@ -20,7 +20,12 @@ pub fn nnls(a: &[f64], rows: usize, cols: usize, b: &[f64]) -> Option<Vec<f64>> 
     // column), so columns are scaled to unit norm and the weights unscaled
     // at the end; otherwise the tolerances below would drown small columns.
     let norms: Vec<f64> = (0..cols)
-        .map(|j| (0..rows).map(|r| a[r * cols + j].powi(2)).sum::<f64>().sqrt())
+        .map(|j| {
+            (0..rows)
+                .map(|r| a[r * cols + j].powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
         .map(|n| if n > 0.0 { n } else { 1.0 })
         .collect();
     // Normal equations on the scaled columns: G = AᵀA, h = Aᵀb.
@@ -41,8 +46,12 @@ pub fn nnls(a: &[f64], rows: usize, cols: usize, b: &[f64]) -> Option<Vec<f64>> 
     let mut passive = vec![false; cols];
     for _outer in 0..(3 * cols + 10) {
         // Gradient of ½‖Aw−b‖² is Gw − h; we move along −gradient.
-        let grad: Vec<f64> = (0..cols).map(|i| h[i] - dot(&g[i * cols..(i + 1) * cols], &w)).collect();
-        let candidate = (0..cols).filter(|&i| !passive[i] && grad[i] > tol).max_by(|&x, &y| grad[x].total_cmp(&grad[y]));
+        let grad: Vec<f64> = (0..cols)
+            .map(|i| h[i] - dot(&g[i * cols..(i + 1) * cols], &w))
+            .collect();
+        let candidate = (0..cols)
+            .filter(|&i| !passive[i] && grad[i] > tol)
+            .max_by(|&x, &y| grad[x].total_cmp(&grad[y]));
         let Some(t) = candidate else { break };
         passive[t] = true;
         for _inner in 0..(3 * cols + 10) {
@@ -87,7 +96,11 @@ fn solve_passive(g: &[f64], h: &[f64], passive: &[bool], n: usize) -> Option<Vec
         mat[r * (m + 1) + m] = h[i];
     }
     for col in 0..m {
-        let piv = (col..m).max_by(|&x, &y| mat[x * (m + 1) + col].abs().total_cmp(&mat[y * (m + 1) + col].abs()))?;
+        let piv = (col..m).max_by(|&x, &y| {
+            mat[x * (m + 1) + col]
+                .abs()
+                .total_cmp(&mat[y * (m + 1) + col].abs())
+        })?;
         if mat[piv * (m + 1) + col].abs() < 1e-300 {
             return None; // singular: collinear counters
         }

@@ -84,7 +84,12 @@ impl CorePower {
             check("idle_w", w)?;
         }
         opps.sort_by_key(|o| o.freq_khz);
-        Ok(CorePower { opps, capacitance, static_w, idle_w })
+        Ok(CorePower {
+            opps,
+            capacitance,
+            static_w,
+            idle_w,
+        })
     }
 
     /// The operating points, sorted by frequency.
@@ -138,7 +143,11 @@ mod tests {
     use super::*;
 
     fn opp(mhz: u64, volt: f64) -> Opp {
-        Opp { freq_khz: mhz * 1000, volt, dynamic_w: None }
+        Opp {
+            freq_khz: mhz * 1000,
+            volt,
+            dynamic_w: None,
+        }
     }
 
     #[test]
@@ -164,7 +173,11 @@ mod tests {
     #[test]
     fn measured_watts_override_cfv2_and_idle_uses_deepest_known_state() {
         let m = CorePower::new(
-            vec![Opp { freq_khz: 1_000_000, volt: 1.0, dynamic_w: Some(3.5) }],
+            vec![Opp {
+                freq_khz: 1_000_000,
+                volt: 1.0,
+                dynamic_w: Some(3.5),
+            }],
             100.0,
             0.5,
             vec![0.4, 0.1],
@@ -178,7 +191,10 @@ mod tests {
 
     #[test]
     fn rejects_empty_and_negative_parameters() {
-        assert_eq!(CorePower::new(vec![], 1.0, 0.0, vec![]), Err(PowerModelError::NoOpps));
+        assert_eq!(
+            CorePower::new(vec![], 1.0, 0.0, vec![]),
+            Err(PowerModelError::NoOpps)
+        );
         assert!(CorePower::new(vec![opp(1000, 1.0)], -1.0, 0.0, vec![]).is_err());
         assert!(CorePower::new(vec![opp(1000, 1.0)], 1.0, f64::NAN, vec![]).is_err());
     }

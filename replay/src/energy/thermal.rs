@@ -26,7 +26,13 @@ impl Default for ThermalParams {
     /// filters changes shorter than seconds (Klee 2007 notes the heat-sink
     /// capacitance filters power changes lasting a few timeslices).
     fn default() -> Self {
-        ThermalParams { ambient_c: 25.0, r_core: 0.8, c_core: 0.01, r_sink: 0.3, c_sink: 40.0 }
+        ThermalParams {
+            ambient_c: 25.0,
+            r_core: 0.8,
+            c_core: 0.01,
+            r_sink: 0.3,
+            c_sink: 40.0,
+        }
     }
 }
 
@@ -41,7 +47,11 @@ pub struct ThermalModel {
 impl ThermalModel {
     /// All nodes start at ambient.
     pub fn new(cores: usize, p: ThermalParams) -> Self {
-        ThermalModel { core_c: vec![p.ambient_c; cores], sink_c: p.ambient_c, p }
+        ThermalModel {
+            core_c: vec![p.ambient_c; cores],
+            sink_c: p.ambient_c,
+            p,
+        }
     }
 
     /// Core temperatures, °C.
@@ -79,7 +89,10 @@ impl ThermalModel {
     pub fn steady_state(&self, power_w: &[f64]) -> (Vec<f64>, f64) {
         let total: f64 = power_w.iter().sum();
         let sink = self.p.ambient_c + total * self.p.r_sink;
-        (power_w.iter().map(|p| sink + p * self.p.r_core).collect(), sink)
+        (
+            power_w.iter().map(|p| sink + p * self.p.r_core).collect(),
+            sink,
+        )
     }
 }
 
@@ -89,14 +102,22 @@ mod tests {
 
     #[test]
     fn converges_to_the_closed_form_steady_state() {
-        let p = ThermalParams { c_sink: 2.0, ..Default::default() };
+        let p = ThermalParams {
+            c_sink: 2.0,
+            ..Default::default()
+        };
         let mut m = ThermalModel::new(2, p);
         let power = [20.0, 5.0];
         for _ in 0..400 {
             m.step(&power, 0.1); // 40 s ≫ r_sink·c_sink = 0.6 s
         }
         let (cores, sink) = m.steady_state(&power);
-        assert!((m.sink_c() - sink).abs() < 1e-3, "{} vs {}", m.sink_c(), sink);
+        assert!(
+            (m.sink_c() - sink).abs() < 1e-3,
+            "{} vs {}",
+            m.sink_c(),
+            sink
+        );
         for (got, want) in m.cores_c().iter().zip(&cores) {
             assert!((got - want).abs() < 1e-3);
         }
@@ -110,6 +131,9 @@ mod tests {
         m.step(&[0.0; 3], 10.0);
         assert!(m.cores_c().iter().all(|t| (t - 25.0).abs() < 1e-12));
         m.step(&[100.0, 0.0, 0.0], 1.0);
-        assert!(m.cores_c().iter().all(|t| t.is_finite() && *t >= 25.0 - 1e-9));
+        assert!(m
+            .cores_c()
+            .iter()
+            .all(|t| t.is_finite() && *t >= 25.0 - 1e-9));
     }
 }

@@ -12,9 +12,9 @@ mod spin;
 
 use placement::Balancer;
 
+use crate::asymmetric::VcpuFeatures;
 use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
-use crate::asymmetric::VcpuFeatures;
 use crate::policy::{Placement, Policy, SchedulerKind};
 use crate::sched::{credit::Credit, eevdf::Eevdf, fair::Fair, Scheduler, Sub};
 use std::cmp::Reverse;
@@ -162,7 +162,11 @@ fn demand_features(phases: &[Phase]) -> VcpuFeatures {
         }
     }
     let span = (work + block).max(1) as f64;
-    VcpuFeatures { utilisation: work as f64 / span, blocks_per_s: blocks as f64 / (span * 1e-9), io_exits_per_s: 0.0 }
+    VcpuFeatures {
+        utilisation: work as f64 / span,
+        blocks_per_s: blocks as f64 / (span * 1e-9),
+        io_exits_per_s: 0.0,
+    }
 }
 
 impl<'a> Engine<'a> {
@@ -172,7 +176,15 @@ impl<'a> Engine<'a> {
         // A VM's weight is shared by its vCPUs (Xen credit), so a VM's share
         // grows with its weight, not with weight × vCPUs.
         let per_vm = vcpus_per_vm(w);
-        let weights: Vec<i64> = w.threads.iter().map(|t| t.vm.map_or(256, |v| (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1) as i64).max(1))).collect();
+        let weights: Vec<i64> = w
+            .threads
+            .iter()
+            .map(|t| {
+                t.vm.map_or(256, |v| {
+                    (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1) as i64).max(1)
+                })
+            })
+            .collect();
         let migration_cost = p.param("migration_cost_ns") as i64;
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
@@ -184,9 +196,23 @@ impl<'a> Engine<'a> {
             SchedulerKind::Eevdf => {
                 let slice = p.param("base_slice_ns") as i64;
                 let hz = p.param("tick_hz");
-                let tick = if hz > 0.0 { (1e9 / hz).round() as i64 } else { 0 };
-                let slice = if slice > 0 { slice } else { Eevdf::default_slice_ns(h.freq_khz.len()) };
-                Box::new(Eevdf::new(weights.iter().map(|_| 1024).collect(), h.freq_khz.len(), slice, tick, migration_cost))
+                let tick = if hz > 0.0 {
+                    (1e9 / hz).round() as i64
+                } else {
+                    0
+                };
+                let slice = if slice > 0 {
+                    slice
+                } else {
+                    Eevdf::default_slice_ns(h.freq_khz.len())
+                };
+                Box::new(Eevdf::new(
+                    weights.iter().map(|_| 1024).collect(),
+                    h.freq_khz.len(),
+                    slice,
+                    tick,
+                    migration_cost,
+                ))
             }
             SchedulerKind::Credit => Box::new(Credit::new(
                 weights,
@@ -234,7 +260,16 @@ impl<'a> Engine<'a> {
                 waiters: Vec::new(),
             })
             .collect();
-        let cpus = (0..h.freq_khz.len()).map(|_| Cpu { cur: None, gen: 0, pending: false, idle_stamp: None, avg_idle: 2 * migration_cost, balancing: false }).collect();
+        let cpus = (0..h.freq_khz.len())
+            .map(|_| Cpu {
+                cur: None,
+                gen: 0,
+                pending: false,
+                idle_stamp: None,
+                avg_idle: 2 * migration_cost,
+                balancing: false,
+            })
+            .collect();
         let nl = lock_index.len();
         Engine {
             w,
@@ -379,16 +414,23 @@ impl<'a> Engine<'a> {
         // Asymmetric placement: only CPUs of the thread's pool are candidates.
         let pool = self.pool[t as usize];
         let fits = |c: usize| pool.is_none_or(|p| self.cpu_pool[c] == p);
-        let pending = (0..self.cpus.len()).filter(|&c| fits(c) && self.cpus[c].cur.is_none() && self.cpus[c].pending).count();
+        let pending = (0..self.cpus.len())
+            .filter(|&c| fits(c) && self.cpus[c].cur.is_none() && self.cpus[c].pending)
+            .count();
         if pending > 0 && self.sched.ready() <= self.cpus.iter().filter(|c| c.pending).count() {
             return;
         }
-        if let Some(c) = (0..self.cpus.len()).find(|&c| fits(c) && self.cpus[c].cur.is_none() && !self.cpus[c].pending) {
+        if let Some(c) = (0..self.cpus.len())
+            .find(|&c| fits(c) && self.cpus[c].cur.is_none() && !self.cpus[c].pending)
+        {
             self.at(self.now, Ev::Dispatch(c as u32));
             return;
         }
         // wakeup preemption of the least deserving running thread
-        let victim = (0..self.cpus.len()).filter(|&c| fits(c)).filter_map(|c| self.cpus[c].cur.map(|r| (c, r))).find(|&(_, r)| self.sched.preempts(ThreadId(t), ThreadId(r)));
+        let victim = (0..self.cpus.len())
+            .filter(|&c| fits(c))
+            .filter_map(|c| self.cpus[c].cur.map(|r| (c, r)))
+            .find(|&(_, r)| self.sched.preempts(ThreadId(t), ThreadId(r)));
         if let Some((c, _)) = victim {
             self.preempt(c as u32, Sub::ProperReady);
             self.at(self.now, Ev::Dispatch(c as u32));
@@ -418,7 +460,9 @@ impl<'a> Engine<'a> {
     /// Work progress per ns of thread `t` on `c` (its VM's elasticity, else
     /// the host's), less the balancing mechanism's cost.
     fn rate(&self, t: u32, c: u32) -> f64 {
-        let e = vm_of(self.w, t).and_then(|v| self.w.vms[v.0 as usize].elasticity).unwrap_or(self.h.elasticity);
+        let e = vm_of(self.w, t)
+            .and_then(|v| self.w.vms[v.0 as usize].elasticity)
+            .unwrap_or(self.h.elasticity);
         let r = self.h.rate_at(self.freq[c as usize], e);
         match &self.bal {
             Some(b) => r * (1.0 - b.mechanism_overhead),
@@ -502,7 +546,12 @@ impl<'a> Engine<'a> {
             // update_avg, capped at twice the migration cost
             cpu.avg_idle = (cpu.avg_idle + (now - since - cpu.avg_idle) / 8).min(2 * cost);
         }
-        let cost = self.h.costs.context_switch_ns + if self.th[t as usize].last_cpu.is_some_and(|l| l != c) { self.h.costs.migration_ns } else { 0 };
+        let cost = self.h.costs.context_switch_ns
+            + if self.th[t as usize].last_cpu.is_some_and(|l| l != c) {
+                self.h.costs.migration_ns
+            } else {
+                0
+            };
         self.out.overhead(cost);
         self.cpus[c as usize].cur = Some(t);
         self.cpus[c as usize].gen += 1;
@@ -516,7 +565,9 @@ impl<'a> Engine<'a> {
         th.gen += 1;
         let ready = self.sched.ready();
         let slice = match self.p.placement {
-            Placement::Asymmetric if self.cpu_pool[c as usize] == 0 => self.p.param("fast_slice_ns") as i64,
+            Placement::Asymmetric if self.cpu_pool[c as usize] == 0 => {
+                self.p.param("fast_slice_ns") as i64
+            }
             Placement::Asymmetric => self.p.param("slow_slice_ns") as i64,
             _ => self.sched.slice_ns(ThreadId(t), ready),
         };
@@ -631,7 +682,9 @@ impl<'a> Engine<'a> {
         self.th[ti].done_phases = self.th[ti].phase;
         if !self.th[ti].waiters.is_empty() {
             let done = self.th[ti].done_phases;
-            let (ready, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.th[ti].waiters).into_iter().partition(|&(_, p)| done > p);
+            let (ready, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.th[ti].waiters)
+                .into_iter()
+                .partition(|&(_, p)| done > p);
             self.th[ti].waiters = keep;
             for (w, _) in ready {
                 if self.th[w as usize].st == St::Blocked {
@@ -665,5 +718,4 @@ impl<'a> Engine<'a> {
         self.remaining_threads -= 1;
         self.at(self.now, Ev::Dispatch(c));
     }
-
 }

@@ -14,7 +14,9 @@ impl Engine<'_> {
     /// previous CPU and preempts there if the scheduler says so.
     pub(super) fn wake_on_own_cpu(&mut self, t: u32) {
         // a pinned thread's queue is on its pin (the balancer moves both)
-        let prev = self.pin[t as usize].or(self.th[t as usize].last_cpu).map(|c| c as usize);
+        let prev = self.pin[t as usize]
+            .or(self.th[t as usize].last_cpu)
+            .map(|c| c as usize);
         if let Some(c) = self.idle_cpu_for(t, prev.is_none() || self.idle_scan()) {
             self.sched.migrate(ThreadId(t), c as u32);
             self.at(self.now, Ev::Dispatch(c as u32));
@@ -42,9 +44,23 @@ impl Engine<'_> {
     /// that one is idle, else, if `search`, the first idle one.
     pub(super) fn idle_cpu_for(&self, t: u32, search: bool) -> Option<usize> {
         let (pool, pin) = (self.pool[t as usize], self.pin[t as usize]);
-        let usable = |c: usize| self.cpus[c].cur.is_none() && !self.cpus[c].pending && pool.is_none_or(|p| self.cpu_pool[c] == p) && pin.is_none_or(|p| p as usize == c);
-        let prev = self.th[t as usize].last_cpu.map(|c| c as usize).filter(|&c| usable(c));
-        prev.or_else(|| if search { (0..self.cpus.len()).find(|&c| usable(c)) } else { None })
+        let usable = |c: usize| {
+            self.cpus[c].cur.is_none()
+                && !self.cpus[c].pending
+                && pool.is_none_or(|p| self.cpu_pool[c] == p)
+                && pin.is_none_or(|p| p as usize == c)
+        };
+        let prev = self.th[t as usize]
+            .last_cpu
+            .map(|c| c as usize)
+            .filter(|&c| usable(c));
+        prev.or_else(|| {
+            if search {
+                (0..self.cpus.len()).find(|&c| usable(c))
+            } else {
+                None
+            }
+        })
     }
 
     /// SIS_UTIL: whether a waking thread may look for an idle CPU, from

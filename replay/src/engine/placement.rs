@@ -6,8 +6,8 @@ use super::{demand_features, vcpus_per_vm, Engine, Ev, St};
 use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, VcpuClass};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
-use crate::rng::SplitMix64;
 use crate::model::ThreadId;
+use crate::rng::SplitMix64;
 use crate::sched::Sub;
 
 /// State of the energy/thermal balancer (Klee 2007; `energy::balance`).
@@ -81,7 +81,10 @@ impl Engine<'_> {
             0 => n.div_ceil(2),
             k => k.min(n),
         };
-        let (fk, sk) = (self.p.param("fast_khz") as u64, self.p.param("slow_khz") as u64);
+        let (fk, sk) = (
+            self.p.param("fast_khz") as u64,
+            self.p.param("slow_khz") as u64,
+        );
         let (fv, sv) = (self.p.param("fast_volt"), self.p.param("slow_volt"));
         for c in 0..n {
             let is_fast = c < fast;
@@ -93,7 +96,11 @@ impl Engine<'_> {
             self.assign_pools(fast);
         }
         self.out.core_pool = self.cpu_pool.iter().map(|&p| p as i32).collect();
-        self.out.vcpu_pool = self.pool.iter().map(|p| p.map_or(-1, |x| x as i32)).collect();
+        self.out.vcpu_pool = self
+            .pool
+            .iter()
+            .map(|p| p.map_or(-1, |x| x as i32))
+            .collect();
     }
 
     /// vCPUs to pools: a label given per VM wins over the classifier; the
@@ -117,7 +124,12 @@ impl Engine<'_> {
             idx.push(i);
             vcpus.push((class, vcpus_of[v.0 as usize] > 1));
         }
-        let pools = assign_pools(&vcpus, fast, fast < self.cpus.len(), self.p.param("spill_slow") > 0.0);
+        let pools = assign_pools(
+            &vcpus,
+            fast,
+            fast < self.cpus.len(),
+            self.p.param("spill_slow") > 0.0,
+        );
         for (i, pool) in idx.into_iter().zip(pools) {
             self.pool[i] = Some(if pool == Pool::Fast { 0 } else { 1 });
         }
@@ -135,7 +147,11 @@ impl Engine<'_> {
         self.out.core_khz = self.freq.clone();
         self.out.core_volt = self.volt.clone();
         self.out.core_dynamic_w = (0..n).map(|c| self.dynamic_w(c)).collect();
-        self.out.core_energy_j = (0..n).map(|c| (busy[c] as f64 * self.busy_w(c) + (end - busy[c]).max(0) as f64 * idle_w) * 1e-9).collect();
+        self.out.core_energy_j = (0..n)
+            .map(|c| {
+                (busy[c] as f64 * self.busy_w(c) + (end - busy[c]).max(0) as f64 * idle_w) * 1e-9
+            })
+            .collect();
         self.out.core_busy_ns = busy;
     }
 
@@ -154,7 +170,9 @@ impl Engine<'_> {
     pub(super) fn balance(&mut self) {
         let n = self.cpus.len();
         let now = self.now;
-        let running: Vec<Option<i64>> = (0..n).map(|c| self.cpus[c].cur.map(|t| self.th[t as usize].run_start)).collect();
+        let running: Vec<Option<i64>> = (0..n)
+            .map(|c| self.cpus[c].cur.map(|t| self.th[t as usize].run_start))
+            .collect();
         let idle_w = self.p.param("idle_w");
         let busy_w: Vec<f64> = (0..n).map(|c| self.busy_w(c)).collect();
         let mut e = vec![0.0; n];

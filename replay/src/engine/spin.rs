@@ -63,7 +63,8 @@ impl Engine<'_> {
         self.th[ti].retries = 0;
         self.th[ti].redispatched = false;
         self.th[ti].excessive_counted = false;
-        self.out.spin_episode_start(t, self.now, self.lock_holder[li]);
+        self.out
+            .spin_episode_start(t, self.now, self.lock_holder[li]);
         self.set_state(t, StateCode::Spinning, Some(c));
         let window = match self.p.spin {
             SpinResponse::Spin => None,
@@ -96,7 +97,8 @@ impl Engine<'_> {
         let (li, since) = self.th[ti].spin.expect("spinning");
         if self.lock_holder[li].is_none() {
             self.lock_holder[li] = Some(t);
-            self.out.spin(t, self.now - since.max(self.th[ti].run_start));
+            self.out
+                .spin(t, self.now - since.max(self.th[ti].run_start));
             self.out.spin_episode_end(t, self.now);
             self.th[ti].spin = None;
             self.complete_phase(t);
@@ -140,7 +142,9 @@ impl Engine<'_> {
 
     /// KVM: yield to one eligible sibling (preempted, not itself spinning).
     fn directed_yield(&mut self, t: u32, c: u32) {
-        let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("ple_window_ns") as i64) };
+        let Some(vm) = vm_of(self.w, t) else {
+            return self.respin(t, self.p.param("ple_window_ns") as i64);
+        };
         let v = vm.0 as usize;
         let sib = &self.siblings[v];
         let n = sib.len();
@@ -163,7 +167,9 @@ impl Engine<'_> {
     fn note_redispatch(&mut self, t: u32) {
         let ti = t as usize;
         self.th[ti].retries += 1;
-        if self.th[ti].retries as f64 > self.p.param("excess_retries") && !self.th[ti].excessive_counted {
+        if self.th[ti].retries as f64 > self.p.param("excess_retries")
+            && !self.th[ti].excessive_counted
+        {
             self.th[ti].excessive_counted = true;
             self.out.excessive_spin(t);
         }
@@ -172,7 +178,9 @@ impl Engine<'_> {
     /// Umeno et al.'s suspend-spin call and the three responses.
     fn suspend_spin_call(&mut self, t: u32, c: u32) {
         let ti = t as usize;
-        let Some(vm) = vm_of(self.w, t) else { return self.respin(t, self.p.param("respin_ns") as i64) };
+        let Some(vm) = vm_of(self.w, t) else {
+            return self.respin(t, self.p.param("respin_ns") as i64);
+        };
         let v = vm.0 as usize;
         if self.th[ti].redispatched {
             // dispatched again, and the lock is still held: an uncleared
@@ -181,12 +189,21 @@ impl Engine<'_> {
             self.note_redispatch(t);
         }
         self.hypercall(t);
-        let partners: Vec<u32> = self.siblings[v].iter().copied().filter(|&s| s != t).collect();
-        self.out.overhead(self.h.costs.scan_per_partner_ns * partners.len() as i64);
+        let partners: Vec<u32> = self.siblings[v]
+            .iter()
+            .copied()
+            .filter(|&s| s != t)
+            .collect();
+        self.out
+            .overhead(self.h.costs.scan_per_partner_ns * partners.len() as i64);
         let ready = |e: &Self, s: u32| e.th[s as usize].st == St::Ready && !e.th[s as usize].aspw;
         match self.p.spin {
             SpinResponse::Wapd => {
-                let dmask: Vec<u32> = partners.iter().copied().filter(|&s| ready(self, s)).collect();
+                let dmask: Vec<u32> = partners
+                    .iter()
+                    .copied()
+                    .filter(|&s| ready(self, s))
+                    .collect();
                 if dmask.is_empty() {
                     return self.respin(t, self.p.param("respin_ns") as i64);
                 }
@@ -196,7 +213,10 @@ impl Engine<'_> {
                 self.leave_cpu_ready(t, c, Sub::ProperReady);
             }
             SpinResponse::Wopd => {
-                if partners.iter().any(|&s| matches!(self.th[s as usize].st, St::Running(_))) {
+                if partners
+                    .iter()
+                    .any(|&s| matches!(self.th[s as usize].st, St::Running(_)))
+                {
                     return self.respin(t, self.p.param("respin_ns") as i64);
                 }
                 if partners.iter().any(|&s| ready(self, s)) {
@@ -211,7 +231,11 @@ impl Engine<'_> {
                 // RSLP: requeue at the tail of the subqueue the ready
                 // partners are in (out-service before slice-end before
                 // proper-ready), so the spinner runs after them.
-                let subs: Vec<Sub> = partners.iter().filter(|&&s| self.th[s as usize].st == St::Ready).map(|&s| self.th[s as usize].sub).collect();
+                let subs: Vec<Sub> = partners
+                    .iter()
+                    .filter(|&&s| self.th[s as usize].st == St::Ready)
+                    .map(|&s| self.th[s as usize].sub)
+                    .collect();
                 let sub = if subs.contains(&Sub::OutService) {
                     Sub::OutService
                 } else if subs.contains(&Sub::SliceEnd) {

@@ -107,10 +107,20 @@ pub enum PostcopyError {
 impl std::fmt::Display for PostcopyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            PostcopyError::PageOutOfRange { task, page, vm_pages } => {
-                write!(f, "postcopy: task {task} touches page {page}, VM has {vm_pages} pages")
+            PostcopyError::PageOutOfRange {
+                task,
+                page,
+                vm_pages,
+            } => {
+                write!(
+                    f,
+                    "postcopy: task {task} touches page {page}, VM has {vm_pages} pages"
+                )
             }
-            PostcopyError::NoSuchVcpu { task, vcpu } => write!(f, "postcopy: task {task} runs on vcpu {vcpu}, which does not exist"),
+            PostcopyError::NoSuchVcpu { task, vcpu } => write!(
+                f,
+                "postcopy: task {task} runs on vcpu {vcpu}, which does not exist"
+            ),
         }
     }
 }
@@ -205,7 +215,9 @@ impl World<'_> {
     }
 
     fn step(&mut self, v: usize, now: i64) {
-        let VcpuState::Running(t) = self.vcpus[v] else { return };
+        let VcpuState::Running(t) = self.vcpus[v] else {
+            return;
+        };
         let spec = &self.tasks[t];
         let i = self.next_touch[t];
         if i >= spec.touches.len() {
@@ -229,10 +241,15 @@ impl World<'_> {
             self.at(now + compute, Ev::VcpuStep(v));
             return;
         }
-        let kernel = self.p.kernel_fault_fraction > 0.0 && self.draw() < self.p.kernel_fault_fraction;
-        let double = self.apf_waiters.get(&page).is_some_and(|w| w.iter().any(|&o| self.tasks[o].vcpu == v));
+        let kernel =
+            self.p.kernel_fault_fraction > 0.0 && self.draw() < self.p.kernel_fault_fraction;
+        let double = self
+            .apf_waiters
+            .get(&page)
+            .is_some_and(|w| w.iter().any(|&o| self.tasks[o].vcpu == v));
         self.request(now, page);
-        let eligible = self.p.async_pf && !kernel && !double && self.outstanding_apf[v] < self.p.apf_per_vcpu;
+        let eligible =
+            self.p.async_pf && !kernel && !double && self.outstanding_apf[v] < self.p.apf_per_vcpu;
         if !eligible {
             if self.p.async_pf {
                 if kernel {
@@ -288,7 +305,11 @@ impl World<'_> {
             let v = self.tasks[t].vcpu;
             // Case B (halted): KVM unblocks the vCPU at once; case A waits
             // for the delivery delay.
-            let delay = if self.vcpus[v] == VcpuState::Halted { 0 } else { self.p.ready_delay.ns() };
+            let delay = if self.vcpus[v] == VcpuState::Halted {
+                0
+            } else {
+                self.p.ready_delay.ns()
+            };
             self.at(now + delay, Ev::TaskReady(t));
         }
     }
@@ -331,14 +352,21 @@ pub fn simulate(
 ) -> Result<PostcopyOutcome, PostcopyError> {
     for (i, task) in tasks.iter().enumerate() {
         if task.vcpu >= vcpus {
-            return Err(PostcopyError::NoSuchVcpu { task: i, vcpu: task.vcpu });
+            return Err(PostcopyError::NoSuchVcpu {
+                task: i,
+                vcpu: task.vcpu,
+            });
         }
         let max = match &task.touches {
             Touches::Sequential { first, count } => (*count > 0).then(|| first + count - 1),
             Touches::List(v) => v.iter().copied().max(),
         };
         if let Some(m) = max.filter(|&m| m >= vm_pages) {
-            return Err(PostcopyError::PageOutOfRange { task: i, page: m, vm_pages });
+            return Err(PostcopyError::PageOutOfRange {
+                task: i,
+                page: m,
+                vm_pages,
+            });
         }
     }
     let mut pages = vec![PageState::Absent; vm_pages as usize];
@@ -371,7 +399,10 @@ pub fn simulate(
         link: Link::new(p),
         absent_left,
         bg_cursor: 0,
-        out: PostcopyOutcome { task_done_ns: vec![0; tasks.len()], ..Default::default() },
+        out: PostcopyOutcome {
+            task_done_ns: vec![0; tasks.len()],
+            ..Default::default()
+        },
     };
     if absent_left == 0 {
         w.out.migration_done_ns = Some(0);
@@ -406,8 +437,15 @@ pub fn simulate(
     }
     w.out.demand_bytes = w.link.demand_bytes;
     w.out.background_bytes = w.link.background_bytes;
-    w.out.vcpu_guest_fraction =
-        (0..vcpus).map(|v| if w.end_ns[v] > 0 { w.guest_ns[v] as f64 / w.end_ns[v] as f64 } else { 0.0 }).collect();
+    w.out.vcpu_guest_fraction = (0..vcpus)
+        .map(|v| {
+            if w.end_ns[v] > 0 {
+                w.guest_ns[v] as f64 / w.end_ns[v] as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
     Ok(w.out)
 }
 
@@ -416,12 +454,19 @@ mod tests {
     use super::*;
 
     fn reader(vcpu: usize, first: u64, count: u64, compute_ns: i64) -> TaskSpec {
-        TaskSpec { vcpu, touches: Touches::Sequential { first, count }, compute_ns }
+        TaskSpec {
+            vcpu,
+            touches: Touches::Sequential { first, count },
+            compute_ns,
+        }
     }
 
     #[test]
     fn one_task_without_async_pf_pays_a_full_fetch_per_page() {
-        let p = PostcopyParams { async_pf: false, ..Default::default() };
+        let p = PostcopyParams {
+            async_pf: false,
+            ..Default::default()
+        };
         let fetch = Link::new(&p).idle_fetch_ns();
         let out = simulate(&p, 100, 1, &[reader(0, 0, 10, 1_000)], &[]).unwrap();
         // each page: stall for the fetch, exit/entry, then compute
@@ -435,10 +480,25 @@ mod tests {
     #[test]
     fn async_pf_overlaps_fetches_of_several_tasks() {
         let tasks: Vec<_> = (0..4).map(|i| reader(0, i * 1000, 200, 10_000)).collect();
-        let base = simulate(&PostcopyParams { async_pf: false, ..Default::default() }, 4000, 1, &tasks, &[]).unwrap();
+        let base = simulate(
+            &PostcopyParams {
+                async_pf: false,
+                ..Default::default()
+            },
+            4000,
+            1,
+            &tasks,
+            &[],
+        )
+        .unwrap();
         let apf = simulate(&PostcopyParams::default(), 4000, 1, &tasks, &[]).unwrap();
         let last = |o: &PostcopyOutcome| *o.task_done_ns.iter().max().unwrap();
-        assert!(last(&apf) < last(&base), "apf {} base {}", last(&apf), last(&base));
+        assert!(
+            last(&apf) < last(&base),
+            "apf {} base {}",
+            last(&apf),
+            last(&base)
+        );
         assert!(apf.vcpu_guest_fraction[0] > base.vcpu_guest_fraction[0]);
         assert_eq!(apf.apf_not_present, 800);
         assert_eq!(apf.apf_ready, 800);
@@ -449,14 +509,35 @@ mod tests {
         let t = [reader(0, 0, 50, 5_000)];
         let apf = simulate(&PostcopyParams::default(), 50, 1, &t, &[]).unwrap();
         assert_eq!(apf.halts, 50);
-        let base = simulate(&PostcopyParams { async_pf: false, ..Default::default() }, 50, 1, &t, &[]).unwrap();
+        let base = simulate(
+            &PostcopyParams {
+                async_pf: false,
+                ..Default::default()
+            },
+            50,
+            1,
+            &t,
+            &[],
+        )
+        .unwrap();
         assert!(apf.task_done_ns[0] >= base.task_done_ns[0]);
     }
 
     #[test]
     fn kernel_mode_faults_block_and_background_stream_completes_migration() {
-        let p = PostcopyParams { kernel_fault_fraction: 1.0, background_start_ns: Some(0), ..Default::default() };
-        let out = simulate(&p, 64, 1, &[reader(0, 0, 8, 1_000), reader(0, 8, 8, 1_000)], &[]).unwrap();
+        let p = PostcopyParams {
+            kernel_fault_fraction: 1.0,
+            background_start_ns: Some(0),
+            ..Default::default()
+        };
+        let out = simulate(
+            &p,
+            64,
+            1,
+            &[reader(0, 0, 8, 1_000), reader(0, 8, 8, 1_000)],
+            &[],
+        )
+        .unwrap();
         assert_eq!(out.apf_not_present, 0);
         assert!(out.blocked_kernel > 0);
         assert!(out.migration_done_ns.is_some());
@@ -466,20 +547,49 @@ mod tests {
     #[test]
     fn precopied_pages_never_fault_and_bad_inputs_are_refused() {
         let present: Vec<u64> = (0..10).collect();
-        let out = simulate(&PostcopyParams::default(), 10, 1, &[reader(0, 0, 10, 1)], &present).unwrap();
+        let out = simulate(
+            &PostcopyParams::default(),
+            10,
+            1,
+            &[reader(0, 0, 10, 1)],
+            &present,
+        )
+        .unwrap();
         assert_eq!(out.present_touches, 10);
         assert_eq!(out.migration_done_ns, Some(0));
         assert!(matches!(
-            simulate(&PostcopyParams::default(), 10, 1, &[reader(0, 5, 10, 1)], &[]),
+            simulate(
+                &PostcopyParams::default(),
+                10,
+                1,
+                &[reader(0, 5, 10, 1)],
+                &[]
+            ),
             Err(PostcopyError::PageOutOfRange { page: 14, .. })
         ));
-        assert!(matches!(simulate(&PostcopyParams::default(), 10, 1, &[reader(2, 0, 1, 1)], &[]), Err(PostcopyError::NoSuchVcpu { .. })));
+        assert!(matches!(
+            simulate(
+                &PostcopyParams::default(),
+                10,
+                1,
+                &[reader(2, 0, 1, 1)],
+                &[]
+            ),
+            Err(PostcopyError::NoSuchVcpu { .. })
+        ));
     }
 
     #[test]
     fn same_inputs_same_outcome() {
-        let p = PostcopyParams { kernel_fault_fraction: 0.3, seed: 7, ..Default::default() };
+        let p = PostcopyParams {
+            kernel_fault_fraction: 0.3,
+            seed: 7,
+            ..Default::default()
+        };
         let tasks: Vec<_> = (0..3).map(|i| reader(0, i * 100, 100, 3_000)).collect();
-        assert_eq!(simulate(&p, 300, 1, &tasks, &[]).unwrap(), simulate(&p, 300, 1, &tasks, &[]).unwrap());
+        assert_eq!(
+            simulate(&p, 300, 1, &tasks, &[]).unwrap(),
+            simulate(&p, 300, 1, &tasks, &[]).unwrap()
+        );
     }
 }

@@ -32,7 +32,18 @@ impl Credit {
     /// A scheduler for threads with these weights (256 per vCPU).
     pub fn new(weights: Vec<i64>, pcpus: usize, slice: i64, tick: i64, acct: i64) -> Self {
         let n = weights.len();
-        Credit { credit: vec![CREDITS_PER_ACCT; n], prio: vec![UNDER; n], weight: weights, queues: Default::default(), queued: vec![false; n], slice, tick, acct, next_acct: acct, pcpus: pcpus as i64 }
+        Credit {
+            credit: vec![CREDITS_PER_ACCT; n],
+            prio: vec![UNDER; n],
+            weight: weights,
+            queues: Default::default(),
+            queued: vec![false; n],
+            slice,
+            tick,
+            acct,
+            next_acct: acct,
+            pcpus: pcpus as i64,
+        }
     }
 
     fn remove(&mut self, t: ThreadId) {

@@ -168,7 +168,9 @@ impl Eevdf {
     fn insert(&mut self, i: usize) {
         self.take(i);
         self.seq += 1;
-        self.rqs[self.cpu[i]].ready.insert((self.deadline[i], self.seq, i as u32));
+        self.rqs[self.cpu[i]]
+            .ready
+            .insert((self.deadline[i], self.seq, i as u32));
         self.key[i] = Some((self.deadline[i], self.seq));
     }
 
@@ -185,7 +187,12 @@ impl Eevdf {
             let v = self.rqs[c].avg();
             // lowest thread first, so the order (and the empty queue's
             // resting average) does not depend on the list's order
-            let Some(k) = (0..self.rqs[c].delayed.len()).filter(|&k| self.vruntime[self.rqs[c].delayed[k] as usize] <= v).min_by_key(|&k| self.rqs[c].delayed[k]) else { return };
+            let Some(k) = (0..self.rqs[c].delayed.len())
+                .filter(|&k| self.vruntime[self.rqs[c].delayed[k] as usize] <= v)
+                .min_by_key(|&k| self.rqs[c].delayed[k])
+            else {
+                return;
+            };
             let i = self.rqs[c].delayed.swap_remove(k) as usize;
             self.delayed[i] = false;
             self.slept[i] = Some(0);
@@ -209,7 +216,9 @@ impl Eevdf {
         let placed = match self.slept[i].take() {
             // owed when it slept: owed again, scaled for its own weight
             // joining the average (Linux's lag × (W + w) / W)
-            Some(lag) if lag > 0 && rq.sum_w > 0 => v - (lag as i128 * (rq.sum_w + self.weight[i] as i128) / rq.sum_w) as i64,
+            Some(lag) if lag > 0 && rq.sum_w > 0 => {
+                v - (lag as i128 * (rq.sum_w + self.weight[i] as i128) / rq.sum_w) as i64
+            }
             Some(lag) if lag > 0 => v - lag,
             Some(_) | None => v,
         };
@@ -251,7 +260,13 @@ impl Eevdf {
             .iter()
             .find(|k| self.vruntime[k.2 as usize] <= v && ok(ThreadId(k.2)))
             .map(|k| k.2)
-            .or_else(|| rq.ready.iter().filter(|k| ok(ThreadId(k.2))).min_by_key(|k| (self.vruntime[k.2 as usize], k.1)).map(|k| k.2))
+            .or_else(|| {
+                rq.ready
+                    .iter()
+                    .filter(|k| ok(ThreadId(k.2)))
+                    .min_by_key(|k| (self.vruntime[k.2 as usize], k.1))
+                    .map(|k| k.2)
+            })
     }
 }
 
@@ -268,7 +283,11 @@ impl Scheduler for Eevdf {
         self.join_rq(i);
         if sub == Sub::OutService {
             // behind everything ready now
-            let last = self.rqs[self.cpu[i]].ready.iter().next_back().map_or(self.deadline[i], |k| k.0 + 1);
+            let last = self.rqs[self.cpu[i]]
+                .ready
+                .iter()
+                .next_back()
+                .map_or(self.deadline[i], |k| k.0 + 1);
             self.deadline[i] = self.deadline[i].max(last);
         }
         self.insert(i);
@@ -278,7 +297,13 @@ impl Scheduler for Eevdf {
         self.pick_on(0, i64::MAX / 2, true, eligible)
     }
 
-    fn pick_on(&mut self, c: u32, now: i64, pull: bool, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
+    fn pick_on(
+        &mut self,
+        c: u32,
+        now: i64,
+        pull: bool,
+        eligible: &mut dyn FnMut(ThreadId) -> bool,
+    ) -> Option<ThreadId> {
         let c = c as usize % self.rqs.len();
         self.settle_delayed(c);
         let found = match self.next.take() {
@@ -294,7 +319,9 @@ impl Scheduler for Eevdf {
             let mut others: Vec<usize> = (0..self.rqs.len()).filter(|&o| o != c).collect();
             others.sort_by_key(|&o| std::cmp::Reverse(self.rqs[o].ready.len()));
             let (hot, cost) = (&self.ran_until, self.migration_cost);
-            let cold = others.iter().find_map(|&o| self.best(o, &mut |t| now - hot[t.0 as usize] >= cost && eligible(t)));
+            let cold = others.iter().find_map(|&o| {
+                self.best(o, &mut |t| now - hot[t.0 as usize] >= cost && eligible(t))
+            });
             if cold.is_some() {
                 return cold;
             }
@@ -407,7 +434,10 @@ impl Scheduler for Eevdf {
         }
         let rq = &self.rqs[self.cpu[w]];
         let v = rq.avg();
-        rq.ready.iter().find(|k| self.vruntime[k.2 as usize] <= v).is_some_and(|k| k.2 == woken.0)
+        rq.ready
+            .iter()
+            .find(|k| self.vruntime[k.2 as usize] <= v)
+            .is_some_and(|k| k.2 == woken.0)
     }
 
     fn ready(&self) -> usize {
@@ -570,6 +600,9 @@ mod tests {
         s.boost(ThreadId(2));
         assert_eq!(pick(&mut s), Some(2));
         assert_eq!(s.slice_tick_ns(), None);
-        assert_eq!(Eevdf::new(vec![1024], 1, 1, 4_000_000, 0).slice_tick_ns(), Some(4_000_000));
+        assert_eq!(
+            Eevdf::new(vec![1024], 1, 1, 4_000_000, 0).slice_tick_ns(),
+            Some(4_000_000)
+        );
     }
 }

@@ -25,7 +25,17 @@ impl Fair {
     /// A scheduler for `n` threads of the given weights (1024 = nice 0).
     pub fn new(weights: Vec<i64>, latency: i64, min_gran: i64, wakeup_gran: i64) -> Self {
         let n = weights.len();
-        Fair { vruntime: vec![0; n], weight: weights, queue: BTreeSet::new(), key: vec![None; n], seq: 0, min_vruntime: 0, latency, min_gran, wakeup_gran }
+        Fair {
+            vruntime: vec![0; n],
+            weight: weights,
+            queue: BTreeSet::new(),
+            key: vec![None; n],
+            seq: 0,
+            min_vruntime: 0,
+            latency,
+            min_gran,
+            wakeup_gran,
+        }
     }
 
     fn insert(&mut self, t: ThreadId, v: i64) {
@@ -50,13 +60,22 @@ impl Scheduler for Fair {
             Sub::ProperReady if woken => own.max(self.min_vruntime - self.latency / 2),
             Sub::ProperReady | Sub::SliceEnd => own.max(self.min_vruntime - self.latency),
             // behind everything ready now
-            Sub::OutService => self.queue.iter().next_back().map_or(own, |k| k.0 + 1).max(own),
+            Sub::OutService => self
+                .queue
+                .iter()
+                .next_back()
+                .map_or(own, |k| k.0 + 1)
+                .max(own),
         };
         self.insert(t, v);
     }
 
     fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
-        let found = self.queue.iter().find(|k| eligible(ThreadId(k.2))).copied()?;
+        let found = self
+            .queue
+            .iter()
+            .find(|k| eligible(ThreadId(k.2)))
+            .copied()?;
         self.queue.remove(&found);
         self.key[found.2 as usize] = None;
         if let Some(first) = self.queue.iter().next() {

@@ -28,7 +28,13 @@ pub trait Scheduler {
     /// The first ready thread for CPU `c` at time `now` (per-CPU run
     /// queues: its own queue, else, if `pull`, one pulled from another
     /// CPU); it is removed.
-    fn pick_on(&mut self, _c: u32, _now: i64, _pull: bool, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
+    fn pick_on(
+        &mut self,
+        _c: u32,
+        _now: i64,
+        _pull: bool,
+        eligible: &mut dyn FnMut(ThreadId) -> bool,
+    ) -> Option<ThreadId> {
         self.pick(eligible)
     }
     /// The ready `t` is to run on idle CPU `c` (per-CPU run queues move it).
