@@ -9,12 +9,14 @@ capture, and, from the recording, how much of the vCPUs' runnable waiting
 often a waking vCPU preempted a running sibling, recorded and replayed
 (`fidelity.diagnostics` in metrics.json). Each level
 is recorded with the lab's bursts in thread CPU time (fixed work, as a
-guest computes) and in wall time (bursts shrink when preempted), unless
---work-clocks says otherwise. Captures differ run to run (the kernel's
+guest computes; --work-clocks cpu,wall adds wall time, where bursts
+shrink when preempted) and with each of the lab's locks (--locks: native
+spinlocks, and paravirtual ones that halt after 2^15 PAUSEs until the
+holder's unlock kicks them, as KVM guests' do). Captures differ run to run (the kernel's
 placement of the vCPUs decides how much lock-holder preemption there is):
 quote several runs.
 
-    python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks cpu,wall]
+    python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks cpu] [--locks spin,pv] [--runs 1]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import fcntl
 import json
 import os
 import shutil
+import statistics
 import tempfile
 from pathlib import Path
 
@@ -59,26 +62,30 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--levels", default="1,2,3", help="vCPUs per VM (2 VMs)")
     ap.add_argument("--seconds", type=float, default=1.5)
-    ap.add_argument("--work-clocks", default="cpu,wall", help="the lab's burst clocks to record with (cpu: fixed work; wall: bursts shrink when preempted)")
+    ap.add_argument("--work-clocks", default="cpu", help="the lab's burst clocks to record with (cpu: fixed work; wall: bursts shrink when preempted)")
+    ap.add_argument("--locks", default="spin,pv", help="the lab's locks to record with (spin: native; pv: paravirtual, halting)")
+    ap.add_argument("--runs", type=int, default=1, help="captures per setting (each recorded anew); the summary gives medians")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     cpus = os.cpu_count() or 1
     res = {}
-    for clock, k in [(c, int(k)) for c in a.work_clocks.split(",") for k in a.levels.split(",")]:
+    settings = [(c, lk, int(k)) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
+    for clock, lock_kind, k in [s for s in settings for _ in range(a.runs)]:
         d = Path(tempfile.mkdtemp(prefix="cratrace-fid-"))
         try:
             with open("/tmp/cratrace-tracing.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k, duration_s=a.seconds, work_clock=clock).argv(executable()))
+                cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k, duration_s=a.seconds, work_clock=clock, lock=lock_kind).argv(executable()))
             cap = import_capture([d / "raw"], d / "cap")
             build_model(cap)
             policy = baseline_policy(cap)
             # the other Linux scheduler model on the same capture, to compare
-            other = "fair" if policy == "eevdf" else "eevdf"
+            sched, _, spin = policy.partition("+")
+            other = ("fair" if sched == "eevdf" else "eevdf") + (f"+{spin}" if spin else "")
             ms = replay_capture(cap, [policy, other], d / "rep")
             f, g = ms[policy]["fidelity"], ms[other]["fidelity"]
             wait_s, stranded_s = stranded_wait(d / "cap")
-            res[f"{clock} clock, {2 * k / cpus:.0f}x ({2 * k} vCPUs on {cpus} CPUs)"] = {
+            res.setdefault(f"{clock} clock, {lock_kind} lock, {2 * k / cpus:.0f}x ({2 * k} vCPUs on {cpus} CPUs)", []).append({
                 "policy": policy,
                 "cpu_time_err_pct": f["cpu_time_err_pct"],
                 "throughput_err_pct": f["throughput_err_pct"],
@@ -89,19 +96,28 @@ def main() -> None:
                 "recorded_wait_s": wait_s,
                 "recorded_wait_with_idle_cpu_s": stranded_s,
                 "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
-            }
+            })
         finally:
             shutil.rmtree(d, ignore_errors=True)
     if a.json:
         print(json.dumps(res, indent=2))
-    else:
-        for lvl, f in res.items():
+        return
+    for lvl, runs in res.items():
+        for f in runs:
             print(
                 f"{lvl}, {f['policy']}: worst thread CPU-time error {f['cpu_time_err_pct']:.1f}%, worst VM throughput error {f['throughput_err_pct']:.1f}% -> {'within' if f['passed'] else 'outside'} 5%; "
                 f"({f['other_policy']}: {f['other_cpu_time_err_pct']:.1f}% / {f['other_throughput_err_pct']:.1f}%); "
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
                 f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}"
             )
+    if a.runs > 1:
+        print("medians (worst thread CPU-time / worst VM throughput error):")
+        for lvl, runs in res.items():
+            print(f"  {lvl}, {runs[0]['policy']}: {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%")
+
+
+def _median(runs: list[dict], key: str) -> float:
+    return statistics.median(r[key] for r in runs)
 
 
 def _pct(f: dict, side: str) -> str:

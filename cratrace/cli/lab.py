@@ -13,6 +13,7 @@ lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` t
 
 VMS = typer.Option(help="Number of VM processes.")
 VCPUS = typer.Option(help="vCPU threads per VM.")
+LOCK = typer.Option(help="The VMs' lock: spin (native spinlock, spins until free) or pv (paravirtual spinlock as in KVM guests: spins 2^15 PAUSEs, then halts until the holder's unlock kicks it).")
 WORK_CLOCK = typer.Option(help="Measure bursts and critical sections in thread CPU time (cpu: fixed work, as a guest computes) or wall time (wall: a preempted burst shrinks).")
 
 
@@ -25,13 +26,14 @@ def run_cmd(
     sleep_us: Annotated[int, typer.Option(help="Sleep standing in for I/O after each transaction (µs).")] = 200,
     duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
     work_clock: Annotated[str, WORK_CLOCK] = "cpu",
+    lock: Annotated[str, LOCK] = "spin",
 ) -> None:
     """Run the lab workload in the foreground."""
     from cratrace.lab import LabParams, run
 
     from cratrace.lab import LabError
 
-    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock))
+    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock))
     if r.returncode != 0:
         raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
     console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
@@ -47,6 +49,7 @@ def capture_cmd(
     sleep_us: Annotated[int, typer.Option(help="Sleep after each transaction (µs).")] = 200,
     duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
     work_clock: Annotated[str, WORK_CLOCK] = "cpu",
+    lock: Annotated[str, LOCK] = "spin",
     preset: Annotated[str, typer.Option(help="Capture preset.")] = "kvm-sched",
     force: Annotated[bool, typer.Option("--force")] = False,
 ) -> None:
@@ -62,7 +65,7 @@ def capture_cmd(
 
     from cratrace.errors import OutputExistsError
 
-    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock)
+    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock)
     if out.exists() and not force:  # refuse before spending the capture, not after
         raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))

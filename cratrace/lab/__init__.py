@@ -35,6 +35,10 @@ class LabParams:
     #: amount of work, as a guest computes) or wall time ("wall": a
     #: preempted burst shrinks)
     work_clock: str = "cpu"
+    #: the VMs' lock: "spin" (native spinlock: spin until free) or "pv"
+    #: (a KVM guest's paravirtual spinlock: spin 2^15 PAUSEs, then halt
+    #: until the holder's unlock kicks one waiter)
+    lock: str = "spin"
 
     def __post_init__(self) -> None:
         # vmlab.c clamps or zeroes nonsense silently (atoi, fixed arrays), so
@@ -48,11 +52,13 @@ class LabParams:
                 raise LabError(f"--{name.replace('_', '-')} must be >= 0 µs, got {getattr(self, name)}")
         if self.work_clock not in ("cpu", "wall"):
             raise LabError(f"--work-clock must be cpu or wall, got {self.work_clock!r}")
+        if self.lock not in ("spin", "pv"):
+            raise LabError(f"--lock must be spin or pv, got {self.lock!r}")
         if not 0 < self.duration_s <= 86400:
             raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
 
     def argv(self, exe: Path) -> list[str]:
-        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock]
+        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock]
 
 
 def executable() -> Path:

@@ -11,10 +11,15 @@
  *   spin_begin vm=<vm> vcpu=<n> lock=<id>
  *   spin_end vm=<vm> vcpu=<n> lock=<id> spins=<count>
  *
- * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall]
+ * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall [spin|pv]]
  *        (re-executes itself once per VM with argv[0]=qemu-system-x86_64)
  * Bursts and critical sections are measured in thread CPU time (cpu, the
  * default) or wall time (wall).
+ * The lock spins until it is free (spin, the default: a guest with native
+ * spinlocks), or behaves like a KVM guest's paravirtual spinlock (pv):
+ * spin SPIN_THRESHOLD times (Linux's pv qspinlock value), then sleep on a
+ * futex until the holder's unlock wakes one waiter (pv_wait halts the vCPU,
+ * pv_kick is the KVM_HC_KICK_CPU hypercall), then spin again.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -24,7 +29,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +41,10 @@ static int marker_fd = -1;
 static const char *vm_name;
 static long burst_us, hold_us, sleep_us;
 static double end_time;
+/* 0 free, 1 held, 2 held with sleepers (pv mode only) */
 static atomic_int lock_word;
+static int pv_lock;
+#define SPIN_THRESHOLD (1L << 15)
 static volatile sig_atomic_t stop;
 
 static double now(void) {
@@ -75,6 +86,46 @@ static void mark(const char *fmt, long vcpu, long extra) {
     if (write(marker_fd, buf, n) < 0) { /* tracing off: keep running */ }
 }
 
+static void futex(int op, int val) {
+    syscall(SYS_futex, (int *)&lock_word, op | FUTEX_PRIVATE_FLAG, val, NULL, NULL, 0);
+}
+
+/* Take the VM's lock, marking the episode when it is contended. A pv
+ * waiter that has slept once takes the lock as 2 so that its own unlock
+ * wakes the next sleeper. */
+static void lock_acquire(long id) {
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&lock_word, &expected, 1)) return;
+    mark("spin_begin vm=%s vcpu=%ld lock=%ld\n", id, 0);
+    long spins = 0;
+    int taken_as = 1;
+    for (;;) {
+        long budget = pv_lock ? SPIN_THRESHOLD : LONG_MAX;
+        for (; budget > 0; budget--) {
+            if (atomic_load_explicit(&lock_word, memory_order_relaxed) == 0) {
+                expected = 0;
+                if (atomic_compare_exchange_strong(&lock_word, &expected, taken_as)) goto taken;
+            }
+            relax();
+            spins++;
+        }
+        /* pv: announce a sleeper and halt until an unlock wakes us */
+        taken_as = 2;
+        if (atomic_exchange(&lock_word, 2) == 0) goto taken;
+        futex(FUTEX_WAIT, 2);
+    }
+taken:
+    if (marker_fd >= 0) {
+        char buf[128];
+        int n = snprintf(buf, sizeof buf, "spin_end vm=%s vcpu=%ld lock=0 spins=%ld\n", vm_name, id, spins);
+        if (write(marker_fd, buf, n) < 0) {}
+    }
+}
+
+static void lock_release(void) {
+    if (atomic_exchange(&lock_word, 0) == 2) futex(FUTEX_WAKE, 1);
+}
+
 static void *vcpu(void *arg) {
     long id = (long)arg;
     char name[16];
@@ -83,23 +134,9 @@ static void *vcpu(void *arg) {
     struct timespec nap = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
     while (!stop && now() < end_time) {
         busy_us(burst_us);
-        long spins = 0;
-        int expected = 0;
-        if (!atomic_compare_exchange_strong(&lock_word, &expected, 1)) {
-            mark("spin_begin vm=%s vcpu=%ld lock=%ld\n", id, 0);
-            for (;;) {
-                while (atomic_load_explicit(&lock_word, memory_order_relaxed)) { relax(); spins++; }
-                expected = 0;
-                if (atomic_compare_exchange_strong(&lock_word, &expected, 1)) break;
-            }
-            char buf[128];
-            if (marker_fd >= 0) {
-                int n = snprintf(buf, sizeof buf, "spin_end vm=%s vcpu=%ld lock=0 spins=%ld\n", vm_name, id, spins);
-                if (write(marker_fd, buf, n) < 0) {}
-            }
-        }
+        lock_acquire(id);
         busy_us(hold_us);
-        atomic_store(&lock_word, 0);
+        lock_release();
         mark("txn_end vm=%s vcpu=%ld\n", id, 0);
         if (sleep_us > 0) nanosleep(&nap, NULL);
     }
@@ -129,18 +166,22 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION lab CLOCK */
-    if (argc == 10 && strcmp(argv[1], "-name") == 0) {
+    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION lab CLOCK LOCK */
+    if (argc == 11 && strcmp(argv[1], "-name") == 0) {
         vm_name = argv[2] + strlen("guest=");
         wall_clock_work = strcmp(argv[9], "wall") == 0;
+        pv_lock = strcmp(argv[10], "pv") == 0;
         burst_us = atol(argv[4]); hold_us = atol(argv[5]); sleep_us = atol(argv[6]);
         return run_vm(atoi(argv[3]), atof(argv[7]));
     }
-    if (argc != 7 && !(argc == 8 && (strcmp(argv[7], "cpu") == 0 || strcmp(argv[7], "wall") == 0))) {
-        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall]\n");
+    int clock_ok = argc < 8 || strcmp(argv[7], "cpu") == 0 || strcmp(argv[7], "wall") == 0;
+    int lock_ok = argc < 9 || strcmp(argv[8], "spin") == 0 || strcmp(argv[8], "pv") == 0;
+    if (argc < 7 || argc > 9 || !clock_ok || !lock_ok) {
+        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall [spin|pv]]\n");
         return 2;
     }
-    const char *work_clock = argc == 8 ? argv[7] : "cpu";
+    const char *work_clock = argc >= 8 ? argv[7] : "cpu";
+    const char *lock_mode = argc >= 9 ? argv[8] : "spin";
     int vms = atoi(argv[1]);
     pid_t pids[64];
     if (vms > 64) vms = 64;
@@ -149,7 +190,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "guest=vm%d", v);
         pids[v] = fork();
         if (pids[v] == 0) {
-            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, NULL};
+            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, NULL};
             execv("/proc/self/exe", args);
             _exit(127);
         }

@@ -27,7 +27,7 @@ from cratrace.replay.workload import Workload, extract_workload
 
 ENGINE_PARAMS = {
     "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns",
-    "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries",
+    "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries", "pv_spin_ns",
     "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
     "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
     "fast_cores", "fast_khz", "slow_khz", "fast_volt", "slow_volt", "fast_slice_ns", "slow_slice_ns", "cpu_class_util", "io_block_hz", "spill_slow",
@@ -35,7 +35,7 @@ ENGINE_PARAMS = {
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
 OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s"}
-STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked"}
+STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked", 5: "halted"}
 
 
 def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
@@ -317,15 +317,20 @@ def _balance_metrics(r: dict) -> dict:
     }
 
 
-def baseline_policy(cap: Capture) -> str:
+def baseline_policy(cap: Capture, w: Workload | None = None) -> str:
     """The policy that produced the capture: credit on Xen; on Linux,
     eevdf from 6.6 on (host.json's kernel), fair (CFS) before or when the
-    kernel is unknown."""
+    kernel is unknown; with `+pv` when its vCPUs halted inside spin
+    episodes (paravirtual spinlocks). `w`: the capture's workload, if
+    already extracted."""
     kinds = {s["kind"] for s in cap.meta.get("sources", [])}
     if "xentrace" in kinds:
         return "credit"
     release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
-    return "eevdf" if release is not None and release >= (6, 6) else "fair"
+    sched = "eevdf" if release is not None and release >= (6, 6) else "fair"
+    if w is None and "vcpu_states" in cap.model:
+        w = extract_workload(cap)
+    return f"{sched}+pv" if w is not None and w.pv_halts else sched
 
 
 def linux_release(uname: str) -> tuple[int, int] | None:
@@ -352,9 +357,12 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     if isinstance(hz, (int, float)) and hz > 0:
         # the recorded kernel's tick: when it noticed expired slices
         engine.setdefault("tick_hz", float(hz))
+    if w.pv_spin_ns:
+        # how long this capture's guests spun before halting
+        engine.setdefault("pv_spin_ns", float(w.pv_spin_ns))
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    base = baseline_policy(cap)
+    base = baseline_policy(cap, w)
     results = {}
     for policy in policies:
         dest = out / policy.replace("/", "_")

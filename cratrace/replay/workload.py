@@ -3,7 +3,9 @@
 Per vCPU, from ``vcpu_states``: guest and hypervisor time is *work*,
 blocked and halted time is an open-loop *block*, preempted time is dropped
 (the replayed scheduler recreates it) and so is spinning (demand a policy
-may remove; locks recreate it). Every throughput marker (default
+may remove; locks recreate it). Blocked or halted time inside a spin
+episode is a paravirtual spinlock's halt (pv_wait until the holder's kick):
+a lock wait, which the `pv` spin response recreates, so it is dropped too. Every throughput marker (default
 ``txn_end``) becomes a *mark*; when the capture shows lock contention
 (marker spin episodes), the last ``critical_ns`` of work before each mark
 runs under the VM's lock (*acquire* … *release*), ``critical_ns`` being
@@ -57,6 +59,10 @@ class Workload:
     recorded_window: dict[str, tuple[int, int]] = field(default_factory=dict)
     pcpus: int = 1
     freq_khz: int = 1_000_000
+    #: spin episodes in which the vCPU halted (pv spinlock waits), and the
+    #: median spinning before the first halt of one (ns; None: no halts)
+    pv_halts: int = 0
+    pv_spin_ns: int | None = None
 
     def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False) -> int:
         self.tids.append(tid)
@@ -103,7 +109,41 @@ def _critical_ns(markers: pl.DataFrame, marker: str) -> dict[str, int]:
     return {r["vm"]: int(r["d"]) for r in d.group_by("vm").agg(pl.col("d").median()).iter_rows(named=True) if r["d"] is not None}
 
 
-def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str]], marks: list[int], crit: int) -> None:
+def mark_lock_waits(states: pl.DataFrame, episodes: pl.DataFrame | None) -> pl.DataFrame:
+    """``states`` (sorted by vm, vcpu, start) with ``in_spin``: the segment
+    began inside one of its vCPU's spin episodes, and ``episode``: that
+    episode's start (null outside one)."""
+    if episodes is None or episodes.height == 0:
+        return states.with_columns(pl.lit(False).alias("in_spin"), pl.lit(None, pl.Int64).alias("episode"))
+    # each segment takes the latest episode begun at or before it (episode
+    # rows sort first at a tie), by a forward fill within its vCPU
+    ep = episodes.select("vm", "vcpu", "start", pl.col("start").alias("episode"), pl.col("end").alias("_ep_end"), pl.lit(0).alias("_k"))
+    seg = states.with_columns(pl.lit(None, pl.Int64).alias("episode"), pl.lit(None, pl.Int64).alias("_ep_end"), pl.lit(1).alias("_k"))
+    both = pl.concat([seg, ep.cast({"vcpu": seg.schema["vcpu"]})], how="diagonal_relaxed").sort("vm", "vcpu", "start", "_k")
+    both = both.with_columns(pl.col("episode", "_ep_end").forward_fill().over("vm", "vcpu")).filter(pl.col("_k") == 1)
+    inside = pl.col("_ep_end").is_not_null() & (pl.col("start") < pl.col("_ep_end"))
+    return both.with_columns(inside.alias("in_spin"), pl.when(inside).then(pl.col("episode")).alias("episode")).drop("_ep_end", "_k")
+
+
+def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
+    """(spin episodes with a halt, median spinning before an episode's
+    first halt) from ``mark_lock_waits`` output."""
+    ins = states.filter(pl.col("in_spin"))
+    halted = ins.filter(pl.col("state").is_in(["blocked", "halted"])).group_by("vm", "vcpu", "episode").agg(pl.col("start").min().alias("_halt"))
+    if halted.height == 0:
+        return 0, None
+    spun = (
+        ins.filter(pl.col("state") == "spinning")
+        .join(halted, on=["vm", "vcpu", "episode"])
+        .filter(pl.col("start") < pl.col("_halt"))
+        .group_by("vm", "vcpu", "episode")
+        .agg((pl.min_horizontal("end", "_halt") - pl.col("start")).sum().alias("ns"))
+    )
+    med = spun["ns"].median() if spun.height else None
+    return halted.height, None if med is None else int(med)
+
+
+def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool]], marks: list[int], crit: int) -> None:
     """Turn one vCPU's timeline and mark times into phases."""
     mi = 0
     pending: list[int] = []  # work amounts since the last boundary
@@ -137,7 +177,7 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str]], marks: l
             flush_work()
         w.phase(t, MARK)
 
-    for start, end, state in segs:
+    for start, end, state, in_spin in segs:
         if state in ("guest", "vmm"):
             pos = start
             while mi < len(marks) and marks[mi] <= end:
@@ -149,7 +189,7 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str]], marks: l
                 mark()
                 mi += 1
             pending.append(end - pos)
-        elif state in ("blocked", "halted", "lost"):
+        elif state in ("blocked", "halted", "lost") and not in_spin:
             while mi < len(marks) and marks[mi] <= start:
                 mark()
                 mi += 1
@@ -173,7 +213,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     lo, hi = cap.meta.get("time_range_ns") or [0, 0]
     threads = m["threads"].collect()
     slices = m["cpu_slices"].collect()
-    states = m["vcpu_states"].collect().sort("vm", "vcpu", "start")
+    episodes = m["spin_episodes"].collect() if "spin_episodes" in m else None
+    states = mark_lock_waits(m["vcpu_states"].collect().sort("vm", "vcpu", "start"), episodes)
     markers = m["markers"].collect()
     w = Workload(t0=int(lo), duration_ns=int(hi - lo + 1))
     w.pcpus = int(slices["cpu"].max() + 1) if slices.height else int(cap.meta.get("cpus") or 1)
@@ -192,12 +233,13 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     spun = states.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum())
     w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
     w.recorded_diagnostics = diagnostics.measure(states)
+    w.pv_halts, w.pv_spin_ns = pv_halt_stats(states)
     marks_by = {(vm, vc): sorted(g["ts"].to_list()) for (vm, vc), g in tx.group_by(["vm", "vcpu"])}
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
     for vm, vcpu, tid in vcpus.select("vm", "vcpu", "tid").iter_rows():
-        segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state").rows()
+        segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state", "in_spin").rows()
         start = lo
         while segs and segs[0][2] in ("blocked", "halted"):
             start = segs[0][1]

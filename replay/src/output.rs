@@ -18,6 +18,8 @@ pub enum StateCode {
     Blocked = 3,
     /// Finished its demand.
     Done = 4,
+    /// Halted in a pv spinlock wait until a kick.
+    Halted = 5,
 }
 
 impl StateCode {
@@ -29,6 +31,7 @@ impl StateCode {
             StateCode::Preempted => "preempted",
             StateCode::Blocked => "blocked",
             StateCode::Done => "done",
+            StateCode::Halted => "halted",
         }
     }
 }

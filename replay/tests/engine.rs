@@ -206,12 +206,15 @@ fn every_policy_is_deterministic_and_conserves_work() {
         "fair+wapd",
         "fair+wopd",
         "fair+rslp",
+        "fair+pv",
         "eevdf+spin",
         "eevdf+wapd",
         "eevdf+rslp",
+        "eevdf+pv",
         "credit+spin",
         "credit+wapd",
         "credit+rslp",
+        "credit+pv",
     ] {
         let p = Policy::parse(name).unwrap();
         let a = replay(&w, &Host::uniform(2, 2_000_000), &p, i64::MAX);
@@ -349,4 +352,63 @@ fn eevdf_ends_the_slice_of_a_thread_that_makes_system_calls_at_once_but_of_a_spi
     let out = replay(&w, &free_host(1), &eevdf(250.0), i64::MAX);
     assert_eq!(out.spin_ns[1], 2_500_000);
     assert_eq!(out.mark_ts, vec![4_900_000, 5_000_000]);
+}
+
+fn pv(spin_ns: f64) -> Policy {
+    let mut p = Policy::parse("pv").unwrap();
+    p.params.insert("pv_spin_ns".into(), spin_ns);
+    p
+}
+
+#[test]
+fn pv_spinlock_halts_after_its_spin_window_and_the_release_kicks_it() {
+    // vcpu1 spins 1 ms (1 → 2 ms), halts, and is kicked by the release at 5 ms
+    let out = replay(&contended(), &free_host(2), &pv(1e6), i64::MAX);
+    assert_eq!(out.spin_ns[1], 1_000_000);
+    assert_eq!(out.mark_ts, vec![5_000_000, 6_000_000]);
+    assert_eq!(
+        (out.calls[0], out.calls[1]),
+        (1, 1),
+        "one kick by the holder, one halt by the waiter"
+    );
+    let s = &out.states;
+    let halted: Vec<_> = (0..s.thread.len())
+        .filter(|&i| s.state[i] == 5)
+        .map(|i| (s.thread[i], s.start[i], s.end[i]))
+        .collect();
+    assert_eq!(halted, vec![(1, 2_000_000, 5_000_000)]);
+    assert_eq!(
+        (out.ep_start[0], out.ep_end[0]),
+        (1_000_000, 5_000_000),
+        "one episode, halt included"
+    );
+}
+
+#[test]
+fn pv_spinlock_with_a_window_longer_than_the_hold_is_native_spinning() {
+    let out = replay(&contended(), &free_host(2), &pv(10e6), i64::MAX);
+    let native = replay(
+        &contended(),
+        &free_host(2),
+        &Policy::parse("spin").unwrap(),
+        i64::MAX,
+    );
+    assert_eq!(
+        (out.spin_ns.clone(), out.mark_ts.clone()),
+        (native.spin_ns, native.mark_ts)
+    );
+    assert_eq!(out.calls, vec![0, 0]);
+}
+
+#[test]
+fn pv_spin_time_off_cpu_does_not_count_toward_the_window() {
+    // one CPU: the spinner's window is only its time on the CPU, so it
+    // halts after 1 ms of spinning however long it waited for the CPU
+    let out = replay(&contended(), &free_host(1), &pv(1e6), i64::MAX);
+    assert_eq!(out.spin_ns[1], 1_000_000);
+    assert_eq!(out.mark_ts.len(), 2);
+    assert_eq!(
+        out.cpu_ns[1], 3_000_000,
+        "1 ms work, 1 ms spin, 1 ms critical section"
+    );
 }

@@ -67,7 +67,7 @@ def test_markers_have_the_model_formats_and_show_real_spin_waits(tracing_lock, t
 
 @pytest.mark.parametrize("kwargs, msg", [({"vms": 0}, "--vms"), ({"vcpus": 999}, "--vcpus"),
                                          ({"hold_us": -1}, "--hold-us"), ({"duration_s": 0}, "--duration"),
-                                         ({"work_clock": "tsc"}, "--work-clock")])
+                                         ({"work_clock": "tsc"}, "--work-clock"), ({"lock": "mutex"}, "--lock")])
 def test_bad_lab_parameters_are_refused(kwargs, msg):
     with pytest.raises(LabError, match=msg):
         LabParams(**kwargs)
@@ -81,7 +81,18 @@ def test_the_lab_runs_with_either_work_clock_and_refuses_others(clock):
     r = subprocess.run([exe, "1", "2", "100", "10", "10", "0.2", clock], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([exe, "1", "2", "100", "10", "10", "0.2", "tsc"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "[cpu|wall]" in r.stderr
+    assert r.returncode == 2 and "[cpu|wall" in r.stderr
+
+
+@pytest.mark.parametrize("lock", ["spin", "pv"])
+def test_the_lab_runs_with_either_lock_and_refuses_others(lock):
+    import subprocess
+
+    exe = str(executable())
+    r = subprocess.run([exe, "1", "2", "100", "50", "10", "0.2", "cpu", lock], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([exe, "1", "2", "100", "50", "10", "0.2", "cpu", "mutex"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "[spin|pv]" in r.stderr
 
 
 def test_lab_cli_bad_parameter_is_a_one_line_error():

@@ -168,7 +168,7 @@ def test_the_baseline_policy_follows_the_host_kernel():
     from types import SimpleNamespace
 
     def cap(kernel=None, kind="tracedat"):
-        return SimpleNamespace(meta={"sources": [{"kind": kind}], "host": {"kernel": kernel} if kernel else {}})
+        return SimpleNamespace(meta={"sources": [{"kind": kind}], "host": {"kernel": kernel} if kernel else {}}, model={})
 
     assert linux_release("Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0 x86_64") == (6, 18)
     assert linux_release("Linux 5.10.0-28-amd64 #1 SMP Debian") == (5, 10)
@@ -177,6 +177,10 @@ def test_the_baseline_policy_follows_the_host_kernel():
     assert baseline_policy(cap("Linux 6.5.13 #1")) == "fair"
     assert baseline_policy(cap()) == "fair"
     assert baseline_policy(cap("Linux 6.18.0", kind="xentrace")) == "credit"
+    # vCPUs that halted inside spin episodes ran paravirtual spinlocks
+    assert baseline_policy(cap("Linux 6.6.0 #1"), SimpleNamespace(pv_halts=3)) == "eevdf+pv"
+    assert baseline_policy(cap("Linux 5.15.0 #1"), SimpleNamespace(pv_halts=1)) == "fair+pv"
+    assert baseline_policy(cap("Linux 6.6.0 #1"), SimpleNamespace(pv_halts=0)) == "eevdf"
 
 
 def test_threads_whose_runtime_the_kernel_updated_every_few_us_get_exact_slice_ends(lab_capture):  # noqa: F811

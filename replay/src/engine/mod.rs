@@ -64,6 +64,8 @@ struct Th {
     last_cpu: Option<u32>,
     /// Spinning on this lock since this time.
     spin: Option<(usize, i64)>,
+    /// pv: spun (on CPU) since the episode began or the last kick.
+    pv_spun: i64,
     /// Parked by WAPD/WOPD: ready but not dispatchable.
     aspw: bool,
     /// WAPD: partners this thread waits to see dispatched.
@@ -104,6 +106,8 @@ pub struct Engine<'a> {
     /// (vm, lock) → flat lock index.
     lock_index: std::collections::BTreeMap<(u32, u32), usize>,
     lock_holder: Vec<Option<u32>>,
+    /// pv: waiters halted on each lock, in the order they halted.
+    halted: Vec<std::collections::VecDeque<u32>>,
     siblings: Vec<Vec<u32>>,
     gspw: Vec<u32>,
     last_boosted: Vec<usize>,
@@ -251,6 +255,7 @@ impl<'a> Engine<'a> {
                 progress_at: 0,
                 last_cpu: w.threads[i].start_cpu.filter(|&c| c < ncpu),
                 spin: None,
+                pv_spun: 0,
                 aspw: false,
                 dmask: Vec::new(),
                 sub: Sub::ProperReady,
@@ -283,6 +288,7 @@ impl<'a> Engine<'a> {
             sched,
             lock_index,
             lock_holder: vec![None; nl],
+            halted: vec![std::collections::VecDeque::new(); nl],
             gspw: vec![0; w.vms.len()],
             last_boosted: vec![0; w.vms.len()],
             siblings,
@@ -448,7 +454,9 @@ impl<'a> Engine<'a> {
         self.win_busy += (now - self.th[t as usize].dispatched_at.max(self.win_start)).max(0);
         let th = &mut self.th[t as usize];
         if let Some((_, since)) = th.spin {
-            self.out.spin(t, now - since.max(th.run_start));
+            let spun = now - since.max(th.run_start);
+            self.out.spin(t, spun);
+            th.pv_spun += spun.max(0);
         }
         th.gen += 1;
         // from dispatch (or the last charge), so the switch cost counts too
@@ -618,7 +626,7 @@ impl<'a> Engine<'a> {
                 }
                 Phase::Block(ns) => {
                     self.complete_phase(t);
-                    self.block(t, c, Some(ns));
+                    self.block(t, c, Some(ns), StateCode::Blocked);
                     return;
                 }
                 Phase::Mark => {
@@ -644,6 +652,7 @@ impl<'a> Engine<'a> {
                     if self.lock_holder[li] == Some(t) {
                         self.lock_holder[li] = None;
                         self.wake_spinners(li);
+                        self.kick_halted(t, li);
                     }
                     self.complete_phase(t);
                 }
@@ -652,7 +661,7 @@ impl<'a> Engine<'a> {
                         self.complete_phase(t);
                     } else {
                         self.th[thread.0 as usize].waiters.push((t, phase as usize));
-                        self.block(t, c, None);
+                        self.block(t, c, None, StateCode::Blocked);
                         return;
                     }
                 }
@@ -696,14 +705,14 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn block(&mut self, t: u32, c: u32, dur: Option<i64>) {
+    fn block(&mut self, t: u32, c: u32, dur: Option<i64>, code: StateCode) {
         self.put_off_cpu(c, self.now);
         self.sched.sleep(ThreadId(t));
         let th = &mut self.th[t as usize];
         th.st = St::Blocked;
         th.gen += 1;
         let g = th.gen;
-        self.set_state(t, StateCode::Blocked, None);
+        self.set_state(t, code, None);
         if let Some(d) = dur {
             self.at(self.now + d.max(0), Ev::Unblock(t, g));
         }

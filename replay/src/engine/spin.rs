@@ -63,12 +63,14 @@ impl Engine<'_> {
         self.th[ti].retries = 0;
         self.th[ti].redispatched = false;
         self.th[ti].excessive_counted = false;
+        self.th[ti].pv_spun = 0;
         self.out
             .spin_episode_start(t, self.now, self.lock_holder[li]);
         self.set_state(t, StateCode::Spinning, Some(c));
         let window = match self.p.spin {
             SpinResponse::Spin => None,
             SpinResponse::Yield => Some(self.p.param("ple_window_ns") as i64),
+            SpinResponse::Pv => Some(self.p.param("pv_spin_ns") as i64),
             _ => Some(self.p.param("spin_budget_ns") as i64),
         };
         if let Some(wd) = window {
@@ -117,7 +119,49 @@ impl Engine<'_> {
                 self.suspend_spin_call(t, c);
                 true
             }
+            SpinResponse::Pv => {
+                self.pv_spin_or_halt(t, c, li);
+                true
+            }
         }
+    }
+
+    /// pv: spin on until `pv_spin_ns` of spinning since the episode began
+    /// or the last kick (time off CPU does not count: the guest counts
+    /// PAUSE loops), then halt until a release kicks this thread.
+    fn pv_spin_or_halt(&mut self, t: u32, c: u32, li: usize) {
+        let ti = t as usize;
+        let (_, since) = self.th[ti].spin.expect("spinning");
+        let spun = self.th[ti].pv_spun + (self.now - since.max(self.th[ti].run_start)).max(0);
+        let left = self.p.param("pv_spin_ns") as i64 - spun;
+        if left > 0 {
+            // woken by a release someone else won, or re-dispatched: the
+            // window's end (re-armed; a stale step is dropped by `gen`)
+            let g = self.th[ti].gen;
+            self.at(self.now + left, Ev::Step(t, g));
+            return;
+        }
+        self.hypercall(t);
+        self.halted[li].push_back(t);
+        self.block(t, c, None, StateCode::Halted);
+    }
+
+    /// pv: the unlock of `li` by `t` kicks the longest-halted waiter
+    /// (a KVM_HC_KICK_CPU hypercall by the releaser); the waiter spins
+    /// afresh when it runs.
+    pub(super) fn kick_halted(&mut self, t: u32, li: usize) {
+        let Some(w) = self.halted[li].pop_front() else {
+            return;
+        };
+        self.hypercall(t);
+        let wt = &mut self.th[w as usize];
+        wt.pv_spun = 0;
+        if let Some((l, _)) = wt.spin {
+            wt.spin = Some((l, self.now));
+        }
+        wt.gen += 1;
+        let g = wt.gen;
+        self.at(self.now, Ev::Unblock(w, g));
     }
 
     fn hypercall(&mut self, t: u32) {

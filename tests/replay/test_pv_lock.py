@@ -1,0 +1,83 @@
+"""Paravirtual spinlocks: lock waits in which the vCPU halted are found in
+the recording, kept out of the open-loop demand, and recreated by the `pv`
+spin response; on a lab capture recorded here with the lab's pv lock."""
+
+from __future__ import annotations
+
+import fcntl
+
+import polars as pl
+import pytest
+
+import cratrace
+from cratrace.replay import extract_workload, replay_capture
+from cratrace.replay.run import baseline_policy
+from cratrace.replay.workload import BLOCK, mark_lock_waits, pv_halt_stats
+from tests.conftest import can_trace
+
+US = 1_000
+
+
+def test_blocked_time_inside_a_spin_episode_is_a_lock_wait():
+    # one vCPU: spins 40 µs, halts 100 µs, spins 10 µs (episode 0..150);
+    # then an ordinary sleep; a second vCPU has no episode at all
+    states = pl.DataFrame(
+        {
+            "vm": ["a"] * 5 + ["a"],
+            "vcpu": [0] * 5 + [1],
+            "start": [0, 40, 140, 150, 200, 0],
+            "end": [40, 140, 150, 200, 300, 300],
+            "state": ["spinning", "blocked", "spinning", "guest", "blocked", "blocked"],
+        }
+    ).with_columns(pl.col("start", "end") * US)
+    episodes = pl.DataFrame({"vm": ["a"], "vcpu": [0], "start": [0], "end": [150 * US]})
+    got = mark_lock_waits(states, episodes)
+    assert got["in_spin"].to_list() == [True, True, True, False, False, False]
+    assert got["episode"].to_list() == [0, 0, 0, None, None, None]
+    assert pv_halt_stats(got) == (1, 40 * US)
+    # without episodes nothing is a lock wait
+    assert not mark_lock_waits(states, None)["in_spin"].any()
+    assert pv_halt_stats(mark_lock_waits(states, None)) == (0, None)
+
+
+@pytest.fixture(scope="module")
+def pv_capture(tmp_path_factory):
+    why = can_trace()
+    if why:
+        pytest.skip(why)
+    from collectors import cratrace_collect as cc
+    from cratrace.importer import import_capture
+    from cratrace.lab import LabParams, executable
+    from cratrace.model import build_model
+
+    d = tmp_path_factory.mktemp("pvlab")
+    # critical sections (3 ms) far longer than the spin window: waiters halt
+    params = LabParams(vms=1, vcpus=2, burst_us=300, hold_us=3000, sleep_us=200, duration_s=1.0, lock="pv")
+    with open("/tmp/cratrace-tracing.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cc.collect(d / "raw", "kvm-sched", duration=8, perf_stat=False, command=params.argv(executable()))
+    cap = import_capture([d / "raw"], d / "cap")
+    build_model(cap)
+    return cratrace.open(d / "cap")
+
+
+def test_a_pv_lab_capture_replays_under_the_pv_response(pv_capture, tmp_path):
+    w = extract_workload(pv_capture)
+    assert w.pv_halts > 10, "3 ms critical sections must make waiters halt"
+    assert 5 * US < w.pv_spin_ns < 3000 * US, "spin before halting is the lab's 2^15 PAUSEs"
+    base = baseline_policy(pv_capture)
+    assert base.endswith("+pv")
+    # the halts are lock waits, not open-loop blocks: the blocks left are
+    # the lab's sleeps (200 µs asked; the kernel's timer slack adds a little)
+    blocks = sorted(a for k, a in zip(w.phase_kind, w.phase_a) if k == BLOCK)
+    assert blocks and blocks[len(blocks) // 2] < 1_500 * US
+    m = replay_capture(pv_capture, [base, "eevdf+spin"], tmp_path / "r")
+    states = pl.read_parquet(tmp_path / "r" / base / "model" / "vcpu_states.parquet")
+    halted = states.filter(pl.col("state") == "halted")
+    assert halted.height > 10
+    assert sum(v["marks"] for v in m[base]["vms"].values()) == sum(w.recorded_marks.values())
+    assert m[base]["host"]["hypercalls"] > 0 and m["eevdf+spin"]["host"]["hypercalls"] == 0
+    # halting gives the CPU back: less spinning than native spinlocks
+    spin = lambda p: sum(v["spin_s"] for v in m[p]["vms"].values())  # noqa: E731
+    assert spin(base) < spin("eevdf+spin")
+    assert m[base]["params"].get("pv_spin_ns") is None, "the capture's spin window is a default, not a user setting"
