@@ -62,6 +62,8 @@ struct Th {
     /// Up to when work progress has been accounted.
     progress_at: i64,
     last_cpu: Option<u32>,
+    /// Linux's `recent_used_cpu`: the previous CPU at the last wakeup.
+    recent_cpu: Option<u32>,
     /// Spinning on this lock since this time.
     spin: Option<(usize, i64)>,
     /// pv: spun (on CPU) since the episode began or the last kick.
@@ -254,6 +256,7 @@ impl<'a> Engine<'a> {
                 redispatched: false,
                 progress_at: 0,
                 last_cpu: w.threads[i].start_cpu.filter(|&c| c < ncpu),
+                recent_cpu: None,
                 spin: None,
                 pv_spun: 0,
                 aspw: false,

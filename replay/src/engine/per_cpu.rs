@@ -17,7 +17,25 @@ impl Engine<'_> {
         let prev = self.pin[t as usize]
             .or(self.th[t as usize].last_cpu)
             .map(|c| c as usize);
-        if let Some(c) = self.idle_cpu_for(t, prev.is_none() || self.idle_scan()) {
+        // select_idle_sibling: the previous CPU, then the CPU it used
+        // before that (recent_used_cpu, checked however busy the host),
+        // then a scan if SIS_UTIL allows one
+        let recent = std::mem::replace(&mut self.th[t as usize].recent_cpu, prev.map(|c| c as u32));
+        let found = self
+            .idle_cpu_for(t, false)
+            .or_else(|| {
+                recent
+                    .map(|c| c as usize)
+                    .filter(|&c| Some(c) != prev && self.usable_idle(t, c))
+            })
+            .or_else(|| {
+                if prev.is_none() || self.idle_scan() {
+                    self.idle_cpu_for(t, true)
+                } else {
+                    None
+                }
+            });
+        if let Some(c) = found {
             self.sched.migrate(ThreadId(t), c as u32);
             self.at(self.now, Ev::Dispatch(c as u32));
             return;
@@ -43,13 +61,7 @@ impl Engine<'_> {
     /// An idle CPU `t` may run on (its pool and pin): its previous CPU if
     /// that one is idle, else, if `search`, the first idle one.
     pub(super) fn idle_cpu_for(&self, t: u32, search: bool) -> Option<usize> {
-        let (pool, pin) = (self.pool[t as usize], self.pin[t as usize]);
-        let usable = |c: usize| {
-            self.cpus[c].cur.is_none()
-                && !self.cpus[c].pending
-                && pool.is_none_or(|p| self.cpu_pool[c] == p)
-                && pin.is_none_or(|p| p as usize == c)
-        };
+        let usable = |c: usize| self.usable_idle(t, c);
         let prev = self.th[t as usize]
             .last_cpu
             .map(|c| c as usize)
@@ -61,6 +73,15 @@ impl Engine<'_> {
                 None
             }
         })
+    }
+
+    /// CPU `c` is idle, not about to dispatch, and in `t`'s pool and pin.
+    fn usable_idle(&self, t: u32, c: usize) -> bool {
+        let (pool, pin) = (self.pool[t as usize], self.pin[t as usize]);
+        self.cpus[c].cur.is_none()
+            && !self.cpus[c].pending
+            && pool.is_none_or(|p| self.cpu_pool[c] == p)
+            && pin.is_none_or(|p| p as usize == c)
     }
 
     /// SIS_UTIL: whether a waking thread may look for an idle CPU, from
