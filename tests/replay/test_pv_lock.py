@@ -4,16 +4,13 @@ spin response; on a lab capture recorded here with the lab's pv lock."""
 
 from __future__ import annotations
 
-import fcntl
-
 import polars as pl
 import pytest
 
-import cratrace
 from cratrace.replay import extract_workload, replay_capture
 from cratrace.replay.run import baseline_policy
 from cratrace.replay.workload import BLOCK, mark_lock_waits, pv_halt_stats
-from tests.conftest import can_trace
+from tests.model.conftest import record_lab_capture
 
 US = 1_000
 
@@ -42,23 +39,11 @@ def test_blocked_time_inside_a_spin_episode_is_a_lock_wait():
 
 @pytest.fixture(scope="module")
 def pv_capture(tmp_path_factory):
-    why = can_trace()
-    if why:
-        pytest.skip(why)
-    from collectors import cratrace_collect as cc
-    from cratrace.importer import import_capture
-    from cratrace.lab import LabParams, executable
-    from cratrace.model import build_model
+    from cratrace.lab import LabParams
 
-    d = tmp_path_factory.mktemp("pvlab")
     # critical sections (3 ms) far longer than the spin window: waiters halt
     params = LabParams(vms=1, vcpus=2, burst_us=300, hold_us=3000, sleep_us=200, duration_s=1.0, lock="pv")
-    with open("/tmp/cratrace-tracing.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        cc.collect(d / "raw", "kvm-sched", duration=8, perf_stat=False, command=params.argv(executable()))
-    cap = import_capture([d / "raw"], d / "cap")
-    build_model(cap)
-    return cratrace.open(d / "cap")
+    return record_lab_capture(tmp_path_factory.mktemp("pvlab"), params)
 
 
 def test_a_pv_lab_capture_replays_under_the_pv_response(pv_capture, tmp_path):
