@@ -412,3 +412,39 @@ fn pv_spin_time_off_cpu_does_not_count_toward_the_window() {
         "1 ms work, 1 ms spin, 1 ms critical section"
     );
 }
+
+#[test]
+fn eevdf_wakes_a_thread_on_the_cpu_it_used_before_when_its_last_one_is_busy() {
+    // H0 and T start on CPU 0; idle CPU 1 pulls T, which runs 1 ms and
+    // sleeps. H1 takes CPU 1, H0 leaves CPU 0. T's wakeup finds its last
+    // CPU (1) busy and the host too busy for an idle-CPU scan (SIS_UTIL),
+    // but the CPU it used before (0, Linux's recent_used_cpu) idle, and
+    // runs there at once instead of preempting H1 on CPU 1.
+    let mut h0 = vm_thread(1, 0, vec![Phase::Work(6_000_000)]);
+    h0.start_cpu = Some(0);
+    let mut t = vm_thread(
+        0,
+        0,
+        vec![
+            Phase::Work(1_000_000),
+            Phase::Block(2_500_000),
+            Phase::Work(1_000_000),
+            Phase::Mark,
+        ],
+    );
+    t.start_cpu = Some(0);
+    let mut h1 = vm_thread(2, 0, vec![Phase::Work(20_000_000)]);
+    h1.start_cpu = Some(1);
+    h1.start_ns = 5_500_000;
+    let w = workload(vec![h0, t, h1], 3);
+    let out = replay(&w, &free_host(2), &eevdf(250.0), i64::MAX);
+    let runs: Vec<(u32, i64, i64)> = (0..out.slice_cpu.len())
+        .filter(|&i| out.slice_thread[i] == 1)
+        .map(|i| (out.slice_cpu[i], out.slice_start[i], out.slice_end[i]))
+        .collect();
+    assert_eq!(
+        runs,
+        vec![(1, 4_000_000, 5_000_000), (0, 7_500_000, 8_500_000)]
+    );
+    assert_eq!(out.mark_ts, vec![8_500_000]);
+}
