@@ -340,6 +340,16 @@ def linux_release(uname: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
+def linux_base_slice_ns(release: tuple[int, int] | None, cpus: int) -> float | None:
+    """EEVDF's base slice on the recorded kernel when it differs from the
+    engine's default (0.75 ms scaled by 1 + log2 CPUs, CPUs capped at 8):
+    Linux 6.15 cut the unscaled slice to 0.70 ms (so that a slice no longer
+    ends just past a tick). None: the engine's default."""
+    if release is None or release < (6, 15):
+        return None
+    return 0.70e6 * (1 + (max(1, min(cpus, 8)).bit_length() - 1))
+
+
 def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None) -> dict[str, dict]:
     """Replay `cap` under each policy; returns metrics per policy.
     `python_policies` maps extra policy names to objects implementing
@@ -357,6 +367,9 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     if isinstance(hz, (int, float)) and hz > 0:
         # the recorded kernel's tick: when it noticed expired slices
         engine.setdefault("tick_hz", float(hz))
+    slice_ns = linux_base_slice_ns(linux_release(str((cap.meta.get("host") or {}).get("kernel") or "")), int(float(host.get("pcpus", w.pcpus))))
+    if slice_ns is not None:
+        engine.setdefault("base_slice_ns", slice_ns)
     if w.pv_spin_ns:
         # how long this capture's guests spun before halting
         engine.setdefault("pv_spin_ns", float(w.pv_spin_ns))

@@ -63,7 +63,7 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("sched_latency_ns", 6e6, "fair: target latency; slice = latency / runnable threads"),
     ("min_granularity_ns", 0.75e6, "fair: minimum slice"),
     ("wakeup_granularity_ns", 1e6, "fair: a woken thread preempts when its vruntime is this much smaller"),
-    ("base_slice_ns", 0.0, "eevdf: base slice (0: Linux's default, 0.75 ms × (1 + log2 CPUs), CPUs capped at 8)"),
+    ("base_slice_ns", 0.0, "eevdf: base slice (0: Linux's default before 6.15, 0.75 ms × (1 + log2 CPUs), CPUs capped at 8; `cratrace replay` sets 0.70 ms × the same for captures of 6.15 and later)"),
     ("tick_hz", 250.0, "eevdf: scheduler tick rate; an expired slice is noticed at the next tick (Debian's HZ=250; 0: exactly, as with HRTICK)"),
     ("migration_cost_ns", 0.5e6, "eevdf: a thread that ran within this is cache-hot and not pulled by an idle CPU (Linux's sched_migration_cost)"),
     ("credit_slice_ns", 30e6, "credit: time slice"),

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from cratrace.replay import extract_workload, replay_capture
-from cratrace.replay.run import baseline_policy, linux_release
+from cratrace.replay.run import baseline_policy, linux_base_slice_ns, linux_release
 from cratrace.replay.workload import ACQUIRE, MARK, RELEASE, WORK
 from cratrace.tables import MODEL_TABLES
 from tests.helpers import cratrace as run_cli
@@ -181,6 +181,17 @@ def test_the_baseline_policy_follows_the_host_kernel():
     assert baseline_policy(cap("Linux 6.6.0 #1"), SimpleNamespace(pv_halts=3)) == "eevdf+pv"
     assert baseline_policy(cap("Linux 5.15.0 #1"), SimpleNamespace(pv_halts=1)) == "fair+pv"
     assert baseline_policy(cap("Linux 6.6.0 #1"), SimpleNamespace(pv_halts=0)) == "eevdf"
+
+
+def test_the_base_slice_follows_the_recorded_kernel():
+    # 0.70 ms from Linux 6.15, scaled by 1 + log2(CPUs) with CPUs capped at 8
+    assert linux_base_slice_ns((6, 18), 2) == pytest.approx(1.4e6)
+    assert linux_base_slice_ns((6, 15), 1) == pytest.approx(0.7e6)
+    assert linux_base_slice_ns((7, 0), 6) == pytest.approx(2.1e6)
+    assert linux_base_slice_ns((6, 18), 64) == pytest.approx(2.8e6)
+    # before 6.15 (and for unknown kernels) the engine's 0.75 ms default
+    assert linux_base_slice_ns((6, 14), 2) is None
+    assert linux_base_slice_ns(None, 2) is None
 
 
 def test_threads_whose_runtime_the_kernel_updated_every_few_us_get_exact_slice_ends(lab_capture):  # noqa: F811
