@@ -6,7 +6,8 @@
 //! from Perfetto's trace processor: a *tokenizer* that decodes only framing
 //! (which CPU, what timestamp, which raw bytes), a *sorter* that merges the
 //! per-CPU streams into one time-ordered stream, and a *parser* that decodes
-//! payloads into typed fields and hands rows to an [`EventSink`].
+//! payloads into typed fields and appends them, column by column, to the
+//! [`RowBatch`]es of an [`EventSink`].
 //!
 //! The crate knows nothing about Arrow, Parquet or Python: the sink trait is
 //! the seam (see `cratrace-arrow` for the Parquet implementation).
@@ -16,6 +17,7 @@
 //! the file, the byte offset and a stable tag such as `ERR:corrupt-page`.
 #![deny(missing_docs)]
 
+pub mod batch;
 pub mod bytes;
 pub mod error;
 pub mod ftrace;
@@ -25,8 +27,9 @@ pub mod sink;
 pub mod tracedat;
 pub mod xentrace;
 
+pub use batch::{Column, ColumnData, List, RowBatch, Text};
 pub use error::{ReadError, ReadResult};
 pub use sink::{
-    field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec,
-    Value,
+    field_column_name, ColumnSpec, ColumnType, EventSink, MemorySink, RowHeader, Stats, TableId,
+    TableSpec, Value,
 };

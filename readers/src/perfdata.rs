@@ -21,8 +21,7 @@ use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
 use crate::ftrace::format::{parse_format, EventFormat};
 use crate::sink::{
-    field_column_name, recycle, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec,
-    Value,
+    field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value,
 };
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -166,19 +165,17 @@ struct Tp {
     rows: u64,
 }
 
-/// Samples that are not tracepoints (`perf_sample`), and the values buffer
-/// every row is decoded into.
+/// Samples that are not tracepoints (`perf_sample`).
 #[derive(Default)]
 struct Other {
     table: Option<TableId>,
     rows: u64,
-    scratch: Vec<Value<'static>>,
 }
 
 /// Read `path` into `sink`.
-pub fn read_perfdata(
+pub fn read_perfdata<S: EventSink + ?Sized>(
     path: &Path,
-    sink: &mut dyn EventSink,
+    sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<PerfSummary> {
     let f = File::open(path).map_err(|e| io(path, e))?;
@@ -662,12 +659,12 @@ fn time_offset(st: u64) -> Option<usize> {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn emit(
+fn emit<S: EventSink + ?Sized>(
     rec: &[u8],
     attr: Option<&Attr>,
     tps: &mut [Option<Tp>],
     other: &mut Other,
-    sink: &mut dyn EventSink,
+    sink: &mut S,
     s: &mut PerfSummary,
 ) -> ReadResult<()> {
     let Some(a) = attr else {
@@ -703,21 +700,15 @@ fn emit(
             let pid = Endian::Little
                 .uint(raw, tp.pid_offset, 4)
                 .map(|v| v as u32 as i32);
-            tp.decoder.prepare(raw);
-            let mut vals = recycle(std::mem::take(&mut other.scratch));
-            tp.decoder.values(raw, &mut vals);
-            sink.write_row(
-                t,
-                &RowHeader {
-                    ts,
-                    cpu,
-                    pid,
-                    instance: 0,
-                },
-                &vals,
-            )
-            .map_err(|what| ReadError::Sink { what })?;
-            other.scratch = recycle(vals);
+            let batch = sink.batch(t);
+            let row = batch.push_header(&RowHeader {
+                ts,
+                cpu,
+                pid,
+                instance: 0,
+            });
+            tp.decoder.append(raw, batch, row);
+            sink.row_done(t).map_err(|what| ReadError::Sink { what })?;
             tp.rows += 1;
             return Ok(());
         }

@@ -38,10 +38,10 @@ fn corrupt(path: &Path, offset: u64, line: usize, what: String) -> ReadError {
 
 /// Read `path` into `sink` as the `perf_counter` table. `start_ns` is
 /// perf's start on the trace clock, if known.
-pub fn read_perfstat(
+pub fn read_perfstat<S: EventSink + ?Sized>(
     path: &Path,
     start_ns: Option<i64>,
-    sink: &mut dyn EventSink,
+    sink: &mut S,
 ) -> ReadResult<PerfStatSummary> {
     let file = File::open(path).map_err(|e| ReadError::Io {
         path: path.into(),
@@ -194,25 +194,18 @@ pub fn read_perfstat(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sink::MemorySink;
 
-    #[derive(Default)]
-    struct Rows(Vec<(i64, u32, Option<i32>, String)>);
-
-    impl EventSink for Rows {
-        fn set_instances(&mut self, _names: &[String]) {}
-        fn declare_table(&mut self, spec: &TableSpec) -> Result<crate::sink::TableId, String> {
-            assert_eq!(spec.name, "perf_counter");
-            Ok(crate::sink::TableId(0))
-        }
-        fn write_row(
-            &mut self,
-            _t: crate::sink::TableId,
-            h: &RowHeader,
-            v: &[Value<'_>],
-        ) -> Result<(), String> {
-            self.0.push((h.ts, h.cpu, h.pid, format!("{v:?}")));
-            Ok(())
-        }
+    /// The `perf_counter` rows of a sink, as (ts, cpu, pid, values).
+    fn rows(sink: &MemorySink) -> Vec<(i64, u32, Option<i32>, String)> {
+        assert_eq!(sink.tables.len(), 1);
+        let b = sink.table("perf_counter").expect("perf_counter declared");
+        (0..b.len())
+            .map(|i| {
+                let (h, v) = b.row(i);
+                (h.ts, h.cpu, h.pid, format!("{v:?}"))
+            })
+            .collect()
     }
 
     fn file(name: &str, text: &str) -> std::path::PathBuf {
@@ -228,8 +221,8 @@ mod tests {
             "ok",
             "# started on Sun Nov 22 17:24:44 2026\n\n     0.100351624,CPU0,<not supported>,,cycles,0,100.00,,\n     0.100351624,CPU1,1234,,instructions,100,100.00,,\n     0.200000000,CPU1,99.5,msec,task-clock,100,100.00,,\n     0.300000000,CPU1,7,,instructions,100,100.00,,\n",
         );
-        let mut rows = Rows::default();
-        let s = read_perfstat(&p, Some(1_000), &mut rows).unwrap();
+        let mut sink = MemorySink::default();
+        let s = read_perfstat(&p, Some(1_000), &mut sink).unwrap();
         assert_eq!(s.rows, 4);
         assert_eq!(s.cpus, 2);
         assert_eq!(
@@ -237,7 +230,7 @@ mod tests {
             ["cycles", "instructions", "task-clock"]
         );
         assert_eq!(s.time_range, Some((100_352_624, 300_001_000)));
-        let r = &rows.0;
+        let r = &rows(&sink);
         assert_eq!((r[0].0, r[0].1, r[0].2), (100_352_624, 0, None));
         assert_eq!(r[0].3, r#"[Str("cycles"), Null, Null, I64(100351624)]"#);
         assert_eq!(
@@ -277,7 +270,7 @@ mod tests {
             ),
         ] {
             let p = file(name, text);
-            let e = read_perfstat(&p, None, &mut Rows::default()).unwrap_err();
+            let e = read_perfstat(&p, None, &mut MemorySink::default()).unwrap_err();
             let msg = e.to_string();
             assert!(
                 msg.contains(want)

@@ -10,6 +10,7 @@
 //! Rows are passed as a slice of borrowed [`Value`]s so a reader can decode
 //! straight out of its page buffer without allocating per event.
 
+use crate::batch::RowBatch;
 use std::collections::BTreeMap;
 
 /// The columns every event table starts with.
@@ -128,28 +129,80 @@ pub type Stats = BTreeMap<String, u64>;
 
 /// Where decoded rows go. Implemented by `cratrace-arrow`'s Parquet sink
 /// and by in-memory sinks in tests.
+///
+/// A reader appends each row in place to its table's [`RowBatch`]: the
+/// header with [`RowBatch::push_header`], then one value per column, then
+/// it calls [`EventSink::row_done`], where the sink takes full batches.
+/// [`EventSink::write_row`] does all three for a row given as values.
 pub trait EventSink {
     /// Names of the buffer instances (index 0 is usually "" = top level).
     fn set_instances(&mut self, names: &[String]);
     /// Declare a table; declaring the same name twice with the same columns
     /// returns the same id, with different columns is an error.
     fn declare_table(&mut self, spec: &TableSpec) -> Result<TableId, String>;
-    /// Append one row. `fields.len()` equals the declared column count and
-    /// rows arrive in non-decreasing `ts` order per table.
+    /// The rows of a declared table that the sink has not taken yet.
+    fn batch(&mut self, table: TableId) -> &mut RowBatch;
+    /// A whole row was appended to `table`'s batch. Rows arrive in
+    /// non-decreasing `ts` order per table.
+    fn row_done(&mut self, table: TableId) -> Result<(), String>;
+    /// Append one row given as values: `fields.len()` must equal the
+    /// declared column count.
     fn write_row(
         &mut self,
         table: TableId,
         head: &RowHeader,
         fields: &[Value<'_>],
-    ) -> Result<(), String>;
+    ) -> Result<(), String> {
+        self.batch(table).push_row(head, fields)?;
+        self.row_done(table)
+    }
 }
 
-/// An emptied `Vec<Value>` with its allocation kept, under any lifetime:
-/// the values of one record borrow its page, so the buffer is handed back
-/// empty between records instead of being allocated per record. (Collecting
-/// an empty `into_iter` into a vector of a same-sized type reuses the
-/// allocation.)
-pub fn recycle<'a, 'b>(mut v: Vec<Value<'a>>) -> Vec<Value<'b>> {
-    v.clear();
-    v.into_iter().map(|_| Value::Null).collect()
+/// A sink that keeps every row in memory, one batch per table: what tests
+/// and small tools read results from.
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    /// Instance names given by the reader.
+    pub instances: Vec<String>,
+    /// Each declared table with all its rows.
+    pub tables: Vec<(TableSpec, RowBatch)>,
+}
+
+impl MemorySink {
+    /// The rows of table `name`, if declared.
+    pub fn table(&self, name: &str) -> Option<&RowBatch> {
+        self.tables
+            .iter()
+            .find(|(s, _)| s.name == name)
+            .map(|(_, b)| b)
+    }
+}
+
+impl EventSink for MemorySink {
+    fn set_instances(&mut self, names: &[String]) {
+        self.instances = names.to_vec();
+    }
+
+    fn declare_table(&mut self, spec: &TableSpec) -> Result<TableId, String> {
+        if let Some(i) = self.tables.iter().position(|(s, _)| s.name == spec.name) {
+            if self.tables[i].0.columns != spec.columns {
+                return Err(format!(
+                    "table {} declared twice with different columns",
+                    spec.name
+                ));
+            }
+            return Ok(TableId(i as u32));
+        }
+        let types: Vec<ColumnType> = spec.columns.iter().map(|c| c.ty.clone()).collect();
+        self.tables.push((spec.clone(), RowBatch::new(&types, 0)));
+        Ok(TableId(self.tables.len() as u32 - 1))
+    }
+
+    fn batch(&mut self, table: TableId) -> &mut RowBatch {
+        &mut self.tables[table.0 as usize].1
+    }
+
+    fn row_done(&mut self, _table: TableId) -> Result<(), String> {
+        Ok(())
+    }
 }

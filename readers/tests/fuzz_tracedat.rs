@@ -7,20 +7,8 @@ use cratrace_format::bytes::Endian;
 use cratrace_format::tracedat::records::build::{page, Rec};
 use cratrace_format::tracedat::records::PageCursor;
 use cratrace_format::tracedat::{read_tracedat, ReadOptions};
-use cratrace_format::{EventSink, RowHeader, TableId, TableSpec, Value};
+use cratrace_format::MemorySink;
 use proptest::prelude::*;
-
-struct CountSink(u64);
-impl EventSink for CountSink {
-    fn set_instances(&mut self, _: &[String]) {}
-    fn declare_table(&mut self, _: &TableSpec) -> Result<TableId, String> {
-        Ok(TableId(0))
-    }
-    fn write_row(&mut self, _: TableId, _: &RowHeader, _: &[Value<'_>]) -> Result<(), String> {
-        self.0 += 1;
-        Ok(())
-    }
-}
 
 fn decode_all(p: &[u8], e: Endian, long: usize) {
     if let Ok(mut c) = PageCursor::new(p, e, long, 8 + long) {
@@ -40,7 +28,7 @@ fn read_bytes(bytes: &[u8]) {
     std::fs::write(&path, bytes).unwrap();
     let _ = read_tracedat(
         &path,
-        &mut CountSink(0),
+        &mut MemorySink::default(),
         &ReadOptions::default(),
         &mut |_, _| true,
     );

@@ -5,19 +5,8 @@
 use cratrace_format::perfdata::read_perfdata;
 use cratrace_format::perfstat::read_perfstat;
 use cratrace_format::xentrace::read_xentrace;
-use cratrace_format::{EventSink, RowHeader, TableId, TableSpec, Value};
+use cratrace_format::MemorySink;
 use proptest::prelude::*;
-
-struct Null;
-impl EventSink for Null {
-    fn set_instances(&mut self, _: &[String]) {}
-    fn declare_table(&mut self, _: &TableSpec) -> Result<TableId, String> {
-        Ok(TableId(0))
-    }
-    fn write_row(&mut self, _: TableId, _: &RowHeader, _: &[Value<'_>]) -> Result<(), String> {
-        Ok(())
-    }
-}
 
 fn tmp(name: &str, bytes: &[u8]) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("cratrace-fuzz2-{}", std::process::id()));
@@ -57,7 +46,7 @@ proptest! {
         let mut f = xen_file(&records);
         for (at, b) in flips { if !f.is_empty() { let n = f.len(); f[at % n] = b; } }
         let p = tmp("x.bin", &f);
-        let _ = read_xentrace(&p, 2.4e9, &mut Null, &mut |_, _| true);
+        let _ = read_xentrace(&p, 2.4e9, &mut MemorySink::default(), &mut |_, _| true);
     }
 
     #[test]
@@ -66,7 +55,7 @@ proptest! {
         for w in &words { f.extend(w.to_le_bytes()); }
         f.extend(tail);
         let p = tmp("p.data", &f);
-        let _ = read_perfdata(&p, &mut Null, &mut |_, _| true);
+        let _ = read_perfdata(&p, &mut MemorySink::default(), &mut |_, _| true);
     }
 
     #[test]
@@ -77,6 +66,6 @@ proptest! {
         }
         for (at, b) in flips { if !f.is_empty() { let n = f.len(); f[at % n] = b; } }
         let p = tmp("s.csv", &f);
-        let _ = read_perfstat(&p, Some(5), &mut Null);
+        let _ = read_perfstat(&p, Some(5), &mut MemorySink::default());
     }
 }

@@ -3,24 +3,25 @@
 //! # Brief overview
 //!
 //! [`ParquetSink`] implements the readers' [`EventSink`]: every declared
-//! table gets Arrow column builders (`ts`, `cpu`, `pid`, `instance`, then the
-//! event's own columns) and, once it has rows, a Parquet file
-//! `<dir>/<table>.parquet`. Rows are buffered up to `batch_rows` per table
-//! and then written as one row group, so memory is bounded by
-//! tables × batch size however long the trace is.
+//! table gets a [`RowBatch`] the reader appends to (`ts`, `cpu`, `pid`,
+//! `instance`, then the event's own columns) and, once it has rows, a
+//! Parquet file `<dir>/<table>.parquet`. Full batches go to a thread of
+//! their own, where each column is encoded and compressed as pages
+//! (`event_file`, with the encodings in `encoding`), and every few
+//! batches become a row group, so memory is bounded by tables × batch
+//! size however long the trace is. The files carry the Arrow schema, so
+//! every reader gets the declared types back.
 #![deny(missing_docs)]
 
-mod builders;
+mod encoding;
+mod event_file;
 pub mod markers;
 mod table_file;
 mod writer;
 
-use arrow_array::RecordBatch;
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use builders::ColumnBuilder;
-use cratrace_format::{EventSink, RowHeader, TableId, TableSpec, Value};
+use cratrace_format::{ColumnType, EventSink, RowBatch, TableId, TableSpec};
 use parquet::basic::{Compression, ZstdLevel};
-use parquet::file::properties::WriterProperties;
 use parquet::file::reader::FileReader;
 use parquet::file::serialized_reader::SerializedFileReader;
 use std::fs::File;
@@ -28,22 +29,28 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use writer::BackgroundWriter;
 
-pub use builders::arrow_type;
 #[cfg(test)]
 pub(crate) use table_file::{read_columns, write_batch};
 pub use table_file::{EncodedTable, Encodings, TableReader};
 
 struct Table {
     spec: TableSpec,
+    types: Vec<ColumnType>,
     schema: SchemaRef,
-    ts: Vec<i64>,
-    cpu: Vec<i32>,
-    pid: arrow_array::builder::Int32Builder,
-    instance: Vec<u16>,
-    cols: Vec<ColumnBuilder>,
+    rows: RowBatch,
+    /// Emptied batches back from the writer, to fill next.
+    spare: Vec<RowBatch>,
     opened: bool,
     path: PathBuf,
 }
+
+/// Batches per row group.
+const GROUP_BATCHES: usize = 16;
+
+/// Bytes of text and lists after which a table's rows are written even if
+/// the batch is not full (keeps 32-bit offsets and memory bounded when
+/// rows are large).
+const BATCH_VAR_BYTES: usize = 64 << 20;
 
 /// Rows in a Parquet file, from its footer (no column is read).
 pub fn parquet_row_count(path: &Path) -> Result<u64, String> {
@@ -116,6 +123,27 @@ impl Codec {
     }
 }
 
+/// Arrow type of a column type.
+pub fn arrow_type(t: &ColumnType) -> DataType {
+    match t {
+        ColumnType::Bool => DataType::Boolean,
+        ColumnType::I8 => DataType::Int8,
+        ColumnType::I16 => DataType::Int16,
+        ColumnType::I32 => DataType::Int32,
+        ColumnType::I64 => DataType::Int64,
+        ColumnType::U8 => DataType::UInt8,
+        ColumnType::U16 => DataType::UInt16,
+        ColumnType::U32 => DataType::UInt32,
+        ColumnType::U64 => DataType::UInt64,
+        ColumnType::F64 => DataType::Float64,
+        ColumnType::Str => DataType::Utf8,
+        ColumnType::Bytes => DataType::Binary,
+        ColumnType::ListI64 => DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
+        ColumnType::ListU64 => DataType::List(Arc::new(Field::new("item", DataType::UInt64, true))),
+        _ => DataType::Null,
+    }
+}
+
 fn schema_for(spec: &TableSpec) -> SchemaRef {
     let mut fields = vec![
         Field::new("ts", DataType::Int64, false),
@@ -133,86 +161,44 @@ impl ParquetSink {
     /// A sink writing into `dir` (which must exist), flushing every
     /// `batch_rows` rows per table, pages compressed with `codec`.
     pub fn new(dir: &Path, batch_rows: usize, codec: Codec) -> Self {
-        // Dictionary encoding only pays for low-cardinality columns; on
-        // per-event text (trace_marker lines) its interner dominated the
-        // profile, so it is off by default and on for the known repeaters.
-        // Not for `instance`: nearly every row is the top buffer's "", LZ4
-        // stores that plain column in a few KB, and interning it cost a
-        // `memcmp` call per row (see below).
-        let mut props = WriterProperties::builder()
-            .set_compression(codec.parquet())
-            .set_dictionary_enabled(false);
-        for col in [
-            "pid",
-            "prev_comm",
-            "next_comm",
-            "comm",
-            "name",
-            "prev_state",
-        ] {
-            props = props
-                .set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(col), true);
-        }
-        // Timestamps only grow: delta encoding stores them in a few bits
-        // each, where LZ4 spent a sixth of an xentrace import failing to
-        // compress them (and the files were 2.5 times larger). CPU numbers
-        // are small and repeat: delta-encoded they cost about a sixth less
-        // Parquet-thread time than through the dictionary's hash table, for
-        // 0.6% more bytes on the trace.dat benchmark.
-        for col in ["ts", "tsc", "cpu"] {
-            props = props.set_column_encoding(
-                parquet::schema::types::ColumnPath::from(col),
-                parquet::basic::Encoding::DELTA_BINARY_PACKED,
-            );
-        }
-        let props = props
-            .set_max_row_group_row_count(Some(batch_rows.max(1024) * 4))
-            .build();
+        let batch_rows = batch_rows.max(1);
         ParquetSink {
             dir: dir.to_path_buf(),
-            batch_rows: batch_rows.max(1),
+            batch_rows,
             instances: vec![String::new()],
             tables: Vec::new(),
-            writer: BackgroundWriter::start(props),
+            writer: BackgroundWriter::start(codec, GROUP_BATCHES * batch_rows.max(1024)),
         }
     }
 
     fn flush_table(&mut self, idx: usize) -> Result<(), String> {
         let t = &mut self.tables[idx];
-        if t.ts.is_empty() {
+        if t.rows.is_empty() {
             return Ok(());
         }
-        let mut arrays: Vec<arrow_array::ArrayRef> = Vec::with_capacity(4 + t.cols.len());
-        // Fresh buffers at full capacity: growing them again by doubling
-        // costs a reallocation and page faults per batch.
-        let cap = self.batch_rows;
-        arrays.push(Arc::new(arrow_array::Int64Array::from(std::mem::replace(
-            &mut t.ts,
-            Vec::with_capacity(cap),
-        ))));
-        arrays.push(Arc::new(arrow_array::Int32Array::from(std::mem::replace(
-            &mut t.cpu,
-            Vec::with_capacity(cap),
-        ))));
-        arrays.push(Arc::new(
-            std::mem::replace(
-                &mut t.pid,
-                arrow_array::builder::Int32Builder::with_capacity(cap),
-            )
-            .finish(),
-        ));
-        arrays.push(Arc::new(instance_array(&t.instance, &self.instances)));
-        t.instance.clear();
-        for (c, spec) in t.cols.iter_mut().zip(&t.spec.columns) {
-            arrays.push(c.finish(&spec.ty, cap));
-        }
-        let batch = RecordBatch::try_new(t.schema.clone(), arrays)
-            .map_err(|e| format!("{}: {e}", t.spec.name))?;
         if !t.opened {
-            self.writer.open(idx, t.path.clone(), t.schema.clone())?;
+            self.writer.open(
+                idx,
+                t.path.clone(),
+                t.schema.clone(),
+                t.types.clone(),
+                self.instances.clone(),
+            )?;
             t.opened = true;
         }
-        self.writer.write(idx, batch)
+        // The table goes on with a batch the writer is done with, or else a
+        // new one at full capacity (growing one by doubling would cost
+        // reallocations and page faults); the full one goes to the writer.
+        while let Ok((i, b)) = self.writer.returned.try_recv() {
+            self.tables[i].spare.push(b);
+        }
+        let t = &mut self.tables[idx];
+        let next = t
+            .spare
+            .pop()
+            .unwrap_or_else(|| RowBatch::new(&t.types, self.batch_rows));
+        let rows = std::mem::replace(&mut t.rows, next);
+        self.writer.write(idx, rows)
     }
 
     /// Flush every table and close the files. Returns (table, path) pairs.
@@ -226,23 +212,6 @@ impl ParquetSink {
         }
         Ok(out)
     }
-}
-
-/// The `instance` column from per-row indices into the instance names,
-/// built straight into its buffers: a batch is nearly always one name (the
-/// top-level buffer, ""), and collecting an iterator of `&str` per row
-/// showed in the reader thread's profile (1.5% of an xentrace import).
-fn instance_array(rows: &[u16], names: &[String]) -> arrow_array::StringArray {
-    let mut offsets: Vec<i32> = Vec::with_capacity(rows.len() + 1);
-    let mut bytes: Vec<u8> = Vec::new();
-    offsets.push(0);
-    for &i in rows {
-        bytes.extend_from_slice(names.get(i as usize).map_or(&[][..], |n| n.as_bytes()));
-        offsets.push(bytes.len() as i32);
-    }
-    let offsets = arrow_buffer::OffsetBuffer::new(arrow_buffer::ScalarBuffer::from(offsets));
-    // names are `String`s, so every slice between offsets is valid UTF-8
-    arrow_array::StringArray::new(offsets, arrow_buffer::Buffer::from_vec(bytes), None)
 }
 
 impl EventSink for ParquetSink {
@@ -267,52 +236,29 @@ impl EventSink for ParquetSink {
             return Err(format!("unsafe table name {:?}", spec.name));
         }
         let schema = schema_for(spec);
-        let cols = spec
-            .columns
-            .iter()
-            .map(|c| ColumnBuilder::new(&c.ty, self.batch_rows))
-            .collect();
+        let types: Vec<ColumnType> = spec.columns.iter().map(|c| c.ty.clone()).collect();
         self.tables.push(Table {
             spec: spec.clone(),
+            rows: RowBatch::new(&types, self.batch_rows),
+            spare: Vec::new(),
+            types,
             schema,
-            ts: Vec::with_capacity(self.batch_rows),
-            cpu: Vec::with_capacity(self.batch_rows),
-            pid: arrow_array::builder::Int32Builder::with_capacity(self.batch_rows),
-            instance: Vec::with_capacity(self.batch_rows),
-            cols,
             opened: false,
             path: self.dir.join(format!("{}.parquet", spec.name)),
         });
         Ok(TableId(self.tables.len() as u32 - 1))
     }
 
-    fn write_row(
-        &mut self,
-        table: TableId,
-        head: &RowHeader,
-        fields: &[Value<'_>],
-    ) -> Result<(), String> {
+    #[inline]
+    fn batch(&mut self, table: TableId) -> &mut RowBatch {
+        &mut self.tables[table.0 as usize].rows
+    }
+
+    #[inline]
+    fn row_done(&mut self, table: TableId) -> Result<(), String> {
         let idx = table.0 as usize;
-        let t = self
-            .tables
-            .get_mut(idx)
-            .ok_or_else(|| format!("unknown table id {}", table.0))?;
-        if fields.len() != t.cols.len() {
-            return Err(format!(
-                "{}: {} values for {} columns",
-                t.spec.name,
-                fields.len(),
-                t.cols.len()
-            ));
-        }
-        t.ts.push(head.ts);
-        t.cpu.push(head.cpu as i32);
-        t.pid.append_option(head.pid);
-        t.instance.push(head.instance);
-        for (c, v) in t.cols.iter_mut().zip(fields) {
-            c.push(v);
-        }
-        if t.ts.len() >= self.batch_rows {
+        let rows = &self.tables[idx].rows;
+        if rows.len() >= self.batch_rows || rows.var_bytes >= BATCH_VAR_BYTES {
             self.flush_table(idx)?;
         }
         Ok(())
@@ -322,7 +268,7 @@ impl EventSink for ParquetSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cratrace_format::{ColumnSpec, ColumnType};
+    use cratrace_format::{ColumnSpec, ColumnType, RowHeader, Value};
 
     #[test]
     fn writes_typed_columns_in_batches() {
@@ -383,7 +329,7 @@ mod tests {
             .unwrap()
             .build()
             .unwrap();
-        let batches: Vec<RecordBatch> = r.map(|b| b.unwrap()).collect();
+        let batches: Vec<arrow_array::RecordBatch> = r.map(|b| b.unwrap()).collect();
         let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
         assert_eq!(rows, 7);
         let (mut inst, mut a, mut pid) = (Vec::new(), Vec::new(), Vec::new());

@@ -6,47 +6,55 @@
 //! them. A bounded channel keeps at most [`IN_FLIGHT`] batches between the
 //! two, so memory stays bounded however far the reader runs ahead.
 
-use arrow_array::RecordBatch;
+use crate::event_file::EventFile;
+use crate::Codec;
 use arrow_schema::SchemaRef;
-use parquet::arrow::ArrowWriter;
-use parquet::file::properties::WriterProperties;
-use std::fs::File;
+use cratrace_format::{ColumnType, RowBatch};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::thread::JoinHandle;
 
 /// Batches queued between the reader's thread and the writer's.
 const IN_FLIGHT: usize = 4;
 
 enum Msg {
-    /// Table `idx` starts: create its file with this schema.
-    Open(usize, PathBuf, SchemaRef),
+    /// Table `idx` starts: create its file with this schema (the event's
+    /// columns typed as given) and instance names.
+    Open(usize, PathBuf, SchemaRef, Vec<ColumnType>, Vec<String>),
     /// Rows for table `idx` (opened before).
-    Batch(usize, RecordBatch),
+    Batch(usize, RowBatch),
 }
 
 /// The sending half; the thread owns the files.
 pub(crate) struct BackgroundWriter {
     tx: Option<SyncSender<Msg>>,
+    /// Batches written, emptied, for the sink to fill again: their pages
+    /// stay mapped and in cache, where fresh ones cost page faults.
+    pub(crate) returned: Receiver<(usize, RowBatch)>,
     thread: Option<JoinHandle<Result<Vec<(usize, PathBuf)>, String>>>,
     failed: Option<String>,
 }
 
 impl BackgroundWriter {
-    pub(crate) fn start(props: WriterProperties) -> Self {
+    /// A writer thread compressing with `codec`, `group_rows` rows per
+    /// row group.
+    pub(crate) fn start(codec: Codec, group_rows: usize) -> Self {
         let (tx, rx) = sync_channel(IN_FLIGHT);
+        let (back, returned) = channel();
         match std::thread::Builder::new()
             .name("cratrace-parquet".into())
-            .spawn(move || run(rx, props))
+            .spawn(move || run(rx, back, codec, group_rows))
         {
             Ok(thread) => BackgroundWriter {
                 tx: Some(tx),
+                returned,
                 thread: Some(thread),
                 failed: None,
             },
             // Reported by the first write, as a one-line error, not a panic.
             Err(e) => BackgroundWriter {
                 tx: None,
+                returned,
                 thread: None,
                 failed: Some(format!("cannot start the Parquet writer thread: {e}")),
             },
@@ -58,11 +66,13 @@ impl BackgroundWriter {
         idx: usize,
         path: PathBuf,
         schema: SchemaRef,
+        types: Vec<ColumnType>,
+        instances: Vec<String>,
     ) -> Result<(), String> {
-        self.send(Msg::Open(idx, path, schema))
+        self.send(Msg::Open(idx, path, schema, types, instances))
     }
 
-    pub(crate) fn write(&mut self, idx: usize, batch: RecordBatch) -> Result<(), String> {
+    pub(crate) fn write(&mut self, idx: usize, batch: RowBatch) -> Result<(), String> {
         self.send(Msg::Batch(idx, batch))
     }
 
@@ -107,61 +117,38 @@ impl Drop for BackgroundWriter {
     }
 }
 
-/// `props` without min/max statistics for the table's string columns.
-/// Their bounds prune nothing a query asks for: per-event text
-/// (trace_marker and trace_printk lines) differs on every row, and names
-/// (tasks, buffer instances, states) are a few values that span every row
-/// group. Each value's comparison against a page's bounds is a libc
-/// `memcmp` call, and where glibc picks its AVX-512 string functions those
-/// calls cost tens of ns each: 7 M of them were 40% of a 2.9 M-event
-/// trace.dat import (1.26 s → 0.79 s on one core without them).
-fn without_text_statistics(
-    props: &WriterProperties,
-    schema: &arrow_schema::Schema,
-) -> WriterProperties {
-    let mut b = props.clone().into_builder();
-    for f in schema.fields() {
-        if matches!(f.data_type(), arrow_schema::DataType::Utf8) {
-            b = b.set_column_statistics_enabled(
-                parquet::schema::types::ColumnPath::from(f.name().as_str()),
-                parquet::file::properties::EnabledStatistics::None,
-            );
-        }
-    }
-    b.build()
-}
-
-fn run(rx: Receiver<Msg>, props: WriterProperties) -> Result<Vec<(usize, PathBuf)>, String> {
-    let mut files: Vec<Option<(ArrowWriter<File>, PathBuf)>> = Vec::new();
+fn run(
+    rx: Receiver<Msg>,
+    back: Sender<(usize, RowBatch)>,
+    codec: Codec,
+    group_rows: usize,
+) -> Result<Vec<(usize, PathBuf)>, String> {
+    let mut files: Vec<Option<(EventFile, PathBuf)>> = Vec::new();
     for m in rx {
         match m {
-            Msg::Open(idx, path, schema) => {
-                let f = File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-                let w = ArrowWriter::try_new(
-                    f,
-                    schema.clone(),
-                    Some(without_text_statistics(&props, &schema)),
-                )
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            Msg::Open(idx, path, schema, types, instances) => {
+                let f = EventFile::create(&path, schema, &types, instances, codec, group_rows)?;
                 if files.len() <= idx {
                     files.resize_with(idx + 1, || None);
                 }
-                files[idx] = Some((w, path));
+                files[idx] = Some((f, path));
             }
-            Msg::Batch(idx, batch) => {
-                let (w, path) = files
+            Msg::Batch(idx, mut batch) => {
+                let (f, _) = files
                     .get_mut(idx)
                     .and_then(Option::as_mut)
                     .ok_or_else(|| format!("table {idx} written before it was opened"))?;
-                w.write(&batch)
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                f.write(&mut batch)?;
+                batch.clear();
+                // the sink may be gone already (an abandoned import)
+                let _ = back.send((idx, batch));
             }
         }
     }
     let mut out = Vec::new();
     for (idx, f) in files.into_iter().enumerate() {
-        if let Some((w, path)) = f {
-            w.close().map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Some((f, path)) = f {
+            f.close()?;
             out.push((idx, path));
         }
     }

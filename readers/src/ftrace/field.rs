@@ -2,14 +2,13 @@
 //!
 //! [`FieldKind::classify`] turns a format line into a decoding rule and a
 //! column type; [`FieldDecoder`] applies the rules of one event to record
-//! payloads. Decoding is two-phase so rows can borrow from both the payload
-//! and the decoder's scratch space without per-event allocation of strings
-//! or lists: [`FieldDecoder::prepare`] fills scratch, then
-//! [`FieldDecoder::values`] hands out borrowed [`Value`]s.
+//! payloads, appending each field straight to its column of a
+//! [`RowBatch`]: no value is built between the payload and the column.
 
 use super::format::FieldFormat;
+use crate::batch::{Column, ColumnData, RowBatch};
 use crate::bytes::Endian;
-use crate::sink::{ColumnType, Value};
+use crate::sink::ColumnType;
 
 /// How one field is stored in the payload.
 #[derive(Clone, Debug, PartialEq)]
@@ -208,31 +207,17 @@ impl FieldKind {
     }
 }
 
-/// Decoded value of one field, before borrowing (see module docs).
-#[derive(Clone, Copy, Debug)]
-enum Slot {
-    Null,
-    I(i64),
-    U(u64),
-    B(bool),
-    /// Text at payload[start..end], valid UTF-8.
-    Text(usize, usize),
-    /// Text in scratch string `idx` (was not valid UTF-8).
-    Owned(usize),
-    ListI(usize),
-    ListU(usize),
-}
-
 /// A field's decoding rule in the form the per-record loop wants: small
 /// and `Copy`, so the loop reads it by value (a `FieldKind` carries a
-/// `String` and had to be moved out of the decoder and back per field).
+/// `String`).
 #[derive(Clone, Copy, Debug)]
 enum Op {
-    Int {
-        size: usize,
-        signed: bool,
-    },
-    Bool,
+    /// An integer (or C bool) of 1, 2, 4 or 8 bytes into a column of the
+    /// same width: the raw bits are stored, so no sign extension is needed.
+    Int1,
+    Int2,
+    Int4,
+    Int8,
     CharArray,
     TailStr,
     DynStr {
@@ -260,8 +245,11 @@ enum Op {
 impl Op {
     fn of(k: &FieldKind) -> Op {
         match *k {
-            FieldKind::Int { size, signed } => Op::Int { size, signed },
-            FieldKind::Bool => Op::Bool,
+            FieldKind::Int { size: 1, .. } | FieldKind::Bool => Op::Int1,
+            FieldKind::Int { size: 2, .. } => Op::Int2,
+            FieldKind::Int { size: 4, .. } => Op::Int4,
+            FieldKind::Int { size: 8, .. } => Op::Int8,
+            FieldKind::Int { .. } => Op::Skip,
             FieldKind::CharArray => Op::CharArray,
             FieldKind::TailStr => Op::TailStr,
             FieldKind::DynStr { relative } => Op::DynStr { relative },
@@ -289,15 +277,12 @@ struct Col {
     op: Op,
 }
 
-/// Decodes the own fields of one event type.
+/// Decodes the own fields of one event type into the first columns of a
+/// [`RowBatch`] (one per typed field, in order).
 pub struct FieldDecoder {
     cols: Vec<Col>,
     endian: Endian,
     long_size: usize,
-    slots: Vec<Slot>,
-    strings: Vec<String>,
-    lists_i: Vec<Vec<i64>>,
-    lists_u: Vec<Vec<u64>>,
 }
 
 fn sign_extend(v: u64, size: usize) -> i64 {
@@ -305,8 +290,80 @@ fn sign_extend(v: u64, size: usize) -> i64 {
     ((v << shift) as i64) >> shift
 }
 
-fn text_end(bytes: &[u8]) -> usize {
-    memchr::memchr(0, bytes).unwrap_or(bytes.len())
+/// Byte order as a type, so the per-field loop is compiled once per order
+/// instead of asking at every field.
+trait Order {
+    fn u16(b: [u8; 2]) -> u16;
+    fn u32(b: [u8; 4]) -> u32;
+    fn u64(b: [u8; 8]) -> u64;
+}
+struct Le;
+struct Be;
+impl Order for Le {
+    #[inline(always)]
+    fn u16(b: [u8; 2]) -> u16 {
+        u16::from_le_bytes(b)
+    }
+    #[inline(always)]
+    fn u32(b: [u8; 4]) -> u32 {
+        u32::from_le_bytes(b)
+    }
+    #[inline(always)]
+    fn u64(b: [u8; 8]) -> u64 {
+        u64::from_le_bytes(b)
+    }
+}
+impl Order for Be {
+    #[inline(always)]
+    fn u16(b: [u8; 2]) -> u16 {
+        u16::from_be_bytes(b)
+    }
+    #[inline(always)]
+    fn u32(b: [u8; 4]) -> u32 {
+        u32::from_be_bytes(b)
+    }
+    #[inline(always)]
+    fn u64(b: [u8; 8]) -> u64 {
+        u64::from_be_bytes(b)
+    }
+}
+
+#[inline(always)]
+fn bytes_at<const N: usize>(p: &[u8], off: usize) -> Option<[u8; N]> {
+    p.get(off..off.checked_add(N)?)
+        .map(|b| b.try_into().expect("N bytes"))
+}
+
+#[inline(always)]
+fn uint_at<E: Order>(p: &[u8], off: usize, size: usize) -> Option<u64> {
+    match size {
+        1 => p.get(off).map(|&b| b as u64),
+        2 => bytes_at::<2>(p, off).map(|b| E::u16(b) as u64),
+        4 => bytes_at::<4>(p, off).map(|b| E::u32(b) as u64),
+        8 => bytes_at::<8>(p, off).map(E::u64),
+        _ => None,
+    }
+}
+
+/// Append the text in `bytes` up to its first NUL to column `c`; bytes that
+/// are not UTF-8 are replaced. Returns the bytes appended.
+#[inline]
+fn push_text(c: &mut Column, row: u32, bytes: &[u8]) -> usize {
+    let n = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+    let b = &bytes[..n];
+    // ASCII (comm names, nearly all text) needs no further check
+    if b.is_ascii() || std::str::from_utf8(b).is_ok() {
+        if let ColumnData::Str(t) = &mut c.data {
+            t.push(b);
+            return b.len();
+        }
+    } else if let ColumnData::Str(t) = &mut c.data {
+        let owned = String::from_utf8_lossy(b);
+        t.push(owned.as_bytes());
+        return owned.len();
+    }
+    c.push_null(row);
+    0
 }
 
 impl FieldDecoder {
@@ -320,20 +377,32 @@ impl FieldDecoder {
                 op: Op::of(k),
             })
             .collect();
-        let n = cols.len();
         FieldDecoder {
             cols,
             endian,
             long_size,
-            slots: vec![Slot::Null; n],
-            strings: vec![String::new(); n],
-            lists_i: vec![Vec::new(); n],
-            lists_u: vec![Vec::new(); n],
         }
     }
 
-    fn dyn_range(&self, payload: &[u8], c: &Col, relative: bool) -> Option<(usize, usize)> {
-        let v = self.endian.uint(payload, c.offset, 4)? as u32;
+    /// Columns this decoder fills.
+    pub fn columns(&self) -> usize {
+        self.cols.len()
+    }
+
+    /// Decode `payload` as row `row` of `batch` (whose header is already
+    /// pushed) into its first [`columns`](Self::columns) columns. Fields
+    /// that lie outside a short payload are null rather than failing the
+    /// record.
+    #[inline]
+    pub fn append(&self, payload: &[u8], batch: &mut RowBatch, row: u32) {
+        match self.endian {
+            Endian::Little => self.append_in::<Le>(payload, batch, row),
+            Endian::Big => self.append_in::<Be>(payload, batch, row),
+        }
+    }
+
+    fn dyn_range<E: Order>(payload: &[u8], c: &Col, relative: bool) -> Option<(usize, usize)> {
+        let v = E::u32(bytes_at::<4>(payload, c.offset)?);
         let mut off = (v & 0xffff) as usize;
         let len = (v >> 16) as usize;
         if relative {
@@ -343,161 +412,135 @@ impl FieldDecoder {
         (end <= payload.len()).then_some((off, end))
     }
 
-    fn text_slot(&mut self, i: usize, payload: &[u8], start: usize, end: usize) -> Slot {
-        let bytes = &payload[start..end];
-        let n = text_end(bytes);
-        // ASCII (comm names, nearly all text) needs no further check
-        if bytes[..n].is_ascii() {
-            return Slot::Text(start, start + n);
-        }
-        match std::str::from_utf8(&bytes[..n]) {
-            Ok(_) => Slot::Text(start, start + n),
-            Err(_) => {
-                self.strings[i] = String::from_utf8_lossy(&bytes[..n]).into_owned();
-                Slot::Owned(i)
-            }
-        }
-    }
-
-    fn ints(
-        &mut self,
-        i: usize,
-        payload: &[u8],
-        start: usize,
-        end: usize,
-        elem: usize,
-        signed: bool,
-    ) -> Slot {
-        let e = self.endian;
-        if signed {
-            let l = &mut self.lists_i[i];
-            l.clear();
-            let mut p = start;
-            while p + elem <= end {
-                l.push(sign_extend(e.uint(payload, p, elem).unwrap_or(0), elem));
-                p += elem;
-            }
-            Slot::ListI(i)
-        } else {
-            let l = &mut self.lists_u[i];
-            l.clear();
-            let mut p = start;
-            while p + elem <= end {
-                l.push(e.uint(payload, p, elem).unwrap_or(0));
-                p += elem;
-            }
-            Slot::ListU(i)
-        }
-    }
-
-    /// Phase 1: decode `payload` into scratch. Fields that lie outside a
-    /// short payload decode as null rather than failing the record.
-    pub fn prepare(&mut self, payload: &[u8]) {
-        for i in 0..self.cols.len() {
-            let c = self.cols[i];
-            let slot = match c.op {
-                Op::Int { size, signed } => match self.endian.uint(payload, c.offset, size) {
-                    Some(v) if signed => Slot::I(sign_extend(v, size)),
-                    Some(v) => Slot::U(v),
-                    None => Slot::Null,
+    fn append_in<E: Order>(&self, payload: &[u8], batch: &mut RowBatch, row: u32) {
+        let mut var = 0usize;
+        for (c, col) in self.cols.iter().zip(batch.columns.iter_mut()) {
+            match c.op {
+                Op::Int1 => match payload.get(c.offset) {
+                    Some(&b) => col.push_int_bits(row, b as u64),
+                    None => col.push_null(row),
                 },
-                Op::Bool => payload
-                    .get(c.offset)
-                    .map_or(Slot::Null, |b| Slot::B(*b != 0)),
+                Op::Int2 => match bytes_at::<2>(payload, c.offset) {
+                    Some(b) => col.push_int_bits(row, E::u16(b) as u64),
+                    None => col.push_null(row),
+                },
+                Op::Int4 => match bytes_at::<4>(payload, c.offset) {
+                    Some(b) => col.push_int_bits(row, E::u32(b) as u64),
+                    None => col.push_null(row),
+                },
+                Op::Int8 => match bytes_at::<8>(payload, c.offset) {
+                    Some(b) => col.push_int_bits(row, E::u64(b)),
+                    None => col.push_null(row),
+                },
                 Op::CharArray => match c.offset.checked_add(c.size).filter(|&e| e <= payload.len())
                 {
-                    Some(end) => self.text_slot(i, payload, c.offset, end),
-                    None => Slot::Null,
+                    Some(end) => var += push_text(col, row, &payload[c.offset..end]),
+                    None => col.push_null(row),
                 },
-                Op::TailStr => {
-                    if c.offset <= payload.len() {
-                        self.text_slot(i, payload, c.offset, payload.len())
-                    } else {
-                        Slot::Null
+                Op::TailStr => match payload.get(c.offset..) {
+                    Some(b) => var += push_text(col, row, b),
+                    None => col.push_null(row),
+                },
+                Op::DynStr { relative } => match Self::dyn_range::<E>(payload, c, relative) {
+                    Some((s, e)) => var += push_text(col, row, &payload[s..e]),
+                    None => col.push_null(row),
+                },
+                Op::DynCpumask { relative } => {
+                    match (Self::dyn_range::<E>(payload, c, relative), &mut col.data) {
+                        (Some((s, e)), ColumnData::ListU64(l)) => {
+                            let word = self.long_size;
+                            let mut p = s;
+                            let mut base = 0u64;
+                            while p + word <= e {
+                                let mut w = uint_at::<E>(payload, p, word).unwrap_or(0);
+                                while w != 0 {
+                                    l.values.push(base + w.trailing_zeros() as u64);
+                                    w &= w - 1;
+                                }
+                                base += 8 * word as u64;
+                                p += word;
+                            }
+                            l.end_row();
+                            var += e - s;
+                        }
+                        _ => col.push_null(row),
                     }
                 }
-                Op::DynStr { relative } => match self.dyn_range(payload, &c, relative) {
-                    Some((s, e)) => self.text_slot(i, payload, s, e),
-                    None => Slot::Null,
-                },
-                Op::DynCpumask { relative } => match self.dyn_range(payload, &c, relative) {
-                    Some((s, e)) => {
-                        let word = self.long_size;
-                        let l = &mut self.lists_u[i];
-                        l.clear();
-                        let mut p = s;
-                        let mut base = 0u64;
-                        while p + word <= e {
-                            let mut w = self.endian.uint(payload, p, word).unwrap_or(0);
-                            while w != 0 {
-                                l.push(base + w.trailing_zeros() as u64);
-                                w &= w - 1;
-                            }
-                            base += 8 * word as u64;
-                            p += word;
-                        }
-                        Slot::ListU(i)
-                    }
-                    None => Slot::Null,
-                },
                 Op::DynArray {
                     relative,
                     elem,
                     signed,
-                } => match self.dyn_range(payload, &c, relative) {
-                    Some((s, e)) => self.ints(i, payload, s, e, elem, signed),
-                    None => Slot::Null,
+                } => match Self::dyn_range::<E>(payload, c, relative) {
+                    Some((s, e)) => var += ints::<E>(col, row, &payload[s..e], elem, signed),
+                    None => col.push_null(row),
                 },
                 Op::FixedArray { elem, signed } => {
                     match c.offset.checked_add(c.size).filter(|&e| e <= payload.len()) {
-                        Some(end) => self.ints(i, payload, c.offset, end, elem, signed),
-                        None => Slot::Null,
+                        Some(end) => {
+                            var += ints::<E>(col, row, &payload[c.offset..end], elem, signed)
+                        }
+                        None => col.push_null(row),
                     }
                 }
-                Op::TailArray { elem, signed } => {
-                    if c.offset <= payload.len() {
-                        self.ints(i, payload, c.offset, payload.len(), elem, signed)
-                    } else {
-                        Slot::Null
-                    }
-                }
-                Op::Skip => Slot::Null,
-            };
-            self.slots[i] = slot;
+                Op::TailArray { elem, signed } => match payload.get(c.offset..) {
+                    Some(b) => var += ints::<E>(col, row, b, elem, signed),
+                    None => col.push_null(row),
+                },
+                Op::Skip => col.push_null(row),
+            }
         }
+        batch.var_bytes += var;
     }
+}
 
-    /// Phase 2: the decoded values, borrowing from `payload` and scratch.
-    /// `payload` must be the slice last given to [`prepare`](Self::prepare).
-    pub fn values<'a>(&'a self, payload: &'a [u8], out: &mut Vec<Value<'a>>) {
-        out.clear();
-        for s in &self.slots {
-            out.push(match *s {
-                Slot::Null => Value::Null,
-                Slot::I(v) => Value::I64(v),
-                Slot::U(v) => Value::U64(v),
-                Slot::B(v) => Value::Bool(v),
-                // SAFETY: prepare() produced Text(a, b) only after
-                // from_utf8 (or an ASCII check) accepted exactly payload[a..b], and `values`
-                // must be called with the same payload.
-                Slot::Text(a, b) => {
-                    Value::Str(unsafe { std::str::from_utf8_unchecked(&payload[a..b]) })
-                }
-                Slot::Owned(i) => Value::Str(&self.strings[i]),
-                Slot::ListI(i) => Value::ListI64(&self.lists_i[i]),
-                Slot::ListU(i) => Value::ListU64(&self.lists_u[i]),
-            });
+/// Append the `elem`-byte integers of `b` as one list row of `c`; returns
+/// the bytes read.
+fn ints<E: Order>(c: &mut Column, row: u32, b: &[u8], elem: usize, signed: bool) -> usize {
+    let n = b.len() / elem.max(1);
+    match &mut c.data {
+        ColumnData::ListI64(l) if signed => {
+            l.values.extend(
+                (0..n).map(|i| sign_extend(uint_at::<E>(b, i * elem, elem).unwrap_or(0), elem)),
+            );
+            l.end_row();
         }
+        ColumnData::ListU64(l) if !signed => {
+            l.values
+                .extend((0..n).map(|i| uint_at::<E>(b, i * elem, elem).unwrap_or(0)));
+            l.end_row();
+        }
+        _ => c.push_null(row),
     }
+    n * elem
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ftrace::format::parse_field_line;
+    use crate::sink::Value;
 
     fn ff(line: &str) -> FieldFormat {
         parse_field_line(line).unwrap()
+    }
+
+    /// A one-row batch holding what `payload` decodes to.
+    fn decode_one(kinds: &[(&FieldFormat, FieldKind)], endian: Endian, payload: &[u8]) -> RowBatch {
+        let d = FieldDecoder::new(kinds, endian, 8);
+        let types: Vec<ColumnType> = kinds
+            .iter()
+            .map(|(_, k)| k.column_type().unwrap())
+            .collect();
+        let mut b = RowBatch::new(&types, 1);
+        let head = crate::sink::RowHeader {
+            ts: 0,
+            cpu: 0,
+            pid: None,
+            instance: 0,
+        };
+        let row = b.push_header(&head);
+        d.append(payload, &mut b, row);
+        b
     }
 
     #[test]
@@ -598,10 +641,8 @@ mod tests {
                 .iter()
                 .map(|f| (f, FieldKind::classify(f, 8)))
                 .collect();
-            let mut d = FieldDecoder::new(&kinds, endian, 8);
-            d.prepare(&p);
-            let mut out = Vec::new();
-            d.values(&p, &mut out);
+            let b = decode_one(&kinds, endian, &p);
+            let (_, out) = b.row(0);
             assert_eq!(out[0], Value::I64(-7));
             assert_eq!(out[1], Value::Str("abc"));
             assert_eq!(out[2], Value::Str("xyz"));
@@ -620,11 +661,8 @@ mod tests {
             .iter()
             .map(|f| (f, FieldKind::classify(f, 8)))
             .collect();
-        let mut d = FieldDecoder::new(&kinds, Endian::Little, 8);
-        let p = [0xffu8; 4];
-        d.prepare(&p);
-        let mut out = Vec::new();
-        d.values(&p, &mut out);
+        let b = decode_one(&kinds, Endian::Little, &[0xffu8; 4]);
+        let (_, out) = b.row(0);
         assert_eq!(out, vec![Value::Null, Value::Null]);
     }
 }

@@ -24,7 +24,11 @@ pub struct PageSource {
     kind: Kind,
     page_size: usize,
     buf: Vec<u8>,
+    /// A compressed chunk as read from the file.
+    compressed: Vec<u8>,
     pos: usize,
+    /// Where the current page starts in `buf`.
+    page_at: Option<usize>,
     /// Bytes of this CPU's data the file does not hold (truncation).
     pub missing_bytes: u64,
     /// Bytes consumed so far (for progress).
@@ -92,7 +96,9 @@ impl PageSource {
             kind,
             page_size: page_size as usize,
             buf: Vec::new(),
+            compressed: Vec::new(),
             pos: 0,
+            page_at: None,
             missing_bytes: missing,
             consumed: 0,
             last_offset: cpu.offset,
@@ -163,26 +169,33 @@ impl PageSource {
                         format!("chunk claims {usize_} uncompressed bytes"),
                     ));
                 }
-                let mut c = vec![0u8; csize as usize];
+                // Both buffers live as long as the stream: a fresh pair per
+                // chunk cost an allocation and page faults every few pages.
+                let c = &mut self.compressed;
+                c.resize(csize as usize, 0);
                 self.file
-                    .read_exact_at(&mut c, at + 8)
+                    .read_exact_at(c, at + 8)
                     .map_err(|e| ReadError::Io {
                         path: self.path.clone(),
                         source: e,
                     })?;
-                self.buf = match (&mut self.zstd, self.compression.as_str()) {
+                match (&mut self.zstd, self.compression.as_str()) {
                     // One decompression context per stream: creating one per
                     // chunk showed up at 3% of the import profile.
-                    (Some(z), _) => z.decompress(&c, usize_).map_err(|e| {
-                        ReadError::corrupt(
-                            &self.path,
-                            at + 8,
-                            "corrupt-compressed",
-                            format!("cannot decompress zstd chunk: {e}"),
-                        )
-                    })?,
-                    _ => decompress(&self.compression, &c, usize_, &self.path, at + 8)?,
-                };
+                    (Some(z), _) => {
+                        self.buf.reserve(usize_);
+                        z.decompress_to_buffer(c.as_slice(), &mut self.buf)
+                            .map_err(|e| {
+                                ReadError::corrupt(
+                                    &self.path,
+                                    at + 8,
+                                    "corrupt-compressed",
+                                    format!("cannot decompress zstd chunk: {e}"),
+                                )
+                            })?;
+                    }
+                    _ => self.buf = decompress(&self.compression, c, usize_, &self.path, at + 8)?,
+                }
                 self.batch_offset = at;
                 *next = at + 8 + csize;
                 *chunks_left -= 1;
@@ -192,19 +205,31 @@ impl PageSource {
         }
     }
 
-    /// The next full page, or None at the end.
-    pub fn next_page(&mut self) -> ReadResult<Option<&[u8]>> {
+    /// Move to the next full page; false at the end.
+    pub fn next_page(&mut self) -> ReadResult<bool> {
         while self.pos + self.page_size > self.buf.len() {
             if !self.refill()? {
-                return Ok(None);
+                self.page_at = None;
+                return Ok(false);
             }
         }
-        let p = &self.buf[self.pos..self.pos + self.page_size];
+        self.page_at = Some(self.pos);
         self.last_offset = match self.kind {
             Kind::Plain { .. } => self.batch_offset + self.pos as u64,
             Kind::Compressed { .. } => self.batch_offset,
         };
         self.pos += self.page_size;
-        Ok(Some(p))
+        Ok(true)
+    }
+
+    /// The page [`next_page`](Self::next_page) moved to (empty before the
+    /// first and after the last): borrowed from the batch or chunk it sits
+    /// in, not copied.
+    #[inline]
+    pub fn page(&self) -> &[u8] {
+        match self.page_at {
+            Some(at) => &self.buf[at..at + self.page_size],
+            None => &[],
+        }
     }
 }

@@ -23,11 +23,8 @@ use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
 use crate::ftrace::format::EventFormat;
 use crate::ftrace::printk;
-use crate::sink::{
-    recycle, ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value,
-};
+use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, Stats, TableId, TableSpec, Value};
 use std::cmp::Reverse;
-use std::collections::binary_heap::PeekMut;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::Path;
 
@@ -119,10 +116,11 @@ pub struct TraceDatSummary {
 
 enum Special {
     None,
-    /// bprint: render `text` from fmt address and packed buf.
+    /// bprint: render column `text` from the `fmt` column's address and
+    /// the packed `buf`.
     Bprint {
         fmt: usize,
-        buf: usize,
+        text: usize,
     },
 }
 
@@ -137,11 +135,15 @@ struct EventPlan {
 
 struct Stream {
     source: PageSource,
-    page: Vec<u8>,
     cursor: Option<PageCursor>,
     cur: Option<Record>,
     instance: u16,
     cpu: u32,
+    /// Pages read, and those whose header decoded (into the summary at
+    /// the end: counting into its maps per page cost an allocation each).
+    pages: u64,
+    good_pages: u64,
+    lost: LostEvents,
 }
 
 fn table_names(formats: &[EventFormat]) -> Vec<String> {
@@ -214,12 +216,15 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option
         if f.system == "ftrace" && f.name == "bprint" {
             let fmt = columns.iter().position(|c| c.name == "fmt");
             let buf = columns.iter().position(|c| c.name == "buf");
-            if let (Some(fmt), Some(buf)) = (fmt, buf) {
+            if let (Some(fmt), Some(_)) = (fmt, buf) {
                 columns.push(ColumnSpec {
                     name: "text".into(),
                     ty: ColumnType::Str,
                 });
-                special = Special::Bprint { fmt, buf };
+                special = Special::Bprint {
+                    fmt,
+                    text: columns.len() - 1,
+                };
             }
         }
         let pid_offset = f
@@ -260,7 +265,7 @@ impl Stream {
     ) -> ReadResult<bool> {
         loop {
             if let Some(c) = &mut self.cursor {
-                match c.next_record(&self.page) {
+                match c.next_record(self.source.page()) {
                     Ok(Some(r)) => {
                         self.cur = Some(r);
                         return Ok(true);
@@ -278,32 +283,25 @@ impl Stream {
                     }
                 }
             }
-            let Some(p) = self.source.next_page()? else {
+            if !self.source.next_page()? {
                 self.cur = None;
                 return Ok(false);
-            };
-            self.page.clear();
-            self.page.extend_from_slice(p);
-            *summary.stats.entry("pages".into()).or_default() += 1;
-            match PageCursor::new(&self.page, endian, long, data_start) {
+            }
+            self.pages += 1;
+            match PageCursor::new(self.source.page(), endian, long, data_start) {
                 Ok(c) => {
-                    let lost = summary
-                        .lost
-                        .entry(inst.to_string())
-                        .or_default()
-                        .entry(self.cpu)
-                        .or_default();
+                    self.good_pages += 1;
                     match c.missed {
                         Missed::None => {}
-                        Missed::Unknown => lost.unknown_pages += 1,
-                        Missed::Count(n) => lost.count += n,
+                        Missed::Unknown => self.lost.unknown_pages += 1,
+                        Missed::Count(n) => self.lost.count += n,
                     }
                     self.cursor = Some(c);
                 }
                 Err(e) => {
                     // An all-zero page is what trace-cmd leaves for empty
                     // space; anything else is corruption worth reporting.
-                    if self.page.iter().any(|&b| b != 0) {
+                    if self.source.page().iter().any(|&b| b != 0) {
                         *summary.stats.entry("corrupt_pages".into()).or_default() += 1;
                         summary.warnings.push(format!(
                             "{}: at byte {}: instance {inst:?} cpu {}: corrupt page header ({e:?}); page skipped",
@@ -320,9 +318,9 @@ impl Stream {
 
 /// Read `path` into `sink`. `progress(done_bytes, total_bytes)` is called
 /// periodically; returning false stops the read with `Interrupted`.
-pub fn read_tracedat(
+pub fn read_tracedat<S: EventSink + ?Sized>(
     path: &Path,
-    sink: &mut dyn EventSink,
+    sink: &mut S,
     opts: &ReadOptions,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<TraceDatSummary> {
@@ -382,7 +380,9 @@ pub fn read_tracedat(
             let source = PageSource::new(&meta, c, b.page_size, b.compressed)?;
             streams.push(Stream {
                 source,
-                page: Vec::with_capacity(b.page_size as usize),
+                pages: 0,
+                good_pages: 0,
+                lost: LostEvents::default(),
                 cursor: None,
                 cur: None,
                 instance: i as u16,
@@ -393,7 +393,13 @@ pub fn read_tracedat(
     let long = meta.kernel_long_size;
     let data_start = meta.header_page.data_offset;
     let endian = meta.endian;
-    let mut heap = BinaryHeap::with_capacity(streams.len());
+    // The sorter: the stream with the earliest head record ("current")
+    // emits records while its head stays ahead of every other stream's,
+    // whose heads wait in a min-heap keyed by (raw timestamp, stream
+    // index). Only a change of leader touches the heap, not every record,
+    // and the order is the same as popping the heap per record: ties go to
+    // the lower stream index.
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::with_capacity(streams.len());
     for (i, st) in streams.iter_mut().enumerate() {
         if st.advance(
             long,
@@ -420,6 +426,7 @@ pub fn read_tracedat(
     };
     let mut last_pages = 0u64;
     let mut last_ts = i64::MIN;
+    let mut first_ts = i64::MAX;
     let mut unknown_ids: BTreeMap<u32, u64> = BTreeMap::new();
     let bprint_buf_offset: HashMap<u32, usize> = meta
         .formats
@@ -427,18 +434,17 @@ pub fn read_tracedat(
         .filter(|f| f.system == "ftrace" && f.name == "bprint")
         .filter_map(|f| Some((f.id, f.fields.iter().find(|x| x.name == "buf")?.offset)))
         .collect();
-    // One allocation for every record's values (see `recycle`).
-    let mut scratch: Vec<Value<'static>> = Vec::new();
     let mut since_check = 0u32;
-    // The top stream's entry is replaced in place (one sift-down) rather
-    // than popped and pushed again (two sifts) for every record.
-    while let Some(mut top) = heap.peek_mut() {
-        let Reverse((_, i)) = *top;
+    let mut current = heap.pop().map(|Reverse((_, i))| i);
+    while let Some(i) = current {
         {
             let st = &streams[i];
-            let rec = st.cur.expect("streams in the heap have a record");
-            let payload = &st.page[rec.start..rec.end];
-            let id = endian.uint(payload, 0, 2).unwrap_or(u64::MAX) as u32;
+            let rec = st.cur.expect("the current stream has a record");
+            let payload = &st.source.page()[rec.start..rec.end];
+            let id = match payload {
+                [a, b, ..] => endian.u16([*a, *b]) as u32,
+                _ => u32::MAX,
+            };
             match plans.get_mut(id as usize).and_then(Option::as_mut) {
                 Some(plan) => {
                     let ts = to_ns(rec.ts);
@@ -446,6 +452,7 @@ pub fn read_tracedat(
                         *s.stats.entry("ts_out_of_order".into()).or_default() += 1;
                     }
                     last_ts = last_ts.max(ts);
+                    first_ts = first_ts.min(ts);
                     let table = match plan.table {
                         Some(t) => t,
                         None => {
@@ -461,57 +468,63 @@ pub fn read_tracedat(
                     let pid = endian
                         .uint(payload, plan.pid_offset, 4)
                         .map(|v| v as u32 as i32);
-                    plan.decoder.prepare(payload);
-                    let mut values: Vec<Value<'_>> = recycle(std::mem::take(&mut scratch));
-                    plan.decoder.values(payload, &mut values);
-                    let mut text = String::new();
-                    if let Special::Bprint { fmt, buf } = plan.special {
-                        if let (Value::U64(addr), Some(off)) =
-                            (values[fmt], bprint_buf_offset.get(&id))
-                        {
-                            let _ = buf;
-                            match meta.printk.get(&addr) {
-                                Some(f) => {
-                                    text = printk::render(
-                                        f,
-                                        payload.get(*off..).unwrap_or(&[]),
-                                        endian,
-                                        long,
-                                    )
-                                }
-                                None => {
-                                    *s.stats.entry("bprint_unknown_format".into()).or_default() += 1
-                                }
-                            }
-                        }
-                        values.push(Value::Str(&text));
-                    }
                     let head = RowHeader {
                         ts,
                         cpu: st.cpu,
                         pid,
                         instance: st.instance,
                     };
-                    sink.write_row(table, &head, &values)
+                    let batch = sink.batch(table);
+                    let row = batch.push_header(&head);
+                    plan.decoder.append(payload, batch, row);
+                    if let Special::Bprint { fmt, text } = plan.special {
+                        let rendered = match (
+                            batch.columns[fmt].value(row as usize),
+                            bprint_buf_offset.get(&id),
+                        ) {
+                            (Value::U64(addr), Some(off)) => match meta.printk.get(&addr) {
+                                Some(f) => Some(printk::render(
+                                    f,
+                                    payload.get(*off..).unwrap_or(&[]),
+                                    endian,
+                                    long,
+                                )),
+                                None => {
+                                    *s.stats.entry("bprint_unknown_format".into()).or_default() +=
+                                        1;
+                                    None
+                                }
+                            },
+                            _ => None,
+                        };
+                        let col = &mut batch.columns[text];
+                        let r = rendered.unwrap_or_default();
+                        batch.var_bytes += r.len();
+                        col.push_str(row, &r);
+                    }
+                    sink.row_done(table)
                         .map_err(|what| ReadError::Sink { what })?;
-                    scratch = recycle(values);
                     plan.rows += 1;
                     s.records += 1;
-                    s.time_range = Some(match s.time_range {
-                        None => (ts, ts),
-                        Some((a, b)) => (a.min(ts), b.max(ts)),
-                    });
                 }
                 None => *unknown_ids.entry(id).or_default() += 1,
             }
         }
         let st = &mut streams[i];
         let inst = &names[st.instance as usize];
-        if st.advance(long, data_start, endian, &mut s, inst)? {
-            *top = Reverse((st.cur.map_or(0, |r| r.ts), i));
+        current = if st.advance(long, data_start, endian, &mut s, inst)? {
+            let key = (st.cur.map_or(0, |r| r.ts), i);
+            match heap.peek() {
+                Some(&Reverse(other)) if other < key => {
+                    let Reverse((_, j)) = heap.pop().expect("peeked");
+                    heap.push(Reverse(key));
+                    Some(j)
+                }
+                _ => Some(i),
+            }
         } else {
-            PeekMut::pop(top);
-        }
+            heap.pop().map(|Reverse((_, j))| j)
+        };
         // Progress is looked at every few thousand records, not per record
         // (the page count lives in the stats map).
         since_check += 1;
@@ -519,7 +532,7 @@ pub fn read_tracedat(
             continue;
         }
         since_check = 0;
-        let pages = s.stats.get("pages").copied().unwrap_or(0);
+        let pages: u64 = streams.iter().map(|x| x.pages).sum();
         if pages >= last_pages + every {
             last_pages = pages;
             let done: u64 = streams.iter().map(|x| x.source.consumed).sum();
@@ -527,6 +540,9 @@ pub fn read_tracedat(
                 return Err(ReadError::Interrupted);
             }
         }
+    }
+    if s.records > 0 {
+        s.time_range = Some((first_ts, last_ts));
     }
     for p in plans.iter().flatten().filter(|p| p.rows > 0) {
         s.rows.insert(p.spec.name.clone(), p.rows);
@@ -538,6 +554,19 @@ pub fn read_tracedat(
     }
     for st in &streams {
         s.truncated_bytes += st.source.missing_bytes;
+        if st.pages > 0 {
+            *s.stats.entry("pages".into()).or_default() += st.pages;
+        }
+        if st.good_pages > 0 {
+            let lost = s
+                .lost
+                .entry(names[st.instance as usize].clone())
+                .or_default()
+                .entry(st.cpu)
+                .or_default();
+            lost.count += st.lost.count;
+            lost.unknown_pages += st.lost.unknown_pages;
+        }
     }
     if s.truncated_bytes > 0 {
         s.warnings.push(format!(
