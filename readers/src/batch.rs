@@ -124,6 +124,13 @@ pub enum ColumnData {
     ListI64(List<i64>),
     /// Lists of unsigned integers.
     ListU64(List<u64>),
+    /// Indices into fixed names (see [`ColumnType::Enum`]).
+    Enum {
+        /// One index per row.
+        keys: Vec<u16>,
+        /// The names the keys index.
+        names: &'static [&'static str],
+    },
 }
 
 /// One column of a batch.
@@ -166,6 +173,10 @@ impl Column {
             ColumnType::Bytes => ColumnData::Bytes(Text::with_capacity(rows)),
             ColumnType::ListI64 => ColumnData::ListI64(List::with_capacity(rows)),
             ColumnType::ListU64 => ColumnData::ListU64(List::with_capacity(rows)),
+            ColumnType::Enum(names) => ColumnData::Enum {
+                keys: Vec::with_capacity(rows),
+                names,
+            },
         };
         Column {
             data,
@@ -189,6 +200,7 @@ impl Column {
             ColumnData::Str(t) | ColumnData::Bytes(t) => t.len(),
             ColumnData::ListI64(l) => l.offsets.len() - 1,
             ColumnData::ListU64(l) => l.offsets.len() - 1,
+            ColumnData::Enum { keys, .. } => keys.len(),
         }
     }
 
@@ -215,6 +227,7 @@ impl Column {
             ColumnData::Str(t) | ColumnData::Bytes(t) => t.push(&[]),
             ColumnData::ListI64(l) => l.end_row(),
             ColumnData::ListU64(l) => l.end_row(),
+            ColumnData::Enum { keys, .. } => keys.push(0),
         }
     }
 
@@ -232,6 +245,28 @@ impl Column {
     pub fn push_str(&mut self, row: u32, s: &str) {
         match &mut self.data {
             ColumnData::Str(t) => t.push(s.as_bytes()),
+            _ => self.push_null(row),
+        }
+    }
+
+    /// Append one of an enumerated column's names (given from its list, it
+    /// is found by address); any other text or column: null.
+    #[inline]
+    pub fn push_name(&mut self, row: u32, s: &str) {
+        match &mut self.data {
+            ColumnData::Enum { keys, names } => match name_index(names, s) {
+                Some(k) => keys.push(k),
+                None => self.push_null(row),
+            },
+            _ => self.push_null(row),
+        }
+    }
+
+    /// Append a list to a list-of-unsigned column (anything else: null).
+    #[inline]
+    pub fn push_list_u64(&mut self, row: u32, xs: &[u64]) {
+        match &mut self.data {
+            ColumnData::ListU64(l) => l.push(xs),
             _ => self.push_null(row),
         }
     }
@@ -266,6 +301,10 @@ impl Column {
             (Value::Bytes(b), ColumnData::Bytes(t)) => t.push(b),
             (Value::ListI64(xs), ColumnData::ListI64(l)) => l.push(xs),
             (Value::ListU64(xs), ColumnData::ListU64(l)) => l.push(xs),
+            (Value::Str(s), ColumnData::Enum { keys, names }) => match name_index(names, s) {
+                Some(k) => keys.push(k),
+                None => self.push_null(row),
+            },
             _ => self.push_null(row),
         }
     }
@@ -291,8 +330,20 @@ impl Column {
             ColumnData::Bytes(t) => Value::Bytes(t.get(i)),
             ColumnData::ListI64(l) => Value::ListI64(l.get(i)),
             ColumnData::ListU64(l) => Value::ListU64(l.get(i)),
+            ColumnData::Enum { keys, names } => Value::Str(names[keys[i] as usize]),
         }
     }
+}
+
+/// Index of `s` among `names`: the same `&'static str` a reader took from
+/// the list matches by address, anything else by text.
+#[inline]
+fn name_index(names: &[&str], s: &str) -> Option<u16> {
+    names
+        .iter()
+        .position(|n| std::ptr::eq(n.as_ptr(), s.as_ptr()) && n.len() == s.len())
+        .or_else(|| names.iter().position(|n| *n == s))
+        .map(|k| k as u16)
 }
 
 /// The rows of one table not yet taken by the sink.
@@ -369,11 +420,11 @@ impl RowBatch {
         }
         let row = self.push_header(head);
         for (c, v) in self.columns.iter_mut().zip(fields) {
-            self.var_bytes += match v {
-                Value::Str(s) => s.len(),
-                Value::Bytes(b) => b.len(),
-                Value::ListI64(x) => 8 * x.len(),
-                Value::ListU64(x) => 8 * x.len(),
+            self.var_bytes += match (v, &c.data) {
+                (Value::Str(s), ColumnData::Str(_)) => s.len(),
+                (Value::Bytes(b), ColumnData::Bytes(_)) => b.len(),
+                (Value::ListI64(x), ColumnData::ListI64(_)) => 8 * x.len(),
+                (Value::ListU64(x), ColumnData::ListU64(_)) => 8 * x.len(),
                 _ => 0,
             };
             c.push_value(row, v);
@@ -432,6 +483,7 @@ impl RowBatch {
                     l.offsets.truncate(1);
                     l.values.clear();
                 }
+                ColumnData::Enum { keys, .. } => keys.clear(),
             }
         }
     }
@@ -452,12 +504,14 @@ mod tests {
 
     #[test]
     fn rows_read_back_as_they_were_pushed_nulls_included() {
+        const OPS: [&str; 2] = ["map", "unmap"];
         let types = [
             ColumnType::I32,
             ColumnType::Str,
             ColumnType::ListU64,
             ColumnType::Bool,
             ColumnType::U8,
+            ColumnType::Enum(&OPS),
         ];
         let mut b = RowBatch::new(&types, 4);
         b.push_row(
@@ -468,6 +522,7 @@ mod tests {
                 Value::ListU64(&[1, 2]),
                 Value::Bool(true),
                 Value::U64(255),
+                Value::Str(OPS[1]),
             ],
         )
         .unwrap();
@@ -479,6 +534,7 @@ mod tests {
                 Value::Null,
                 Value::Null,
                 Value::Str("wrong shape"),
+                Value::Str("transfer"),
             ],
         )
         .unwrap();
@@ -492,7 +548,8 @@ mod tests {
                 Value::Str("ab"),
                 Value::ListU64(&[1, 2]),
                 Value::Bool(true),
-                Value::U64(255)
+                Value::U64(255),
+                Value::Str("unmap"),
             ]
         );
         let (h1, v1) = b.row(1);
@@ -504,10 +561,18 @@ mod tests {
                 Value::Str(""),
                 Value::Null,
                 Value::Null,
-                Value::Null
+                Value::Null,
+                Value::Null,
             ]
         );
-        assert_eq!(b.var_bytes, 2 + 16 + "wrong shape".len());
+        assert_eq!(b.var_bytes, 2 + 16, "the bytes text and list columns hold");
+        assert_eq!(
+            b.columns[5].data,
+            ColumnData::Enum {
+                keys: vec![1, 0],
+                names: &OPS
+            }
+        );
         assert!(b.push_row(&head(7, None), &[Value::Null]).is_err());
         assert_eq!(b.len(), 2, "a refused row leaves nothing behind");
         b.clear();

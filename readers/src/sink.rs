@@ -60,6 +60,11 @@ pub enum ColumnType {
     /// Variable-length list of unsigned integers (stored as u64; cpumasks
     /// are lists of CPU numbers).
     ListU64,
+    /// Text that is one of a fixed set of distinct names (run states,
+    /// operations, handler names): stored as text, carried until then as
+    /// an index into the names, so neither reader nor storage handles the
+    /// bytes of each row.
+    Enum(&'static [&'static str]),
 }
 
 /// One event column after the common columns.

@@ -12,7 +12,7 @@
 //! everything else into `xen_record` (id, words): nothing is dropped.
 
 use crate::error::{ReadError, ReadResult};
-use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value};
+use crate::sink::{ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::fs::File;
@@ -25,7 +25,14 @@ pub const CPU_CHANGE: u32 = 0x0001_f003;
 pub const LOST_RECORDS: u32 = 0x0001_f001;
 /// TRC_TRACE_WRAP_BUFFER: padding.
 pub const WRAP_BUFFER: u32 = 0x0001_f004;
-const RUNSTATES: [&str; 4] = ["running", "runnable", "blocked", "offline"];
+/// Run states by number (public/vcpu.h), then "unknown".
+static RUNSTATES: [&str; 5] = ["running", "runnable", "blocked", "offline", "unknown"];
+static GRANT_OPS: [&str; 3] = ["map", "unmap", "transfer"];
+static IO_SPACES: [&str; 2] = ["port", "mem"];
+static IO_OPS: [&str; 2] = ["read", "write"];
+static SCHEDULERS: [&str; 8] = [
+    "credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7",
+];
 
 /// What a read found.
 #[derive(Clone, Debug, Default)]
@@ -76,104 +83,116 @@ fn class_index(ev: u32) -> usize {
     }
 }
 
+/// HVM handler record names (x86 hvm code's TRC_HVM_HANDLER + n, the
+/// 64-bit flag 0x100 folded in, the write variants apart), each once.
+pub static HVM_HANDLERS: [&str; 35] = [
+    "unknown",
+    "pf_xen",
+    "pf_inject",
+    "inj_exc",
+    "inj_virq",
+    "reinj_virq",
+    "io_read",
+    "io_write",
+    "cr_read",
+    "cr_write",
+    "dr_read",
+    "dr_write",
+    "msr_read",
+    "msr_write",
+    "cpuid",
+    "intr",
+    "nmi",
+    "smi",
+    "vmcall",
+    "hlt",
+    "invlpg",
+    "mce",
+    "ioport_read",
+    "iomem_read",
+    "clts",
+    "lmsw",
+    "rdtsc",
+    "intr_window",
+    "npf",
+    "realmode_emulate",
+    "trap",
+    "trap_debug",
+    "vlapic",
+    "ioport_write",
+    "iomem_write",
+];
+
 /// Name of an HVM handler record (public/trace.h, TRC_HVM_HANDLER + n,
 /// with the 64-bit flag 0x100 and the write variants +0x200 folded in).
 pub fn hvm_handler_name(ev: u32) -> &'static str {
-    const NAMES: [&str; 0x26] = [
-        "unknown",
-        "pf_xen",
-        "pf_inject",
-        "inj_exc",
-        "inj_virq",
-        "reinj_virq",
-        "io_read",
-        "io_write",
-        "cr_read",
-        "cr_write",
-        "dr_read",
-        "dr_write",
-        "msr_read",
-        "msr_write",
-        "cpuid",
-        "intr",
-        "nmi",
-        "smi",
-        "vmcall",
-        "hlt",
-        "invlpg",
-        "mce",
-        "ioport_read",
-        "iomem_read",
-        "clts",
-        "lmsw",
-        "rdtsc",
-        "unknown",
-        "unknown",
-        "unknown",
-        "unknown",
-        "unknown",
-        "intr_window",
-        "npf",
-        "realmode_emulate",
-        "trap",
-        "trap_debug",
-        "vlapic",
+    // handler number -> index into HVM_HANDLERS (0: unknown)
+    const BY_NUMBER: [u8; 0x26] = [
+        0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24,
+        25, 26, 0, 0, 0, 0, 0, 27, 28, 29, 30, 31, 32,
     ];
-    match ev & 0xfff {
-        0x216 => "ioport_write",
-        0x217 => "iomem_write",
-        n => NAMES.get((n & 0xff) as usize).copied().unwrap_or("unknown"),
-    }
+    let k = match ev & 0xfff {
+        0x216 => 33,
+        0x217 => 34,
+        n => BY_NUMBER.get((n & 0xff) as usize).copied().unwrap_or(0),
+    };
+    HVM_HANDLERS[k as usize]
 }
 
 /// Name of a Xen hypercall number (public/xen.h).
 pub fn hypercall_name(op: u32) -> &'static str {
-    const NAMES: [&str; 42] = [
-        "set_trap_table",
-        "mmu_update",
-        "set_gdt",
-        "stack_switch",
-        "set_callbacks",
-        "fpu_taskswitch",
-        "sched_op_compat",
-        "platform_op",
-        "set_debugreg",
-        "get_debugreg",
-        "update_descriptor",
-        "ni",
-        "memory_op",
-        "multicall",
-        "update_va_mapping",
-        "set_timer_op",
-        "event_channel_op_compat",
-        "xen_version",
-        "console_io",
-        "physdev_op_compat",
-        "grant_table_op",
-        "vm_assist",
-        "update_va_mapping_otherdomain",
-        "iret",
-        "vcpu_op",
-        "set_segment_base",
-        "mmuext_op",
-        "xsm_op",
-        "nmi_op",
-        "sched_op",
-        "callback_op",
-        "xenoprof_op",
-        "event_channel_op",
-        "physdev_op",
-        "hvm_op",
-        "sysctl",
-        "domctl",
-        "kexec_op",
-        "tmem_op",
-        "argo_op",
-        "xenpmu_op",
-        "dm_op",
-    ];
-    NAMES.get(op as usize).copied().unwrap_or("unknown")
+    HYPERCALLS
+        .get(op as usize)
+        .copied()
+        .unwrap_or(HYPERCALLS[HYPERCALLS.len() - 1])
 }
+
+/// Xen hypercall names by number (public/xen.h), then "unknown".
+pub static HYPERCALLS: [&str; 43] = [
+    "set_trap_table",
+    "mmu_update",
+    "set_gdt",
+    "stack_switch",
+    "set_callbacks",
+    "fpu_taskswitch",
+    "sched_op_compat",
+    "platform_op",
+    "set_debugreg",
+    "get_debugreg",
+    "update_descriptor",
+    "ni",
+    "memory_op",
+    "multicall",
+    "update_va_mapping",
+    "set_timer_op",
+    "event_channel_op_compat",
+    "xen_version",
+    "console_io",
+    "physdev_op_compat",
+    "grant_table_op",
+    "vm_assist",
+    "update_va_mapping_otherdomain",
+    "iret",
+    "vcpu_op",
+    "set_segment_base",
+    "mmuext_op",
+    "xsm_op",
+    "nmi_op",
+    "sched_op",
+    "callback_op",
+    "xenoprof_op",
+    "event_channel_op",
+    "physdev_op",
+    "hvm_op",
+    "sysctl",
+    "domctl",
+    "kexec_op",
+    "tmem_op",
+    "argo_op",
+    "xenpmu_op",
+    "dm_op",
+    "unknown",
+];
 
 fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64)> {
     let mut windows = Vec::new();
@@ -241,6 +260,7 @@ struct Stream {
     pos: usize,
     win_end: usize,
     last_tsc: u64,
+    /// The head record while another stream leads the merge.
     cur: Option<Rec>,
 }
 
@@ -334,10 +354,21 @@ fn col(name: &str, ty: ColumnType) -> ColumnSpec {
 #[derive(Default)]
 struct Tables {
     tables: Vec<(&'static str, TableId, u64)>,
-    /// Record id (or arm key) → index into `tables`: at most a few dozen
-    /// integer comparisons per record, where comparing names called
-    /// `memcmp` for every same-length name passed (several share a length).
-    by_id: Vec<(u32, usize)>,
+    /// Record id (or arm key) → 1 + index into `tables`, open addressing
+    /// (0: empty): one probe per record, where a list of a few dozen
+    /// (key, index) pairs cost a linear search.
+    by_id: Vec<(u32, u32)>,
+    keys: usize,
+}
+
+/// The slot of `key` in an open-addressing table of a power-of-two size.
+fn slot_of(slots: &[(u32, u32)], key: u32) -> usize {
+    let mask = slots.len() - 1;
+    let mut i = (key.wrapping_mul(0x9e37_79b9) >> 16) as usize & mask;
+    while slots[i].1 != 0 && slots[i].0 != key {
+        i = (i + 1) & mask;
+    }
+    i
 }
 
 // Keys of the arms that match ranges of ids rather than fixed ones: an id
@@ -362,10 +393,13 @@ impl Tables {
         name: &'static str,
         cols: &[(&str, ColumnType)],
     ) -> ReadResult<TableId> {
-        if let Some(&(_, i)) = self.by_id.iter().find(|e| e.0 == key) {
-            let e = &mut self.tables[i];
-            e.2 += 1;
-            return Ok(e.1);
+        if !self.by_id.is_empty() {
+            let (_, i) = self.by_id[slot_of(&self.by_id, key)];
+            if i != 0 {
+                let e = &mut self.tables[i as usize - 1];
+                e.2 += 1;
+                return Ok(e.1);
+            }
         }
         let i = match self.tables.iter().position(|e| e.0 == name) {
             Some(i) => i,
@@ -383,7 +417,17 @@ impl Tables {
                 self.tables.len() - 1
             }
         };
-        self.by_id.push((key, i));
+        if 2 * (self.keys + 1) > self.by_id.len() {
+            let size = (2 * self.by_id.len()).max(64);
+            let old = std::mem::replace(&mut self.by_id, vec![(0, 0); size]);
+            for (k, v) in old.into_iter().filter(|e| e.1 != 0) {
+                let at = slot_of(&self.by_id, k);
+                self.by_id[at] = (k, v);
+            }
+        }
+        let at = slot_of(&self.by_id, key);
+        self.by_id[at] = (key, i as u32 + 1);
+        self.keys += 1;
         self.tables[i].2 += 1;
         Ok(self.tables[i].1)
     }
@@ -400,14 +444,52 @@ fn fill_words(list: &mut Vec<u64>, w: &[u32]) {
     list.extend(w.iter().map(|&x| x as u64));
 }
 
-/// `x.round() as i64` without the libm call `f64::round` compiles to on
-/// baseline x86-64 (a tenth of the reader's time, once per record): adding
-/// the largest double below one half and truncating rounds halves away
-/// from zero exactly as `round` does, the way LLVM expands it where
-/// SSE4.1 is available.
-#[inline]
-fn round_to_i64(x: f64) -> i64 {
-    (x + 0.499_999_999_999_999_94_f64.copysign(x)) as i64
+/// TSC cycles to nanoseconds at a fixed frequency, rounded to the
+/// nearest: `ns = tsc * (1e9 / hz)` with the factor held as an integer
+/// part and a 64-bit binary fraction, so a record costs two integer
+/// multiplications (a float division and conversion per record were a
+/// tenth of the reader's time). The factor is exact to 2^-64 when `hz` is
+/// a whole number of Hz (what `xl info` and host.json give), to the
+/// precision of a double otherwise.
+struct TscToNs {
+    whole: u64,
+    frac: u64,
+}
+
+impl TscToNs {
+    fn new(hz: f64) -> Self {
+        if hz.fract() == 0.0 && hz >= 1.0 && hz < 2f64.powi(63) {
+            let hz = hz as u128;
+            let whole = 1_000_000_000u128 / hz;
+            let rest = 1_000_000_000u128 % hz;
+            // rest / hz as a 64-bit fraction, rounded (rest < hz < 2^63)
+            let frac = ((rest << 64) + hz / 2) / hz;
+            // the rounding can carry into the whole part
+            let (whole, frac) = if frac >> 64 != 0 {
+                (whole + 1, 0)
+            } else {
+                (whole, frac as u64)
+            };
+            TscToNs {
+                whole: whole as u64,
+                frac,
+            }
+        } else {
+            let whole = (1e9 / hz).trunc();
+            // the remainder 1e9 - whole * hz, rounded once (fused)
+            let rest = (-whole).mul_add(hz, 1e9).max(0.0);
+            TscToNs {
+                whole: whole as u64,
+                frac: (rest / hz * 2f64.powi(64)) as u64,
+            }
+        }
+    }
+
+    #[inline]
+    fn ns(&self, tsc: u64) -> i64 {
+        let part = ((tsc as u128 * self.frac as u128 + (1 << 63)) >> 64) as u64;
+        tsc.wrapping_mul(self.whole).wrapping_add(part) as i64
+    }
 }
 
 fn dom_vcpu(w: u32) -> (i64, i64) {
@@ -491,10 +573,11 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     let mut t = Tables::default();
     // bytes per stream and class, into the summary at the end
     let mut volume = vec![[0u64; CLASSES.len()]; streams.len()];
-    let ns = |tsc: u64| round_to_i64(tsc as f64 * 1e9 / cpu_hz);
+    let to_ns = TscToNs::new(cpu_hz);
+    let ns = |tsc: u64| to_ns.ns(tsc);
     let mut done = 0u64;
     let mut list: Vec<u64> = Vec::with_capacity(7);
-    use ColumnType::{ListU64, Str, I64, U32, U64};
+    use ColumnType::{Enum, ListU64, I64, U32, U64};
     // The pCPU with the earliest head record ("current") emits records
     // while its head stays ahead of every other pCPU's, whose heads wait in
     // the heap: only a change of leader touches the heap, and the order is
@@ -512,11 +595,27 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             instance: 0,
         };
         let w = &r.words;
-        let tsc = Value::U64(r.tsc);
-        let row = |sink: &mut S, tid: TableId, vals: &[Value<'_>]| {
-            sink.write_row(tid, &head, vals)
-                .map_err(|what| ReadError::Sink { what })
-        };
+        // One row of table `tid`: its header, then each column's value in
+        // declared order, pushed straight into the column.
+        macro_rules! row {
+            ($tid:expr; $($kind:ident($v:expr)),+ $(,)?) => {{
+                let tid = $tid;
+                let b = sink.batch(tid);
+                let at = b.push_header(&head);
+                let mut cols = b.columns.iter_mut();
+                $( row!(@ $kind, cols.next().expect("a value per declared column"), at, $v); )+
+                sink.row_done(tid).map_err(|what| ReadError::Sink { what })?;
+            }};
+            (@ int, $c:expr, $at:expr, $v:expr) => { $c.push_int_bits($at, $v as u64) };
+            (@ name, $c:expr, $at:expr, $v:expr) => { $c.push_name($at, $v) };
+            (@ list, $c:expr, $at:expr, $v:expr) => { $c.push_list_u64($at, $v) };
+            (@ opt, $c:expr, $at:expr, $v:expr) => {
+                match $v {
+                    Some(x) => $c.push_int_bits($at, x),
+                    None => $c.push_null($at),
+                }
+            };
+        }
         match r.ev {
             ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
                 let tid = t.get(
@@ -526,30 +625,14 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     &[
                         ("dom", I64),
                         ("vcpu", I64),
-                        ("old_state", Str),
-                        ("new_state", Str),
+                        ("old_state", Enum(&RUNSTATES)),
+                        ("new_state", Enum(&RUNSTATES)),
                     ],
                 )?;
                 let (d, v) = dom_vcpu(w[0]);
-                let old = RUNSTATES
-                    .get(((ev >> 8) & 0xf) as usize)
-                    .copied()
-                    .unwrap_or("unknown");
-                let new = RUNSTATES
-                    .get(((ev >> 4) & 0xf) as usize)
-                    .copied()
-                    .unwrap_or("unknown");
-                row(
-                    sink,
-                    tid,
-                    &[
-                        tsc,
-                        Value::I64(d),
-                        Value::I64(v),
-                        Value::Str(old),
-                        Value::Str(new),
-                    ],
-                )?;
+                let state = |n: u32| RUNSTATES[(n as usize).min(RUNSTATES.len() - 1)];
+                let (old, new) = (state((ev >> 8) & 0xf), state((ev >> 4) & 0xf));
+                row!(tid; int(r.tsc), int(d), int(v), name(old), name(new));
             }
             0x0002_1002 if r.n >= 1 => {
                 let tid = t.get(
@@ -559,7 +642,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     &[("dom", I64), ("vcpu", I64)],
                 )?;
                 let (d, v) = dom_vcpu(w[0]);
-                row(sink, tid, &[tsc, Value::I64(d), Value::I64(v)])?;
+                row!(tid; int(r.tsc), int(d), int(v));
             }
             0x0002_800a if r.n >= 4 => {
                 let tid = t.get(
@@ -573,17 +656,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                         ("next_vcpu", I64),
                     ],
                 )?;
-                row(
-                    sink,
-                    tid,
-                    &[
-                        tsc,
-                        Value::I64(w[0] as i64),
-                        Value::I64(w[1] as i64),
-                        Value::I64(w[2] as i64),
-                        Value::I64(w[3] as i64),
-                    ],
-                )?;
+                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as i64), int(w[3] as i64));
             }
             0x0002_800e if r.n >= 3 => {
                 let tid = t.get(
@@ -592,16 +665,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     "xen_switch_infprev",
                     &[("dom", I64), ("vcpu", I64), ("runtime", U64)],
                 )?;
-                row(
-                    sink,
-                    tid,
-                    &[
-                        tsc,
-                        Value::I64(w[0] as i64),
-                        Value::I64(w[1] as i64),
-                        Value::U64(w[2] as u64),
-                    ],
-                )?;
+                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64));
             }
             0x0002_800f if r.n >= 4 => {
                 let tid = t.get(
@@ -610,31 +674,17 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     "xen_switch_infnext",
                     &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)],
                 )?;
-                row(
-                    sink,
-                    tid,
-                    &[
-                        tsc,
-                        Value::I64(w[0] as i64),
-                        Value::I64(w[1] as i64),
-                        Value::U64(w[2] as u64),
-                        Value::I64(w[3] as i32 as i64),
-                    ],
-                )?;
+                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
                 let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"]
                     [(r.ev - 0x0002_8003) as usize];
                 let tid = t.get(sink, r.ev, name, &[("dom", I64), ("vcpu", I64)])?;
-                row(
-                    sink,
-                    tid,
-                    &[tsc, Value::I64(w[0] as i64), Value::I64(w[1] as i64)],
-                )?;
+                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64));
             }
             0x0008_1001 | 0x0008_1101 => {
                 let tid = t.get(sink, r.ev, "xen_hvm_vmentry", &[])?;
-                row(sink, tid, &[tsc])?;
+                row!(tid; int(r.tsc));
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
                 let tid = t.get(
@@ -648,7 +698,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 } else {
                     w[1] as u64
                 };
-                row(sink, tid, &[tsc, Value::U64(w[0] as u64), Value::U64(rip)])?;
+                row!(tid; int(r.tsc), int(w[0] as u64), int(rip));
             }
             0x0080_1001 if r.n >= 2 => {
                 let tid = t.get(
@@ -657,11 +707,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     "xen_pm_freq_change",
                     &[("old_mhz", U32), ("new_mhz", U32)],
                 )?;
-                row(
-                    sink,
-                    tid,
-                    &[tsc, Value::U64(w[0] as u64), Value::U64(w[1] as u64)],
-                )?;
+                row!(tid; int(r.tsc), int(w[0] as u64), int(w[1] as u64));
             }
             0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
                 let name = if r.ev == 0x0080_1002 {
@@ -670,13 +716,18 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     "xen_pm_idle_exit"
                 };
                 let tid = t.get(sink, r.ev, name, &[("cstate", U32)])?;
-                row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
+                row!(tid; int(r.tsc), int(w[0] as u64));
             }
             0x0010_0001..=0x0010_0003 if r.n >= 1 => {
                 // grant_table.c: TRACE_1D(event, domid of the granting domain)
-                let tid = t.get(sink, r.ev, "xen_grant", &[("op", Str), ("dom", I64)])?;
-                let op = ["map", "unmap", "transfer"][(r.ev - 0x0010_0001) as usize];
-                row(sink, tid, &[tsc, Value::Str(op), Value::I64(w[0] as i64)])?;
+                let tid = t.get(
+                    sink,
+                    r.ev,
+                    "xen_grant",
+                    &[("op", Enum(&GRANT_OPS)), ("dom", I64)],
+                )?;
+                let op = GRANT_OPS[(r.ev - 0x0010_0001) as usize];
+                row!(tid; int(r.tsc), name(op), int(w[0] as i64));
             }
             0x0002_8001 | 0x0002_8002 if r.n >= 1 => {
                 let name = if r.ev == 0x0002_8001 {
@@ -685,7 +736,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     "xen_dom_remove"
                 };
                 let tid = t.get(sink, r.ev, name, &[("dom", I64)])?;
-                row(sink, tid, &[tsc, Value::I64(w[0] as i64)])?;
+                row!(tid; int(r.tsc), int(w[0] as i64));
             }
             // typed handler records (x86 hvm code, Xen 4.x): HLT [intpending],
             // VMCALL [eax], INTR [vector], NPF [gpa:2, mfn:2, qualification, p2mt]
@@ -696,7 +747,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     _ => ("xen_hvm_intr", "vector"),
                 };
                 let tid = t.get(sink, r.ev, name, &[(col, U32)])?;
-                row(sink, tid, &[tsc, Value::U64(w[0] as u64)])?;
+                row!(tid; int(r.tsc), int(w[0] as u64));
             }
             0x0008_2021 if r.n >= 6 => {
                 let tid = t.get(
@@ -712,17 +763,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 )?;
                 let gpa = wide(w, 0);
                 let mfn = wide(w, 2);
-                row(
-                    sink,
-                    tid,
-                    &[
-                        tsc,
-                        Value::U64(gpa),
-                        Value::U64(mfn),
-                        Value::U64(w[4] as u64),
-                        Value::U64(w[5] as u64),
-                    ],
-                )?;
+                row!(tid; int(r.tsc), int(gpa), int(mfn), int(w[4] as u64), int(w[5] as u64));
             }
             // emulated I/O (hvmtrace_io_assist): address (2 words with the
             // 64-bit flag), then the data unless it was a pointer
@@ -736,41 +777,28 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     sink,
                     r.ev,
                     "xen_hvm_io",
-                    &[("space", Str), ("op", Str), ("addr", U64), ("data", U64)],
-                )?;
-                let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
-                let data = if r.n > na {
-                    Value::U64(w[na] as u64)
-                } else {
-                    Value::Null
-                };
-                let space = if ev & 0xff == 0x16 { "port" } else { "mem" };
-                let op = if ev & 0x200 != 0 { "write" } else { "read" };
-                row(
-                    sink,
-                    tid,
                     &[
-                        tsc,
-                        Value::Str(space),
-                        Value::Str(op),
-                        Value::U64(addr),
-                        data,
+                        ("space", Enum(&IO_SPACES)),
+                        ("op", Enum(&IO_OPS)),
+                        ("addr", U64),
+                        ("data", U64),
                     ],
                 )?;
+                let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
+                let data = if r.n > na { Some(w[na] as u64) } else { None };
+                let space = IO_SPACES[(ev & 0xff != 0x16) as usize];
+                let op = IO_OPS[(ev & 0x200 != 0) as usize];
+                row!(tid; int(r.tsc), name(space), name(op), int(addr), opt(data));
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
                 let tid = t.get(
                     sink,
                     HVM_HANDLER_KEY,
                     "xen_hvm_handler",
-                    &[("handler", Str), ("words", ListU64)],
+                    &[("handler", Enum(&HVM_HANDLERS)), ("words", ListU64)],
                 )?;
                 fill_words(&mut list, &w[..r.n]);
-                row(
-                    sink,
-                    tid,
-                    &[tsc, Value::Str(hvm_handler_name(ev)), Value::ListU64(&list)],
-                )?;
+                row!(tid; int(r.tsc), name(hvm_handler_name(ev)), list(&list));
             }
             0x0020_1001 | 0x0020_1101 | 0x0020_100d if r.n >= 1 => {
                 // v1: [eip (1 or 2 words), eax = op]; v2: op in the low 20 bits of word 0
@@ -783,13 +811,9 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     sink,
                     r.ev,
                     "xen_pv_hypercall",
-                    &[("op", U32), ("op_name", Str)],
+                    &[("op", U32), ("op_name", Enum(&HYPERCALLS))],
                 )?;
-                row(
-                    sink,
-                    tid,
-                    &[tsc, Value::U64(op as u64), Value::Str(hypercall_name(op))],
-                )?;
+                row!(tid; int(r.tsc), int(op as u64), name(hypercall_name(op)));
             }
             ev if ev & 0xffff_f000 == 0x0002_2000 => {
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
@@ -797,22 +821,15 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     sink,
                     SCHED_CLASS_KEY,
                     "xen_sched_class",
-                    &[("scheduler", Str), ("event", U32), ("words", ListU64)],
-                )?;
-                let sched = [
-                    "credit", "credit2", "sedf", "arinc653", "rtds", "null", "sched6", "sched7",
-                ][((ev >> 9) & 7) as usize];
-                fill_words(&mut list, &w[..r.n]);
-                row(
-                    sink,
-                    tid,
                     &[
-                        tsc,
-                        Value::Str(sched),
-                        Value::U64((ev & 0x1ff) as u64),
-                        Value::ListU64(&list),
+                        ("scheduler", Enum(&SCHEDULERS)),
+                        ("event", U32),
+                        ("words", ListU64),
                     ],
                 )?;
+                let sched = SCHEDULERS[((ev >> 9) & 7) as usize];
+                fill_words(&mut list, &w[..r.n]);
+                row!(tid; int(r.tsc), name(sched), int((ev & 0x1ff) as u64), list(&list));
             }
             LOST_RECORDS => {
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };
@@ -826,11 +843,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     &[("id", U32), ("words", ListU64)],
                 )?;
                 fill_words(&mut list, &w[..r.n]);
-                row(
-                    sink,
-                    tid,
-                    &[tsc, Value::U64(r.ev as u64), Value::ListU64(&list)],
-                )?;
+                row!(tid; int(r.tsc), int(r.ev as u64), list(&list));
             }
         }
         s.tsc_range = Some(
@@ -872,39 +885,51 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The exact rounded value of tsc * 1e9 / hz, for whole hz.
+    fn exact(tsc: u64, hz: u64) -> i64 {
+        ((tsc as u128 * 1_000_000_000 * 2 + hz as u128) / (2 * hz as u128)) as i64
+    }
+
     #[test]
-    fn rounding_matches_f64_round_at_the_edges() {
-        for x in [
-            0.0,
-            0.5,
-            1.5,
-            2.5,
-            0.499_999_999_999_999_94,
-            1.499_999_999_999_999_8,
-            4_503_599_627_370_495.5,
-            4_503_599_627_370_497.0,
-            9_007_199_254_740_993.0,
-            1e18 + 0.5,
-            -0.5,
-            -2.5,
-            -0.499_999_999_999_999_94,
+    fn tsc_to_ns_at_common_frequencies() {
+        for hz in [
+            2_400_000_000u64,
+            2_394_458_000,
+            3_000_000_000,
+            1_000_000_000,
+            1_500_000,
         ] {
-            assert_eq!(round_to_i64(x), x.round() as i64, "{x}");
+            let c = TscToNs::new(hz as f64);
+            for tsc in [
+                0,
+                1,
+                999,
+                1_000,
+                3_000,
+                2_400_000_000,
+                1 << 40,
+                1 << 50,
+                (1 << 52) + 7,
+            ] {
+                assert_eq!(c.ns(tsc), exact(tsc, hz), "tsc {tsc} at {hz} Hz");
+            }
         }
     }
 
     proptest! {
         #[test]
-        fn rounding_matches_f64_round(tsc in 0u64..1 << 62, hz in 1e6f64..1e10) {
-            let x = tsc as f64 * 1e9 / hz;
-            prop_assert_eq!(round_to_i64(x), x.round() as i64);
+        fn tsc_to_ns_is_the_rounded_exact_value(tsc in 0u64..1 << 54, hz in 1_000_000u64..10_000_000_000) {
+            // within 1 ns of exact only where the exact value sits within
+            // 2^-64 relative of a half: never at these magnitudes
+            prop_assert_eq!(TscToNs::new(hz as f64).ns(tsc), exact(tsc, hz));
         }
 
         #[test]
-        fn rounding_matches_f64_round_on_any_bits(bits in any::<u64>()) {
-            let x = f64::from_bits(bits);
-            prop_assume!(x.is_finite() && x.abs() < 9e18);
-            prop_assert_eq!(round_to_i64(x), x.round() as i64);
+        fn fractional_frequencies_agree_with_double_arithmetic(tsc in 0u64..1 << 50, hz in 1e6f64..1e10) {
+            // the double formula is itself only as exact as its last bits
+            let x = tsc as f64 * 1e9 / hz;
+            let slack = 1.0 + x * 4e-16;
+            prop_assert!((TscToNs::new(hz).ns(tsc) as f64 - x).abs() <= slack);
         }
     }
 }

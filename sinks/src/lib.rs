@@ -140,6 +140,7 @@ pub fn arrow_type(t: &ColumnType) -> DataType {
         ColumnType::Bytes => DataType::Binary,
         ColumnType::ListI64 => DataType::List(Arc::new(Field::new("item", DataType::Int64, true))),
         ColumnType::ListU64 => DataType::List(Arc::new(Field::new("item", DataType::UInt64, true))),
+        ColumnType::Enum(_) => DataType::Utf8,
         _ => DataType::Null,
     }
 }

@@ -8,8 +8,9 @@
 //! timestamps and CPU numbers are delta-encoded; integers and text try a
 //! dictionary and fall back to plain values for good once one fills up, or
 //! once the first page shows the values are mostly distinct (free text,
-//! addresses); the buffer-instance column's dictionary is the instance
-//! names, its indices given by the reader.
+//! addresses); columns of names from a fixed set (buffer instances, run
+//! states) have those names as their dictionary and the reader's indices
+//! as theirs.
 
 use super::compress::Compressor;
 use crate::encoding::dict::{BytesDict, IntDict};
@@ -33,8 +34,9 @@ pub(crate) enum Plan {
     Dictionary,
     /// PLAIN.
     Plain,
-    /// Indices into the instance names (a u16 column).
-    Instance,
+    /// Indices into fixed names (the buffer instances, the names of an
+    /// enumerated column): the dictionary is the names.
+    Keys,
 }
 
 /// Uncompressed value bytes after which a page is cut.
@@ -103,6 +105,8 @@ impl Chunk {
 pub(crate) struct ColumnWriter {
     descr: ColumnDescPtr,
     plan: Plan,
+    /// The names of a [`Plan::Keys`] column.
+    names: Vec<String>,
     /// The dictionary has not failed this column (in this file).
     dictionary: bool,
     /// Pages written in this file (the first page probes the dictionary).
@@ -199,10 +203,13 @@ fn without<T: Copy>(values: &[T], nulls: &[usize]) -> Vec<T> {
 }
 
 impl ColumnWriter {
-    pub(crate) fn new(descr: ColumnDescPtr, plan: Plan) -> Self {
+    /// A column encoded as `plan` says (`names`: the dictionary of a
+    /// [`Plan::Keys`] column).
+    pub(crate) fn new(descr: ColumnDescPtr, plan: Plan, names: Vec<String>) -> Self {
         ColumnWriter {
             descr,
             plan,
+            names,
             dictionary: true,
             pages_written: 0,
             chunk: Chunk::new(),
@@ -214,14 +221,8 @@ impl ColumnWriter {
     }
 
     /// Encode `col` (this column's rows of one batch) as pages of the
-    /// current chunk. `instances` names the instance indices (for
-    /// [`Plan::Instance`]).
-    pub(crate) fn write(
-        &mut self,
-        col: &Column,
-        instances: &[String],
-        comp: &mut Compressor,
-    ) -> Result<(), String> {
+    /// current chunk.
+    pub(crate) fn write(&mut self, col: &Column, comp: &mut Compressor) -> Result<(), String> {
         let n = col.len();
         for (a, b) in page_ranges(&col.data, n) {
             let lo = col.null_rows.partition_point(|&r| (r as usize) < a);
@@ -230,7 +231,7 @@ impl ColumnWriter {
                 .iter()
                 .map(|&r| r as usize - a)
                 .collect();
-            self.page_of(&col.data, a, b, &nulls, instances, comp)?;
+            self.page_of(&col.data, a, b, &nulls, comp)?;
         }
         Ok(())
     }
@@ -241,7 +242,6 @@ impl ColumnWriter {
         a: usize,
         b: usize,
         nulls: &[usize],
-        instances: &[String],
         comp: &mut Compressor,
     ) -> Result<(), String> {
         self.page.clear();
@@ -267,10 +267,9 @@ impl ColumnWriter {
                     ColumnData::I32(v) => self.ints(&v[a..b], nulls),
                     ColumnData::I64(v) => self.ints(&v[a..b], nulls),
                     ColumnData::U8(v) => self.ints(&v[a..b], nulls),
-                    ColumnData::U16(v) if self.plan == Plan::Instance => {
-                        self.instance(&v[a..b], instances)
-                    }
+                    ColumnData::U16(v) if self.plan == Plan::Keys => self.keys(&v[a..b], nulls),
                     ColumnData::U16(v) => self.ints(&v[a..b], nulls),
+                    ColumnData::Enum { keys, .. } => self.keys(&keys[a..b], nulls),
                     ColumnData::U32(v) => self.ints(&v[a..b], nulls),
                     ColumnData::U64(v) => self.ints(&v[a..b], nulls),
                     ColumnData::F64(v) => self.floats(&v[a..b], nulls),
@@ -469,16 +468,21 @@ impl ColumnWriter {
         Encoding::RLE_DICTIONARY
     }
 
-    fn instance(&mut self, v: &[u16], instances: &[String]) -> Encoding {
-        // The dictionary is the instance names, in their own order.
-        if self.chunk.texts.len() == 0 {
-            for name in instances {
-                self.chunk.texts.index(name.as_bytes());
-            }
-        }
+    /// Indices into [`Self::names`], the chunk's dictionary.
+    fn keys(&mut self, v: &[u16], nulls: &[usize]) -> Encoding {
+        let kept;
+        let v = if nulls.is_empty() {
+            v
+        } else {
+            kept = without(v, nulls);
+            &kept
+        };
         self.idx.clear();
         self.idx.extend(v.iter().map(|&i| i as u32));
-        self.indices()
+        let width = bit_width(self.names.len().saturating_sub(1) as u64).max(1);
+        self.page.push(width);
+        hybrid::encode(&mut self.page, &self.idx, width);
+        Encoding::RLE_DICTIONARY
     }
 
     fn texts(&mut self, t: &Text, a: usize, b: usize, nulls: &[usize]) -> Encoding {
@@ -538,7 +542,13 @@ impl ColumnWriter {
         let mut encodings = chunk.encodings.clone();
         if chunk.dict_pages > 0 {
             self.page.clear();
-            let entries = if self.descr.physical_type() == parquet::basic::Type::BYTE_ARRAY {
+            let entries = if self.plan == Plan::Keys {
+                for s in &self.names {
+                    self.page.extend_from_slice(&(s.len() as u32).to_le_bytes());
+                    self.page.extend_from_slice(s.as_bytes());
+                }
+                self.names.len()
+            } else if self.descr.physical_type() == parquet::basic::Type::BYTE_ARRAY {
                 for i in 0..chunk.texts.len() {
                     let s = chunk.texts.get(i);
                     self.page.extend_from_slice(&(s.len() as u32).to_le_bytes());

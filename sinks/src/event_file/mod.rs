@@ -31,7 +31,7 @@ use std::sync::Arc;
 fn plan(name: &str, ty: Option<&ColumnType>) -> Plan {
     match (name, ty) {
         ("ts" | "cpu", None) => Plan::Delta,
-        ("instance", None) => Plan::Instance,
+        ("instance", None) | (_, Some(ColumnType::Enum(_))) => Plan::Keys,
         ("pid", None) => Plan::Dictionary,
         ("tsc", Some(ColumnType::U64 | ColumnType::I64)) => Plan::Delta,
         (_, Some(ColumnType::Str)) => Plan::Dictionary,
@@ -89,7 +89,6 @@ pub(crate) struct EventFile {
     group_rows: usize,
     writer: SerializedFileWriter<File>,
     columns: Vec<ColumnWriter>,
-    instances: Vec<String>,
     codec: Codec,
     comp: Compressor,
 }
@@ -123,7 +122,12 @@ impl EventFile {
             .enumerate()
             .map(|(i, d)| {
                 let ty = i.checked_sub(4).and_then(|j| types.get(j));
-                ColumnWriter::new(d.clone(), plan(schema.field(i).name(), ty))
+                let names = match ty {
+                    None if i == 3 => instances.clone(),
+                    Some(ColumnType::Enum(names)) => names.iter().map(|n| n.to_string()).collect(),
+                    _ => Vec::new(),
+                };
+                ColumnWriter::new(d.clone(), plan(schema.field(i).name(), ty), names)
             })
             .collect();
         let file = File::create(path).map_err(|e| at(&e))?;
@@ -134,7 +138,6 @@ impl EventFile {
             group_rows,
             writer,
             columns,
-            instances,
             codec,
             comp: Compressor::new(codec)?,
         })
@@ -161,7 +164,7 @@ impl EventFile {
             .iter_mut()
             .zip(common.iter().chain(b.columns.iter()))
         {
-            result = w.write(c, &self.instances, &mut self.comp);
+            result = w.write(c, &mut self.comp);
             if result.is_err() {
                 break;
             }

@@ -229,8 +229,11 @@ fn assert_same(written: &[Row], read: &[Row]) {
     }
 }
 
+const STATES: [&str; 5] = ["running", "runnable", "blocked", "offline", "unknown"];
+
 fn any_type() -> impl Strategy<Value = ColumnType> {
     prop_oneof![
+        Just(ColumnType::Enum(&STATES)),
         Just(ColumnType::Bool),
         Just(ColumnType::I8),
         Just(ColumnType::I16),
@@ -262,6 +265,9 @@ fn any_cell(ty: ColumnType, few: bool) -> BoxedStrategy<Cell> {
             .prop_map(|s| Cell::Text(s.into()))
             .boxed(),
         ColumnType::Str => "\\PC{0,40}".prop_map(Cell::Text).boxed(),
+        ColumnType::Enum(names) => proptest::sample::select(names.to_vec())
+            .prop_map(|s| Cell::Text(s.into()))
+            .boxed(),
         ColumnType::Bytes => proptest::collection::vec(any::<u8>(), 0..20)
             .prop_map(Cell::Bytes)
             .boxed(),
