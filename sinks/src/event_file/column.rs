@@ -8,7 +8,8 @@
 //! timestamps and CPU numbers are delta-encoded; integers and text try a
 //! dictionary and fall back to plain values for good once one fills up, or
 //! once the first page shows the values are mostly distinct (free text,
-//! addresses); columns of names from a fixed set (buffer instances, run
+//! addresses), text then going as DELTA_LENGTH_BYTE_ARRAY; columns of
+//! names from a fixed set (buffer instances, run
 //! states) have those names as their dictionary and the reader's indices
 //! as theirs.
 
@@ -117,6 +118,7 @@ pub(crate) struct ColumnWriter {
     idx: Vec<u32>,
     levels: Vec<u32>,
     reps: Vec<u32>,
+    lengths: Vec<i32>,
 }
 
 /// Integer column types, as Parquet stores them.
@@ -217,6 +219,7 @@ impl ColumnWriter {
             idx: Vec::new(),
             levels: Vec::new(),
             reps: Vec::new(),
+            lengths: Vec::new(),
         }
     }
 
@@ -518,12 +521,22 @@ impl ColumnWriter {
             }
             self.give_up_dictionary();
         }
-        for r in &mut rows {
-            let s = row(r);
-            self.page.extend_from_slice(&(s.len() as u32).to_le_bytes());
-            self.page.extend_from_slice(s);
+        // DELTA_LENGTH_BYTE_ARRAY: the lengths delta-packed, then the
+        // bytes back to back, which is how the batch holds them already
+        // (one copy for the page, not a length and a copy per row).
+        self.lengths.clear();
+        self.lengths
+            .extend(rows.clone().map(|r| t.offsets[r + 1] - t.offsets[r]));
+        delta::encode(&mut self.page, &self.lengths);
+        if nulls.is_empty() {
+            self.page
+                .extend_from_slice(&t.bytes[t.offsets[a] as usize..t.offsets[b] as usize]);
+        } else {
+            for r in rows {
+                self.page.extend_from_slice(row(r));
+            }
         }
-        Encoding::PLAIN
+        Encoding::DELTA_LENGTH_BYTE_ARRAY
     }
 
     /// Close the current chunk: its bytes (dictionary page first) and the
