@@ -69,17 +69,14 @@ const CLASSES: [&str; 9] = [
 ];
 
 /// The class of an event id, as an index into [`CLASSES`].
+#[inline]
 fn class_index(ev: u32) -> usize {
-    match (ev >> 16) & 0xfff {
-        0x001 => 0,
-        0x002 => 1,
-        0x004 => 2,
-        0x008 => 3,
-        0x010 => 4,
-        0x020 => 5,
-        0x040 => 6,
-        0x080 => 7,
-        _ => 8,
+    // the classes are the bits 0x001 .. 0x080 of the class field, alone
+    let c = (ev >> 16) & 0xfff;
+    if c.is_power_of_two() && c <= 0x080 {
+        c.trailing_zeros() as usize
+    } else {
+        8
     }
 }
 
@@ -576,6 +573,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     let to_ns = TscToNs::new(cpu_hz);
     let ns = |tsc: u64| to_ns.ns(tsc);
     let mut done = 0u64;
+    let (mut tsc_lo, mut tsc_hi) = (u64::MAX, 0u64);
     let mut list: Vec<u64> = Vec::with_capacity(7);
     use ColumnType::{Enum, ListU64, I64, U32, U64};
     // The pCPU with the earliest head record ("current") emits records
@@ -846,10 +844,8 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 row!(tid; int(r.tsc), int(r.ev as u64), list(&list));
             }
         }
-        s.tsc_range = Some(
-            s.tsc_range
-                .map_or((r.tsc, r.tsc), |(a, b)| (a.min(r.tsc), b.max(r.tsc))),
-        );
+        tsc_lo = tsc_lo.min(r.tsc);
+        tsc_hi = tsc_hi.max(r.tsc);
         done += r.bytes;
         if done % (1 << 20) < r.bytes && !progress(done, size) {
             return Err(ReadError::Interrupted);
@@ -875,6 +871,9 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     }
     s.rows
         .extend(t.tables.iter().map(|&(name, _, n)| (name.to_string(), n)));
+    if tsc_lo <= tsc_hi {
+        s.tsc_range = Some((tsc_lo, tsc_hi));
+    }
     s.time_range = s.tsc_range.map(|(a, b)| (ns(a), ns(b)));
     progress(size, size);
     Ok(s)
