@@ -275,6 +275,101 @@ def qemu_vms(proc: Path = Path("/proc")) -> list[dict]:
     return sorted(vms, key=lambda v: v["pid"])
 
 
+#: the kernel's CFS weight of each nice level, -20..19 (sched_prio_to_weight)
+NICE_TO_WEIGHT = (88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
+                  1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
+
+
+def _cpu_cgroup(text: str | None) -> tuple[str, int] | None:
+    """(path, cgroup version) of the CPU controller's group in a
+    /proc/PID/cgroup text: v1's `cpu` hierarchy, else v2's unified one."""
+    v2 = None
+    for line in (text or "").splitlines():
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if "cpu" in parts[1].split(","):
+            return parts[2], 1
+        if parts[0] == "0" and parts[1] == "":
+            v2 = (parts[2], 2)
+    return v2
+
+
+def _cgroup_shares(path: str, version: int, root: Path) -> int:
+    """A CPU cgroup's weight in the kernel's units (1024 = nice 0):
+    v1 cpu.shares, v2 cpu.weight × 1024 / 100; 1024 when unreadable."""
+    if version == 1:
+        v = _int(_read(root / "cpu" / path.lstrip("/") / "cpu.shares"))
+        return v if v else 1024
+    w = _int(_read(root / path.lstrip("/") / "cpu.weight"))
+    return w * 1024 // 100 if w else 1024
+
+
+def _v2_cpu_group(path: str, root: Path) -> str:
+    """The cgroup v2 group that schedules a task in `path`: the deepest
+    ancestor reached through parents that enable the cpu controller for
+    their children (below that, the kernel schedules in the ancestor)."""
+    at = ""
+    for part in [p for p in path.split("/") if p]:
+        control = _read(root / at.lstrip("/") / "cgroup.subtree_control") or ""
+        if "cpu" not in control.split():
+            break
+        at = f"{at}/{part}"
+    return at or "/"
+
+
+def sched_groups(proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/cgroup")) -> dict:
+    """The CFS scheduling group of every thread: its CPU cgroup when that is
+    not the root, else its session's autogroup when autogroups are on (as
+    the kernel decides), else none; with each group's weight. The replay
+    schedules a group's threads as the kernel does: the group first gets
+    its share of a CPU, then its threads share that."""
+    enabled = (_read(proc / "sys" / "kernel" / "sched_autogroup_enabled") or "").strip() == "1"
+    groups: dict[str, dict] = {}
+    for pdir in proc.iterdir():
+        if not pdir.name.isdigit():
+            continue
+        cg = _cpu_cgroup(_read(pdir / "cgroup"))
+        if cg and cg[1] == 2:
+            cg = (_v2_cpu_group(cg[0], cgroup_root), 2)
+        if cg and cg[0] not in ("/", ""):
+            key, kind, shares = f"cgroup:{cg[0]}", "cgroup", _cgroup_shares(cg[0], cg[1], cgroup_root)
+        elif enabled:
+            m = re.match(r"/(autogroup-\d+) nice (-?\d+)", _read(pdir / "autogroup") or "")
+            if not m:
+                continue  # the root group: kernel threads, init
+            nice = min(max(int(m.group(2)), -20), 19)
+            key, kind, shares = m.group(1), "autogroup", NICE_TO_WEIGHT[nice + 20]
+        else:
+            continue
+        try:
+            tids = [int(t.name) for t in (pdir / "task").iterdir() if t.name.isdigit()]
+        except OSError:
+            continue  # exited while we looked
+        g = groups.setdefault(key, {"kind": kind, "shares": shares, "tids": []})
+        g["tids"].extend(tids)
+    return {"autogroup_enabled": enabled, "groups": groups}
+
+
+def merge_sched_groups(old: dict | None, new: dict) -> dict:
+    """Snapshots of `sched_groups` taken during a capture, merged: a thread
+    seen in any of them keeps the group it was last seen in."""
+    if not old:
+        return new
+    seen: dict[int, str] = {}
+    shares: dict[str, tuple[str, int]] = {}
+    for snap in (old, new):
+        for key, g in (snap.get("groups") or {}).items():
+            shares[key] = (g["kind"], g["shares"])
+            for t in g["tids"]:
+                seen[t] = key
+    groups: dict[str, dict] = {}
+    for t, key in sorted(seen.items()):
+        kind, sh = shares[key]
+        groups.setdefault(key, {"kind": kind, "shares": sh, "tids": []})["tids"].append(t)
+    return {"autogroup_enabled": new.get("autogroup_enabled", old.get("autogroup_enabled")), "groups": groups}
+
+
 def libvirt_domains() -> dict:
     out = _run(["virsh", "list", "--all", "--name"])
     if out is None:
@@ -336,6 +431,7 @@ def host_snapshot() -> dict:
         "clocksource": _read(Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")),
         "tsc_hz": _tsc_hz(),
         "vms": qemu_vms(),
+        "sched_groups": sched_groups(),
         "libvirt": libvirt_domains(),
         "xen": xen_host(),
         "taken": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
@@ -558,6 +654,8 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
                 if v["pid"] not in seen or len(v["vcpus"]) > len(seen[v["pid"]]["vcpus"]):
                     seen[v["pid"]] = v
             host["vms"] = sorted(seen.values(), key=lambda v: v["pid"])
+            # threads started during the capture (the lab's, the tools')
+            host["sched_groups"] = merge_sched_groups(host.get("sched_groups"), sched_groups())
 
         time.sleep(0.2 if workload is not None else 0)
         cap.wait(workload, on_tick=refresh_inventory)

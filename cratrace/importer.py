@@ -250,6 +250,7 @@ def _capture_json(sources: list[dict], rows: dict[str, int], host: dict, manifes
         "cpu_hz": cpu_hz,
         "host": host.get("host", {}),
         "vms": host.get("vms", []),
+        "sched_groups": host.get("sched_groups"),
         "events": rows,
         "lost_events": {"total": lost_total, "by_source": lost},
         "dropped_fields": [d | {"source": s["path"]} for s in sources for d in s["summary"].get("dropped_fields", [])],

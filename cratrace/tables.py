@@ -77,6 +77,7 @@ MODEL_TABLES: dict[str, Table] = {
                 _c("vm", STR, "VM this thread works for; null for host threads"),
                 _c("vcpu", I32, "vCPU index within the VM (the thread's `CPU n/KVM` n or the Xen vcpu id); null if not a vCPU"),
                 _c("role", STR, "vcpu | io-worker | vmm | host | idle", nullable=False),
+                _c("sched_group", STR, "its CFS scheduling group when the collector recorded one: `autogroup-N` (its session's, with autogroups on) or `cgroup:<path>` (its CPU cgroup); null: the root group"),
                 _c("first_ts", I64, "first time the thread was seen", "ns"),
                 _c("last_ts", I64, "last time the thread was seen", "ns"),
             ),

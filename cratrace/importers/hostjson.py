@@ -32,4 +32,7 @@ def to_capture(host: dict[str, Any]) -> dict[str, Any]:
         "tsc_hz": host.get("tsc_hz"),
         "cpu_hz": host.get("cpu_hz") or (host.get("xen") or {}).get("cpu_hz"),
         "vms": host.get("vms") or [],
+        # each thread's CFS scheduling group (autogroup or CPU cgroup) and
+        # the groups' weights, when the collector recorded them
+        "sched_groups": host.get("sched_groups"),
     }

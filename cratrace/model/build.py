@@ -108,7 +108,7 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, markers)
         say("thread_names")
         done("thread_names", thread_names(name_observations(ev), span[1]))
         say("threads")
-        done("threads", threads(ev, meta.get("vms", []), cmdlines, out["thread_names"]))
+        done("threads", threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups")))
         # the markers table is written (on its own thread) from here on
         say("markers")
         spin_marks, futures["markers"] = markers(out["threads"])

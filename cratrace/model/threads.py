@@ -79,7 +79,7 @@ def _inventory_rows(vms: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"tid": pl.Int64, "pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String})
 
 
-def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame) -> pl.DataFrame:
+def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None) -> pl.DataFrame:
     last = names.sort("start").group_by("tid").agg(pl.col("comm").last(), pl.col("start").min().alias("first_ts"), pl.col("end").max().alias("last_ts"))
     if cmdlines:
         cl = pl.DataFrame({"tid": [int(p) for p, _ in cmdlines], "_cl": [c for _, c in cmdlines]}, schema={"tid": pl.Int64, "_cl": pl.String})
@@ -105,6 +105,8 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
         .otherwise(pl.lit("host"))
         .alias("role")
     )
+    group_of = {int(t): key for key, g in ((sched_groups or {}).get("groups") or {}).items() for t in g.get("tids", [])}
+    df = df.with_columns(pl.col("tid").replace_strict(group_of, default=None, return_dtype=pl.String).alias("sched_group"))
     return conform(df.sort("tid"), "threads")
 
 
