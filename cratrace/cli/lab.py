@@ -14,7 +14,8 @@ lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` t
 VMS = typer.Option(help="Number of VM processes.")
 VCPUS = typer.Option(help="vCPU threads per VM.")
 LOCK = typer.Option(help="The VMs' lock: spin (native spinlock, spins until free) or pv (paravirtual spinlock as in KVM guests: spins 2^15 PAUSEs, then halts until the holder's unlock kicks it).")
-WORK_CLOCK = typer.Option(help="Measure bursts and critical sections in thread CPU time (cpu: fixed work, as a guest computes) or wall time (wall: a preempted burst shrinks).")
+WORK_CLOCK = typer.Option(help="How bursts and critical sections are measured: count (a calibrated loop with no system calls, as a guest computes in guest mode), cpu (thread CPU time read in the loop: fixed work, but a system call every few µs) or wall (a preempted burst shrinks).")
+VM_SESSIONS = typer.Option(help="shared: the VMs share the lab's session (one autogroup); own: each VM process gets its own session, so with autogroups on the kernel shares CPUs between VMs first, as libvirt's per-VM cgroups make it.")
 
 
 @lab_app.command("run")
@@ -25,15 +26,16 @@ def run_cmd(
     hold_us: Annotated[int, typer.Option(help="Critical section under the VM's spin lock (µs).")] = 100,
     sleep_us: Annotated[int, typer.Option(help="Sleep standing in for I/O after each transaction (µs).")] = 200,
     duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
-    work_clock: Annotated[str, WORK_CLOCK] = "cpu",
+    work_clock: Annotated[str, WORK_CLOCK] = "count",
     lock: Annotated[str, LOCK] = "spin",
+    vm_sessions: Annotated[str, VM_SESSIONS] = "shared",
 ) -> None:
     """Run the lab workload in the foreground."""
     from cratrace.lab import LabParams, run
 
     from cratrace.lab import LabError
 
-    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock))
+    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions))
     if r.returncode != 0:
         raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
     console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
@@ -48,8 +50,9 @@ def capture_cmd(
     hold_us: Annotated[int, typer.Option(help="Critical section (µs).")] = 100,
     sleep_us: Annotated[int, typer.Option(help="Sleep after each transaction (µs).")] = 200,
     duration: Annotated[float, typer.Option(help="Seconds.")] = 2.0,
-    work_clock: Annotated[str, WORK_CLOCK] = "cpu",
+    work_clock: Annotated[str, WORK_CLOCK] = "count",
     lock: Annotated[str, LOCK] = "spin",
+    vm_sessions: Annotated[str, VM_SESSIONS] = "shared",
     preset: Annotated[str, typer.Option(help="Capture preset.")] = "kvm-sched",
     force: Annotated[bool, typer.Option("--force")] = False,
 ) -> None:
@@ -65,7 +68,7 @@ def capture_cmd(
 
     from cratrace.errors import OutputExistsError
 
-    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock)
+    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions)
     if out.exists() and not force:  # refuse before spending the capture, not after
         raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))

@@ -31,14 +31,20 @@ class LabParams:
     hold_us: int = 100
     sleep_us: int = 200
     duration_s: float = 2.0
-    #: bursts and critical sections in thread CPU time ("cpu": a fixed
-    #: amount of work, as a guest computes) or wall time ("wall": a
-    #: preempted burst shrinks)
-    work_clock: str = "cpu"
+    #: how bursts and critical sections are measured: "count" (a loop
+    #: calibrated to the thread's CPU time, no system calls while it runs,
+    #: as a vCPU computes in guest mode), "cpu" (thread CPU time read in the
+    #: loop: fixed work, but the scheduler's accounting runs on every read)
+    #: or "wall" (a preempted burst shrinks)
+    work_clock: str = "count"
     #: the VMs' lock: "spin" (native spinlock: spin until free) or "pv"
     #: (a KVM guest's paravirtual spinlock: spin 2^15 PAUSEs, then halt
     #: until the holder's unlock kicks one waiter)
     lock: str = "spin"
+    #: the VM processes share the lab's session ("shared") or each has its
+    #: own ("own"): with autogroups on, the kernel then schedules each VM
+    #: as a group of its own, as libvirt's per-VM cgroups do
+    vm_sessions: str = "shared"
 
     def __post_init__(self) -> None:
         # vmlab.c clamps or zeroes nonsense silently (atoi, fixed arrays), so
@@ -50,15 +56,17 @@ class LabParams:
         for name in ("burst_us", "hold_us", "sleep_us"):
             if getattr(self, name) < 0:
                 raise LabError(f"--{name.replace('_', '-')} must be >= 0 µs, got {getattr(self, name)}")
-        if self.work_clock not in ("cpu", "wall"):
-            raise LabError(f"--work-clock must be cpu or wall, got {self.work_clock!r}")
+        if self.work_clock not in ("cpu", "wall", "count"):
+            raise LabError(f"--work-clock must be cpu, wall or count, got {self.work_clock!r}")
         if self.lock not in ("spin", "pv"):
             raise LabError(f"--lock must be spin or pv, got {self.lock!r}")
+        if self.vm_sessions not in ("shared", "own"):
+            raise LabError(f"--vm-sessions must be shared or own, got {self.vm_sessions!r}")
         if not 0 < self.duration_s <= 86400:
             raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
 
     def argv(self, exe: Path) -> list[str]:
-        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock]
+        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock, self.vm_sessions]
 
 
 def executable() -> Path:

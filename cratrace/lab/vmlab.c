@@ -11,10 +11,13 @@
  *   spin_begin vm=<vm> vcpu=<n> lock=<id>
  *   spin_end vm=<vm> vcpu=<n> lock=<id> spins=<count>
  *
- * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall [spin|pv]]
+ * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]
  *        (re-executes itself once per VM with argv[0]=qemu-system-x86_64)
  * Bursts and critical sections are measured in thread CPU time (cpu, the
  * default) or wall time (wall).
+ * The VM processes share the lab's session (shared, the default), or each
+ * starts one of its own (own): with autogroups on and no CPU cgroups, the
+ * kernel then schedules each VM as a group, as libvirt's per-VM cgroups do.
  * The lock spins until it is free (spin, the default: a guest with native
  * spinlocks), or behaves like a KVM guest's paravirtual spinlock (pv):
  * spin SPIN_THRESHOLD times (Linux's pv qspinlock value), then sleep on a
@@ -69,11 +72,50 @@ static double cpu_now(void) {
 
 /* Compute for `us` of this thread's CPU time (a guest's burst is a fixed
  * amount of work: preempted, it finishes later), or of wall time with
- * WORK_CLOCK=wall (the burst shrinks when preempted; kept to compare). */
-static int wall_clock_work;
+ * WORK_CLOCK=wall (the burst shrinks when preempted; kept to compare), or
+ * for a fixed count of loop iterations calibrated to `us` (WORK_CLOCK=count).
+ * The first two read their clock in the loop, a system call every couple
+ * of microseconds that runs the host scheduler's accounting each time; a
+ * KVM vCPU computing in guest mode enters the host kernel only on exits
+ * and interrupts, as the counted loop does. */
+enum { WORK_CPU, WORK_WALL, WORK_COUNT };
+static int work_clock;
+static double loops_per_us;
+
+static void spin_loops(unsigned long n) {
+    volatile unsigned long x = 0;
+    for (; n; n--) x++;
+}
+
+/* Loop iterations per microsecond of this thread's CPU time (preemption
+ * during the measurement does not count): the fastest of 7 rounds of about
+ * 10 ms. On a shared virtual machine the same loop runs up to 2x slower
+ * while the host's other load shares the core; the fastest round is the
+ * core's own speed, so a burst is `us` of work at full speed and takes
+ * longer on a contended host, as a guest's work does. Measured once in
+ * the parent, before the VMs start competing. */
+static void calibrate(void) {
+    unsigned long n = 1UL << 20;
+    for (;;) {  /* grow one round to >= 10 ms */
+        double t0 = cpu_now();
+        spin_loops(n);
+        if (cpu_now() - t0 >= 0.01) break;
+        n *= 2;
+    }
+    for (int i = 0; i < 7; i++) {
+        double t0 = cpu_now();
+        spin_loops(n);
+        double rate = n / ((cpu_now() - t0) * 1e6);
+        if (rate > loops_per_us) loops_per_us = rate;
+    }
+}
 
 static void busy_us(long us) {
-    double (*clock)(void) = wall_clock_work ? now : cpu_now;
+    if (work_clock == WORK_COUNT) {
+        spin_loops((unsigned long)(us * loops_per_us));
+        return;
+    }
+    double (*clock)(void) = work_clock == WORK_WALL ? now : cpu_now;
     double until = clock() + us / 1e6;
     volatile unsigned long x = 0;
     while (clock() < until) x++;
@@ -166,23 +208,32 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION lab CLOCK LOCK */
-    if (argc == 11 && strcmp(argv[1], "-name") == 0) {
+    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION lab CLOCK LOCK SESSION LOOPS_PER_US */
+    if (argc == 13 && strcmp(argv[1], "-name") == 0) {
+        if (strcmp(argv[11], "own") == 0) setsid();
         vm_name = argv[2] + strlen("guest=");
-        wall_clock_work = strcmp(argv[9], "wall") == 0;
+        work_clock = strcmp(argv[9], "wall") == 0 ? WORK_WALL : strcmp(argv[9], "count") == 0 ? WORK_COUNT : WORK_CPU;
         pv_lock = strcmp(argv[10], "pv") == 0;
+        loops_per_us = atof(argv[12]);
         burst_us = atol(argv[4]); hold_us = atol(argv[5]); sleep_us = atol(argv[6]);
         return run_vm(atoi(argv[3]), atof(argv[7]));
     }
-    int clock_ok = argc < 8 || strcmp(argv[7], "cpu") == 0 || strcmp(argv[7], "wall") == 0;
+    int clock_ok = argc < 8 || strcmp(argv[7], "cpu") == 0 || strcmp(argv[7], "wall") == 0 || strcmp(argv[7], "count") == 0;
     int lock_ok = argc < 9 || strcmp(argv[8], "spin") == 0 || strcmp(argv[8], "pv") == 0;
-    if (argc < 7 || argc > 9 || !clock_ok || !lock_ok) {
-        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [cpu|wall [spin|pv]]\n");
+    int session_ok = argc < 10 || strcmp(argv[9], "shared") == 0 || strcmp(argv[9], "own") == 0;
+    if (argc < 7 || argc > 10 || !clock_ok || !lock_ok || !session_ok) {
+        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]\n");
         return 2;
     }
-    const char *work_clock = argc >= 8 ? argv[7] : "cpu";
+    const char *work_clock = argc >= 8 ? argv[7] : "count";
     const char *lock_mode = argc >= 9 ? argv[8] : "spin";
+    const char *session = argc >= 10 ? argv[9] : "shared";
     int vms = atoi(argv[1]);
+    char rate[32] = "0";
+    if (strcmp(work_clock, "count") == 0) {
+        calibrate();
+        snprintf(rate, sizeof rate, "%.3f", loops_per_us);
+    }
     pid_t pids[64];
     if (vms > 64) vms = 64;
     for (int v = 0; v < vms; v++) {
@@ -190,7 +241,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "guest=vm%d", v);
         pids[v] = fork();
         if (pids[v] == 0) {
-            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, NULL};
+            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, (char *)session, rate, NULL};
             execv("/proc/self/exe", args);
             _exit(127);
         }

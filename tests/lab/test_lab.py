@@ -67,21 +67,22 @@ def test_markers_have_the_model_formats_and_show_real_spin_waits(tracing_lock, t
 
 @pytest.mark.parametrize("kwargs, msg", [({"vms": 0}, "--vms"), ({"vcpus": 999}, "--vcpus"),
                                          ({"hold_us": -1}, "--hold-us"), ({"duration_s": 0}, "--duration"),
-                                         ({"work_clock": "tsc"}, "--work-clock"), ({"lock": "mutex"}, "--lock")])
+                                         ({"work_clock": "tsc"}, "--work-clock"), ({"lock": "mutex"}, "--lock"),
+                                         ({"vm_sessions": "per-vm"}, "--vm-sessions")])
 def test_bad_lab_parameters_are_refused(kwargs, msg):
     with pytest.raises(LabError, match=msg):
         LabParams(**kwargs)
 
 
-@pytest.mark.parametrize("clock", ["cpu", "wall"])
-def test_the_lab_runs_with_either_work_clock_and_refuses_others(clock):
+@pytest.mark.parametrize("clock", ["count", "cpu", "wall"])
+def test_the_lab_runs_with_each_work_clock_and_refuses_others(clock):
     import subprocess
 
     exe = str(executable())
     r = subprocess.run([exe, "1", "2", "100", "10", "10", "0.2", clock], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([exe, "1", "2", "100", "10", "10", "0.2", "tsc"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "[cpu|wall" in r.stderr
+    assert r.returncode == 2 and "[count|cpu|wall" in r.stderr
 
 
 @pytest.mark.parametrize("lock", ["spin", "pv"])
@@ -92,7 +93,39 @@ def test_the_lab_runs_with_either_lock_and_refuses_others(lock):
     r = subprocess.run([exe, "1", "2", "100", "50", "10", "0.2", "cpu", lock], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0, r.stderr
     r = subprocess.run([exe, "1", "2", "100", "50", "10", "0.2", "cpu", "mutex"], capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "[spin|pv]" in r.stderr
+    assert r.returncode == 2 and "[spin|pv " in r.stderr
+
+
+def test_counted_bursts_take_the_cpu_time_asked_for():
+    # One vCPU alternating 4 ms of counted work with 4 ms of sleep spends
+    # about half its life on a CPU (a little more with the calibration).
+    # The bounds are wide because on a shared VM the host's load makes the
+    # loop up to ~1.5x slow or fast between calibration and use; a loop
+    # counted in the wrong unit, or not calibrated, lands near 0 or 1.
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.monotonic()
+    r = subprocess.run([str(executable()), "1", "1", "4000", "0", "4000", "2.0", "count"], capture_output=True, text=True, timeout=30)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert r.returncode == 0, r.stderr
+    share = ((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)) / wall
+    assert 0.25 < share < 0.75, f"counted work took {share:.2f} of the time, expected ~0.5"
+
+
+@pytest.mark.parametrize("sessions, distinct", [("shared", 1), ("own", 2)])
+def test_vm_sessions_give_each_vm_its_own_session_only_when_asked(sessions, distinct):
+    proc = start(LabParams(vms=2, vcpus=1, duration_s=1.5, vm_sessions=sessions))
+    try:
+        time.sleep(0.5)
+        vms = [v for v in cc.qemu_vms() if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+        assert len(vms) == 2
+        sids = {open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[3] for v in vms}
+        assert len(sids) == distinct
+    finally:
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
 
 
 def test_lab_cli_bad_parameter_is_a_one_line_error():
