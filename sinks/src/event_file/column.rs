@@ -491,7 +491,7 @@ impl ColumnWriter {
     fn texts(&mut self, t: &Text, a: usize, b: usize, nulls: &[usize]) -> Encoding {
         let row = |i: usize| &t.bytes[t.offsets[i] as usize..t.offsets[i + 1] as usize];
         let mut next_null = nulls.iter().peekable();
-        let mut rows = (a..b).filter(move |&r| {
+        let rows = (a..b).filter(move |&r| {
             if next_null.peek() == Some(&&(r - a)) {
                 next_null.next();
                 false
