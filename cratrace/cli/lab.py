@@ -12,16 +12,26 @@ from cratrace.cli.console import console
 lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` threads, spin locks and trace_marker annotations.", no_args_is_help=True)
 
 VMS = typer.Option(help="Number of VM processes.")
-VCPUS = typer.Option(help="vCPU threads per VM.")
+VCPUS = typer.Option(help="vCPU threads per VM: one count for every VM, or one per VM, comma-separated (1,3: a 1-vCPU and a 3-vCPU VM; the last count repeats).")
 LOCK = typer.Option(help="The VMs' lock: spin (native spinlock, spins until free) or pv (paravirtual spinlock as in KVM guests: spins 2^15 PAUSEs, then halts until the holder's unlock kicks it).")
 WORK_CLOCK = typer.Option(help="How bursts and critical sections are measured: count (a calibrated loop with no system calls, as a guest computes in guest mode), cpu (thread CPU time read in the loop: fixed work, but a system call every few µs) or wall (a preempted burst shrinks).")
 VM_SESSIONS = typer.Option(help="shared: the VMs share the lab's session (one autogroup); own: each VM process gets its own session, so with autogroups on the kernel shares CPUs between VMs first, as libvirt's per-VM cgroups make it.")
 
 
+def _vcpus(text: str) -> int | tuple[int, ...]:
+    from cratrace.lab import LabError
+
+    try:
+        counts = tuple(int(n) for n in text.split(","))
+    except ValueError:
+        raise LabError(f"--vcpus must be a count or comma-separated counts, got {text!r}") from None
+    return counts[0] if len(counts) == 1 else counts
+
+
 @lab_app.command("run")
 def run_cmd(
     vms: Annotated[int, VMS] = 2,
-    vcpus: Annotated[int, VCPUS] = 2,
+    vcpus: Annotated[str, VCPUS] = "2",
     burst_us: Annotated[int, typer.Option(help="Compute burst between critical sections (µs).")] = 300,
     hold_us: Annotated[int, typer.Option(help="Critical section under the VM's spin lock (µs).")] = 100,
     sleep_us: Annotated[int, typer.Option(help="Sleep standing in for I/O after each transaction (µs).")] = 200,
@@ -35,7 +45,7 @@ def run_cmd(
 
     from cratrace.lab import LabError
 
-    r = run(LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions))
+    r = run(LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions))
     if r.returncode != 0:
         raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
     console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
@@ -45,7 +55,7 @@ def run_cmd(
 def capture_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", help="Capture directory to create (imported and modelled).")],
     vms: Annotated[int, VMS] = 2,
-    vcpus: Annotated[int, VCPUS] = 2,
+    vcpus: Annotated[str, VCPUS] = "2",
     burst_us: Annotated[int, typer.Option(help="Compute burst (µs).")] = 300,
     hold_us: Annotated[int, typer.Option(help="Critical section (µs).")] = 100,
     sleep_us: Annotated[int, typer.Option(help="Sleep after each transaction (µs).")] = 200,
@@ -68,7 +78,7 @@ def capture_cmd(
 
     from cratrace.errors import OutputExistsError
 
-    params = LabParams(vms, vcpus, burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions)
+    params = LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions)
     if out.exists() and not force:  # refuse before spending the capture, not after
         raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))

@@ -26,7 +26,9 @@ class LabParams:
     """One lab run: `vms` processes of `vcpus` threads each."""
 
     vms: int = 2
-    vcpus: int = 2
+    #: vCPUs per VM: one count for every VM, or one per VM (the last
+    #: repeating), e.g. (1, 3): VMs of different sizes
+    vcpus: int | tuple[int, ...] = 2
     burst_us: int = 300
     hold_us: int = 100
     sleep_us: int = 200
@@ -51,8 +53,11 @@ class LabParams:
         # refuse it here where the option names are known.
         if not 1 <= self.vms <= 64:
             raise LabError(f"--vms must be 1..64, got {self.vms}")
-        if not 1 <= self.vcpus <= 256:
-            raise LabError(f"--vcpus must be 1..256, got {self.vcpus}")
+        counts = self.vcpus if isinstance(self.vcpus, tuple) else (self.vcpus,)
+        if not counts or not all(isinstance(n, int) and 1 <= n <= 256 for n in counts):
+            raise LabError(f"--vcpus must be 1..256 (or one such count per VM, comma-separated), got {self.vcpus}")
+        if len(counts) > self.vms:
+            raise LabError(f"--vcpus gives {len(counts)} counts for {self.vms} VMs")
         for name in ("burst_us", "hold_us", "sleep_us"):
             if getattr(self, name) < 0:
                 raise LabError(f"--{name.replace('_', '-')} must be >= 0 µs, got {getattr(self, name)}")
@@ -65,8 +70,15 @@ class LabParams:
         if not 0 < self.duration_s <= 86400:
             raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
 
+    def vcpus_of(self, vm: int) -> int:
+        """vCPUs of VM number `vm`."""
+        if isinstance(self.vcpus, int):
+            return self.vcpus
+        return self.vcpus[min(vm, len(self.vcpus) - 1)]
+
     def argv(self, exe: Path) -> list[str]:
-        return [str(exe), str(self.vms), str(self.vcpus), str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock, self.vm_sessions]
+        vcpus = ",".join(map(str, self.vcpus)) if isinstance(self.vcpus, tuple) else str(self.vcpus)
+        return [str(exe), str(self.vms), vcpus, str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock, self.vm_sessions]
 
 
 def executable() -> Path:

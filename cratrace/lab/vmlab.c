@@ -11,10 +11,11 @@
  *   spin_begin vm=<vm> vcpu=<n> lock=<id>
  *   spin_end vm=<vm> vcpu=<n> lock=<id> spins=<count>
  *
- * usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]
+ * usage: vmlab VMS VCPUS[,VCPUS...] BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]
  *        (re-executes itself once per VM with argv[0]=qemu-system-x86_64)
- * Bursts and critical sections are measured in thread CPU time (cpu, the
- * default) or wall time (wall).
+ * Bursts and critical sections are counted loops calibrated to thread CPU
+ * time (count, the default), thread CPU time read in the loop (cpu) or
+ * wall time (wall).
  * The VM processes share the lab's session (shared, the default), or each
  * starts one of its own (own): with autogroups on and no CPU cgroups, the
  * kernel then schedules each VM as a group, as libvirt's per-VM cgroups do.
@@ -185,6 +186,18 @@ static void *vcpu(void *arg) {
     return NULL;
 }
 
+/* VM v's vCPU count from VCPUS: one number for every VM, or a comma list
+ * (one per VM, the last repeating for the rest). */
+static int vcpus_of(const char *list, int v) {
+    int n = atoi(list);
+    for (const char *p = list; v > 0; v--) {
+        p = strchr(p, ',');
+        if (!p) break;
+        n = atoi(++p);
+    }
+    return n;
+}
+
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
 static int run_vm(int vcpus, double duration) {
@@ -222,7 +235,7 @@ int main(int argc, char **argv) {
     int lock_ok = argc < 9 || strcmp(argv[8], "spin") == 0 || strcmp(argv[8], "pv") == 0;
     int session_ok = argc < 10 || strcmp(argv[9], "shared") == 0 || strcmp(argv[9], "own") == 0;
     if (argc < 7 || argc > 10 || !clock_ok || !lock_ok || !session_ok) {
-        fprintf(stderr, "usage: vmlab VMS VCPUS BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]\n");
+        fprintf(stderr, "usage: vmlab VMS VCPUS[,VCPUS...] BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]\n");
         return 2;
     }
     const char *work_clock = argc >= 8 ? argv[7] : "count";
@@ -241,7 +254,9 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "guest=vm%d", v);
         pids[v] = fork();
         if (pids[v] == 0) {
-            char *args[] = {"qemu-system-x86_64", "-name", name, argv[2], argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, (char *)session, rate, NULL};
+            char vcpus[16];
+            snprintf(vcpus, sizeof vcpus, "%d", vcpus_of(argv[2], v));
+            char *args[] = {"qemu-system-x86_64", "-name", name, vcpus, argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, (char *)session, rate, NULL};
             execv("/proc/self/exe", args);
             _exit(127);
         }

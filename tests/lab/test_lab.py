@@ -65,7 +65,18 @@ def test_markers_have_the_model_formats_and_show_real_spin_waits(tracing_lock, t
     assert pairs > 0
 
 
+def test_vms_can_have_different_vcpu_counts():
+    proc = start(LabParams(vms=3, vcpus=(1, 3), duration_s=1.5))
+    try:
+        time.sleep(0.6)
+        vms = {v["name"]: len(v["vcpus"]) for v in cc.qemu_vms() if v["name"] in ("vm0", "vm1", "vm2")}
+    finally:
+        proc.wait(timeout=30)
+    assert vms == {"vm0": 1, "vm1": 3, "vm2": 3}, "the last count repeats"
+
+
 @pytest.mark.parametrize("kwargs, msg", [({"vms": 0}, "--vms"), ({"vcpus": 999}, "--vcpus"),
+                                         ({"vcpus": (1, 0)}, "--vcpus"), ({"vms": 2, "vcpus": (1, 2, 3)}, "3 counts for 2 VMs"),
                                          ({"hold_us": -1}, "--hold-us"), ({"duration_s": 0}, "--duration"),
                                          ({"work_clock": "tsc"}, "--work-clock"), ({"lock": "mutex"}, "--lock"),
                                          ({"vm_sessions": "per-vm"}, "--vm-sessions")])
@@ -131,6 +142,8 @@ def test_vm_sessions_give_each_vm_its_own_session_only_when_asked(sessions, dist
 def test_lab_cli_bad_parameter_is_a_one_line_error():
     r = run_cli("lab", "run", "--vms", "0")
     assert r.returncode == 2 and "--vms must be 1..64" in r.stderr and r.stderr.strip().count("\n") == 0
+    r = run_cli("lab", "run", "--vcpus", "1,x")
+    assert r.returncode == 2 and "--vcpus must be a count or comma-separated counts" in r.stderr and r.stderr.strip().count("\n") == 0
 
 
 def test_lab_capture_refuses_an_existing_output_before_recording(tmp_path):
