@@ -7,16 +7,22 @@ within 5%), the same for the other Linux scheduler model on the same
 capture, and, from the recording, how much of the vCPUs' runnable waiting
 (`preempted` in vcpu_states) happened while some CPU was idle, and how
 often a waking vCPU preempted a running sibling, recorded and replayed
-(`fidelity.diagnostics` in metrics.json). Each level
-is recorded with the lab's bursts in thread CPU time (fixed work, as a
-guest computes; --work-clocks cpu,wall adds wall time, where bursts
-shrink when preempted) and with each of the lab's locks (--locks: native
-spinlocks, and paravirtual ones that halt after 2^15 PAUSEs until the
-holder's unlock kicks them, as KVM guests' do). Captures differ run to run (the kernel's
-placement of the vCPUs decides how much lock-holder preemption there is):
-quote several runs.
+(`fidelity.diagnostics` in metrics.json), and the baseline again with
+the recorded placement (`+recorded`: each stretch of work on the CPU the
+capture ran it on), which shows how much of a miss is placement, and
+with the host's scheduling groups replayed (`--set sched_groups=recorded`). Each
+level is recorded with the lab's counted bursts (fixed work and no system
+calls while computing, as a vCPU in guest mode; --work-clocks count,cpu
+adds bursts that read the thread CPU clock in their loop, wall bursts
+that shrink when preempted) and with each of the lab's locks (--locks:
+native spinlocks, and paravirtual ones that halt after 2^15 PAUSEs until
+the holder's unlock kicks them, as KVM guests' do). --vm-sessions own
+gives each VM a session (an autogroup) of its own, as libvirt's per-VM
+cgroups do. Captures differ run to run (the kernel's placement of the
+vCPUs decides how much lock-holder preemption there is): quote several
+runs.
 
-    python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks cpu] [--locks spin,pv] [--runs 1]
+    python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks count] [--locks spin,pv] [--vm-sessions shared] [--runs 1]
 """
 
 from __future__ import annotations
@@ -60,32 +66,37 @@ def stranded_wait(cap: Path, step_ns: int = 20_000) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--levels", default="1,2,3", help="vCPUs per VM (2 VMs)")
+    ap.add_argument("--levels", default="1,2,3", help="vCPUs per VM (2 VMs); 1+3: a 1-vCPU and a 3-vCPU VM")
     ap.add_argument("--seconds", type=float, default=1.5)
-    ap.add_argument("--work-clocks", default="cpu", help="the lab's burst clocks to record with (cpu: fixed work; wall: bursts shrink when preempted)")
+    ap.add_argument("--work-clocks", default="count", help="the lab's burst clocks to record with (count: fixed work, no system calls; cpu: fixed work, reading the thread CPU clock; wall: bursts shrink when preempted)")
+    ap.add_argument("--vm-sessions", default="shared", choices=["shared", "own"], help="the VMs share the lab's session (one autogroup) or each has its own")
     ap.add_argument("--locks", default="spin,pv", help="the lab's locks to record with (spin: native; pv: paravirtual, halting)")
     ap.add_argument("--runs", type=int, default=1, help="captures per setting (each recorded anew); the summary gives medians")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     cpus = os.cpu_count() or 1
     res = {}
-    settings = [(c, lk, int(k)) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
+    settings = [(c, lk, tuple(int(n) for n in k.split("+"))) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
     for clock, lock_kind, k in [s for s in settings for _ in range(a.runs)]:
         d = Path(tempfile.mkdtemp(prefix="cratrace-fid-"))
         try:
             with open("/tmp/cratrace-tracing.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
-                cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k, duration_s=a.seconds, work_clock=clock, lock=lock_kind).argv(executable()))
+                cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k if len(k) > 1 else k[0], duration_s=a.seconds, work_clock=clock, lock=lock_kind, vm_sessions=a.vm_sessions).argv(executable()))
             cap = import_capture([d / "raw"], d / "cap")
             build_model(cap)
             policy = baseline_policy(cap)
             # the other Linux scheduler model on the same capture, to compare
             sched, _, spin = policy.partition("+")
             other = ("fair" if sched == "eevdf" else "eevdf") + (f"+{spin}" if spin else "")
-            ms = replay_capture(cap, [policy, other], d / "rep")
-            f, g = ms[policy]["fidelity"], ms[other]["fidelity"]
+            placed = f"{policy}+recorded"
+            ms = replay_capture(cap, [policy, other, placed], d / "rep")
+            f, g, h = ms[policy]["fidelity"], ms[other]["fidelity"], ms[placed]["fidelity"]
+            grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": "recorded"})[policy]["fidelity"]
             wait_s, stranded_s = stranded_wait(d / "cap")
-            res.setdefault(f"{clock} clock, {lock_kind} lock, {2 * k / cpus:.0f}x ({2 * k} vCPUs on {cpus} CPUs)", []).append({
+            n = 2 * k[0] if len(k) == 1 else sum(k)
+            sizes = "" if len(k) == 1 else f", VMs of {'+'.join(map(str, k))} vCPUs"
+            res.setdefault(f"{clock} clock, {lock_kind} lock, {a.vm_sessions} sessions, {n / cpus:.0f}x ({n} vCPUs on {cpus} CPUs{sizes})", []).append({
                 "policy": policy,
                 "cpu_time_err_pct": f["cpu_time_err_pct"],
                 "throughput_err_pct": f["throughput_err_pct"],
@@ -93,6 +104,10 @@ def main() -> None:
                 "other_policy": other,
                 "other_cpu_time_err_pct": g["cpu_time_err_pct"],
                 "other_throughput_err_pct": g["throughput_err_pct"],
+                "recorded_placement_cpu_time_err_pct": h["cpu_time_err_pct"],
+                "recorded_placement_throughput_err_pct": h["throughput_err_pct"],
+                "groups_cpu_time_err_pct": grouped["cpu_time_err_pct"],
+                "groups_throughput_err_pct": grouped["throughput_err_pct"],
                 "recorded_wait_s": wait_s,
                 "recorded_wait_with_idle_cpu_s": stranded_s,
                 "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
@@ -106,14 +121,18 @@ def main() -> None:
         for f in runs:
             print(
                 f"{lvl}, {f['policy']}: worst thread CPU-time error {f['cpu_time_err_pct']:.1f}%, worst VM throughput error {f['throughput_err_pct']:.1f}% -> {'within' if f['passed'] else 'outside'} 5%; "
-                f"({f['other_policy']}: {f['other_cpu_time_err_pct']:.1f}% / {f['other_throughput_err_pct']:.1f}%); "
+                f"({f['other_policy']}: {f['other_cpu_time_err_pct']:.1f}% / {f['other_throughput_err_pct']:.1f}%; "
+                f"+recorded: {f['recorded_placement_cpu_time_err_pct']:.1f}% / {f['recorded_placement_throughput_err_pct']:.1f}%; "
+                f"groups: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%); "
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
                 f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}"
             )
     if a.runs > 1:
         print("medians (worst thread CPU-time / worst VM throughput error):")
         for lvl, runs in res.items():
-            print(f"  {lvl}, {runs[0]['policy']}: {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%")
+            print(f"  {lvl}, {runs[0]['policy']}: {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
+                  f"+recorded: {_median(runs, 'recorded_placement_cpu_time_err_pct'):.1f}% / {_median(runs, 'recorded_placement_throughput_err_pct'):.1f}%; "
+                  f"groups: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%")
 
 
 def _median(runs: list[dict], key: str) -> float:

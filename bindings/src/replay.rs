@@ -3,7 +3,8 @@
 use crate::arrow_stream::ArrowTable;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
 use cratrace_replay::{
-    replay as run, Costs, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec, Workload,
+    replay as run, Costs, GroupSpec, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec,
+    Workload,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -14,7 +15,7 @@ use std::sync::Arc;
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -24,6 +25,9 @@ pub fn replay(
     thread_start: Vec<i64>,
     thread_cpu: Option<Vec<i64>>,
     thread_fine: Option<Vec<bool>>,
+    thread_group: Option<Vec<i64>>,
+    group_names: Option<Vec<String>>,
+    group_shares: Option<Vec<i64>>,
     phase_thread: Vec<u32>,
     phase_kind: Vec<u8>,
     phase_a: Vec<i64>,
@@ -51,7 +55,24 @@ pub fn replay(
     }
     let thread_cpu = thread_cpu.unwrap_or_else(|| vec![-1; n]);
     let thread_fine = thread_fine.unwrap_or_else(|| vec![false; n]);
-    if thread_cpu.len() != n || thread_fine.len() != n {
+    let thread_group = thread_group.unwrap_or_else(|| vec![-1; n]);
+    let group_names = group_names.unwrap_or_default();
+    let group_shares = group_shares.unwrap_or_default();
+    if group_names.len() != group_shares.len() {
+        return Err(PyValueError::new_err(
+            "replay: group_names and group_shares differ in length",
+        ));
+    }
+    if let Some(g) = thread_group
+        .iter()
+        .find(|&&g| g >= group_names.len() as i64)
+    {
+        return Err(PyValueError::new_err(format!(
+            "replay: thread_group {g} names no group of {}",
+            group_names.len()
+        )));
+    }
+    if thread_cpu.len() != n || thread_fine.len() != n || thread_group.len() != n {
         return Err(PyValueError::new_err(
             "replay: thread_* columns differ in length",
         ));
@@ -93,11 +114,14 @@ pub fn replay(
             start_ns: thread_start[i],
             start_cpu: u32::try_from(thread_cpu[i]).ok(),
             fine_accounting: thread_fine[i],
+            work_cpu: Vec::new(),
+            group: u32::try_from(thread_group[i]).ok(),
         })
         .collect();
     for i in 0..m {
         let t = phase_thread[i] as usize;
         let ph = match phase_kind[i] {
+            // a work phase's b: 1 + the CPU the capture ran it on (0: unknown)
             0 => Phase::Work(phase_a[i]),
             1 => Phase::Block(phase_a[i]),
             2 => Phase::Acquire(phase_a[i] as u32),
@@ -113,11 +137,14 @@ pub fn replay(
                 )))
             }
         };
-        threads
+        let th = threads
             .get_mut(t)
-            .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?
-            .phases
-            .push(ph);
+            .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?;
+        th.phases.push(ph);
+        th.work_cpu.push(match ph {
+            Phase::Work(_) if phase_b[i] > 0 => u32::try_from(phase_b[i] - 1).ok(),
+            _ => None,
+        });
     }
     if vm_weights.len() != vm_names.len()
         || vm_cpu_intensive.len() != vm_names.len()
@@ -135,7 +162,16 @@ pub fn replay(
             elasticity: vm_elasticity[i],
         })
         .collect();
-    let w = Workload { threads, vms };
+    let groups = group_names
+        .into_iter()
+        .zip(group_shares)
+        .map(|(name, shares)| GroupSpec { name, shares })
+        .collect();
+    let w = Workload {
+        threads,
+        vms,
+        groups,
+    };
     let h = Host {
         freq_khz,
         recorded_khz,

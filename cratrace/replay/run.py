@@ -34,7 +34,7 @@ ENGINE_PARAMS = {
 }
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
-OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s"}
+OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups"}
 STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked", 5: "halted"}
 
 
@@ -48,6 +48,8 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
         elif k in HOST:
             host[k] = float(v)
         elif k in OTHER:
+            if k == "sched_groups" and v not in ("recorded", "off"):
+                raise UsageError(f"--set sched_groups={v}: recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
             other[k] = v
         elif k.startswith("class.") and len(k) > 6:
             # per-VM label for asymmetric placement
@@ -81,6 +83,9 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 thread_start=w.start,
                 thread_cpu=w.start_cpu,
                 thread_fine=w.fine_accounting,
+                thread_group=w.group_of,
+                group_names=w.group_names,
+                group_shares=w.group_shares,
                 phase_thread=w.phase_thread,
                 phase_kind=w.phase_kind,
                 phase_a=w.phase_a,
@@ -247,6 +252,8 @@ def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, toler
             "hypercalls": int(sum(r["calls"])),
             "hypercalls_per_busy_s": round(sum(r["calls"]) / (T * U), 4) if U > 0 else None,
             "sched_overhead_pct": round(100 * r["overhead_ns"] / (pc * T * 1e9), 4),
+            # the host's CFS groups the replayed threads were scheduled in
+            "sched_groups": len({g for g in w.group_of if g >= 0}),
         },
         "fidelity": {
             "cpu_time_err_pct": round(cpu_err, 4),
@@ -363,6 +370,11 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
     w = extract_workload(cap, marker)
+    if other.get("sched_groups", "off") == "off":
+        # off by default: on this project's lab captures the group
+        # hierarchy matched per-VM shares better but lock-holder preemption
+        # inside a group worse (docs/replay-policies.md, "Scheduling groups")
+        w.group_of = [-1] * len(w.group_of)
     hz = (cap.meta.get("host") or {}).get("kernel_hz")
     if isinstance(hz, (int, float)) and hz > 0:
         # the recorded kernel's tick: when it noticed expired slices

@@ -1,6 +1,8 @@
 """Recorded demand as replay phases.
 
-Per vCPU, from ``vcpu_states``: guest and hypervisor time is *work*,
+Per vCPU, from ``vcpu_states``: guest and hypervisor time is *work*
+(each work phase remembers the CPU it ran on, for the ``recorded``
+placement),
 blocked and halted time is an open-loop *block*, preempted time is dropped
 (the replayed scheduler recreates it) and so is spinning (demand a policy
 may remove; locks recreate it). Blocked or halted time inside a spin
@@ -41,6 +43,11 @@ class Workload:
     #: (system calls that run update_curr): its expired slices end at once
     fine_accounting: list[bool] = field(default_factory=list)
     vm_names: list[str] = field(default_factory=list)
+    #: each thread's CFS scheduling group on the host (an index into
+    #: group_names, -1: the root group), and the groups' weights
+    group_of: list[int] = field(default_factory=list)
+    group_names: list[str] = field(default_factory=list)
+    group_shares: list[int] = field(default_factory=list)
     phase_thread: list[int] = field(default_factory=list)
     phase_kind: list[int] = field(default_factory=list)
     phase_a: list[int] = field(default_factory=list)
@@ -64,8 +71,9 @@ class Workload:
     pv_halts: int = 0
     pv_spin_ns: int | None = None
 
-    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False) -> int:
+    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False, group: str | None = None) -> int:
         self.tids.append(tid)
+        self.group_of.append(-1 if group is None or group not in self.group_names else self.group_names.index(group))
         self.start_cpu.append(start_cpu)
         self.fine_accounting.append(fine_accounting)
         self.vm_of.append(vm)
@@ -143,52 +151,55 @@ def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
     return halted.height, None if med is None else int(med)
 
 
-def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool]], marks: list[int], crit: int) -> None:
-    """Turn one vCPU's timeline and mark times into phases."""
+def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int | None]], marks: list[int], crit: int) -> None:
+    """Turn one vCPU's timeline (start, end, state, in a spin episode, CPU)
+    and mark times into phases; each work phase keeps the CPU it ran on."""
     mi = 0
-    pending: list[int] = []  # work amounts since the last boundary
+    pending: list[tuple[int, int | None]] = []  # (work, CPU) since the last boundary
+
+    def work(a: int, cpu: int | None) -> None:
+        if a > 0:
+            w.phase(t, WORK, a, 0 if cpu is None else cpu + 1)
 
     def flush_work():
-        for a in pending:
-            if a > 0:
-                w.phase(t, WORK, a)
+        for a, cpu in pending:
+            work(a, cpu)
         pending.clear()
 
     def mark():
         if crit > 0:
             # the last `crit` ns of work ran under the lock
             need = crit
-            tail: list[int] = []
+            tail: list[tuple[int, int | None]] = []
             while pending and need > 0:
-                a = pending.pop()
+                a, cpu = pending.pop()
                 take = min(a, need)
-                tail.insert(0, take)
+                tail.insert(0, (take, cpu))
                 if a > take:
-                    pending.append(a - take)
+                    pending.append((a - take, cpu))
                     break
                 need -= take
             flush_work()
             w.phase(t, ACQUIRE, 0)
-            for a in tail:
-                if a > 0:
-                    w.phase(t, WORK, a)
+            for a, cpu in tail:
+                work(a, cpu)
             w.phase(t, RELEASE, 0)
         else:
             flush_work()
         w.phase(t, MARK)
 
-    for start, end, state, in_spin in segs:
+    for start, end, state, in_spin, cpu in segs:
         if state in ("guest", "vmm"):
             pos = start
             while mi < len(marks) and marks[mi] <= end:
                 # a mark stamped while the thread was off CPU (preempted
                 # between its work and the write) lands at the next run
                 at = max(marks[mi], pos)
-                pending.append(at - pos)
+                pending.append((at - pos, cpu))
                 pos = at
                 mark()
                 mi += 1
-            pending.append(end - pos)
+            pending.append((end - pos, cpu))
         elif state in ("blocked", "halted", "lost") and not in_spin:
             while mi < len(marks) and marks[mi] <= start:
                 mark()
@@ -225,6 +236,12 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     cpu_by_tid = dict(zip(per_tid["tid"], per_tid["dur"]))
     first_cpu = dict(zip(per_tid["tid"], per_tid["cpu"]))
     fine = fine_accounting(cap.events.get("sched_stat_runtime"))
+    # the host's scheduling groups (threads tables of older models have none)
+    group_by_tid = dict(zip(threads["tid"], threads["sched_group"])) if "sched_group" in threads.columns else {}
+    recorded_groups = (cap.meta.get("sched_groups") or {}).get("groups") or {}
+    for name in sorted({g for g in group_by_tid.values() if g is not None}):
+        w.group_names.append(name)
+        w.group_shares.append(int((recorded_groups.get(name) or {}).get("shares") or 1024))
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
@@ -239,12 +256,12 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
     for vm, vcpu, tid in vcpus.select("vm", "vcpu", "tid").iter_rows():
-        segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state", "in_spin").rows()
+        segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state", "in_spin", "pcpu").rows()
         start = lo
         while segs and segs[0][2] in ("blocked", "halted"):
             start = segs[0][1]
             segs = segs[1:]
-        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine)
+        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
@@ -254,12 +271,12 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     vcpu_tids = set(vcpus["tid"].to_list())
     host = [tid for tid, ns in cpu_by_tid.items() if tid != 0 and tid not in vcpu_tids and ns >= min_host_cpu_frac * total]
     for tid in sorted(host):
-        s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end").rows()
-        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine)
+        s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end", "cpu").rows()
+        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
         prev_end = None
-        for a, b in s:
+        for a, b, cpu in s:
             if prev_end is not None and a > prev_end:
                 w.phase(t, BLOCK, a - prev_end)
-            w.phase(t, WORK, b - a)
+            w.phase(t, WORK, b - a, cpu + 1)
             prev_end = b
     return w

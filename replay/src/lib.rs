@@ -23,7 +23,9 @@ pub mod postcopy;
 pub mod rng;
 pub mod sched;
 
-pub use model::{Costs, CpuId, Host, Phase, ThreadId, ThreadSpec, VmId, VmSpec, Workload};
+pub use model::{
+    Costs, CpuId, GroupSpec, Host, Phase, ThreadId, ThreadSpec, VmId, VmSpec, Workload,
+};
 pub use output::{Output, StateCode};
 pub use policy::{Placement, Policy, SchedulerKind, SpinResponse, PARAMS};
 

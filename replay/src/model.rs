@@ -58,6 +58,13 @@ pub struct ThreadSpec {
     /// at the next tick, except while it spins (no calls). From the
     /// capture's `sched_stat_runtime` events; false without them.
     pub fine_accounting: bool,
+    /// Per phase, the CPU the capture ran that stretch of work on (None for
+    /// other phases or when unknown; empty: none known): where the
+    /// `recorded` placement runs it.
+    pub work_cpu: Vec<Option<u32>>,
+    /// Its CFS scheduling group on the host (an index into
+    /// [`Workload::groups`]; None: the root group).
+    pub group: Option<u32>,
 }
 
 /// A VM.
@@ -87,6 +94,15 @@ impl VmSpec {
     }
 }
 
+/// A CFS scheduling group of the host (an autogroup or a CPU cgroup).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupSpec {
+    /// Name (`autogroup-N`, `cgroup:<path>`).
+    pub name: String,
+    /// Weight in the kernel's units (1024: nice 0, cpu.weight 100).
+    pub shares: i64,
+}
+
 /// Demand to replay.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct Workload {
@@ -94,6 +110,9 @@ pub struct Workload {
     pub threads: Vec<ThreadSpec>,
     /// VMs.
     pub vms: Vec<VmSpec>,
+    /// The host's scheduling groups the threads are in (`eevdf` schedules
+    /// them; the other schedulers ignore them).
+    pub groups: Vec<GroupSpec>,
 }
 
 /// Per-event costs charged to the hypervisor, with defaults typical of a

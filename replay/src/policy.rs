@@ -43,6 +43,10 @@ pub enum Placement {
     /// Fast and slow core pools (Takouna et al.): CPU-intensive vCPUs on
     /// fast cores, I/O-intensive ones on slow cores, never sharing a queue.
     Asymmetric,
+    /// Each stretch of work on the CPU the capture ran it on: the host's
+    /// placement replayed, the scheduler deciding only the order on each
+    /// CPU (per-CPU queues: `eevdf`).
+    Recorded,
 }
 
 /// A full policy: scheduler + spin response + numeric parameters.
@@ -107,6 +111,7 @@ impl Policy {
         for part in name.split('+') {
             match part {
                 "energy-balance" => placement = Placement::EnergyBalance,
+                "recorded" => placement = Placement::Recorded,
                 "asymmetric" => {
                     placement = Placement::Asymmetric;
                     scheduler = SchedulerKind::Credit;
@@ -122,7 +127,7 @@ impl Policy {
                 "pv" => spin = SpinResponse::Pv,
                 other => {
                     return Err(format!(
-                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, eevdf, credit, spin responses spin, yield, wapd, wopd, rslp, pv, and placements energy-balance, asymmetric (e.g. credit+wapd)"
+                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, eevdf, credit, spin responses spin, yield, wapd, wopd, rslp, pv, and placements energy-balance, asymmetric, recorded (e.g. credit+wapd)"
                     ))
                 }
             }

@@ -15,6 +15,8 @@ fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
         start_ns: 0,
         start_cpu: None,
         fine_accounting: false,
+        work_cpu: Vec::new(),
+        group: None,
     }
 }
 
@@ -39,7 +41,11 @@ fn four_busy(labels: [Option<bool>; 4]) -> Workload {
             ..VmSpec::new(format!("vm{i}"), 256)
         })
         .collect();
-    Workload { threads, vms }
+    Workload {
+        threads,
+        vms,
+        groups: Vec::new(),
+    }
 }
 
 fn dynamic_j(o: &Output) -> f64 {
@@ -114,6 +120,7 @@ fn vcpus_are_classified_from_demand_and_never_leave_their_pool() {
     let w = Workload {
         threads: vec![cpu(0), cpu(1), io(0), io(1)],
         vms: vec![VmSpec::new("cpu", 512), VmSpec::new("io", 512)],
+        groups: Vec::new(),
     };
     let out = replay(
         &w,
@@ -154,6 +161,7 @@ fn work_stretches_on_slow_cores_by_each_vms_elasticity() {
         let w = Workload {
             threads: vec![t],
             vms: vec![vm],
+            groups: Vec::new(),
         };
         replay(
             &w,
@@ -181,6 +189,7 @@ fn credit_shares_follow_vm_weight_split_across_its_vcpus() {
     let w = Workload {
         threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)],
         vms: vec![VmSpec::new("vm0", 512), VmSpec::new("vm1", 256)],
+        groups: Vec::new(),
     };
     let out = replay(
         &w,
@@ -202,6 +211,7 @@ fn cpu_class_vcpus_beyond_the_fast_cores_spill_to_slow_single_vcpu_vms_first() {
     let w = Workload {
         threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)],
         vms: vec![VmSpec::new("omp", 512), VmSpec::new("ser", 256)],
+        groups: Vec::new(),
     };
     let host = Host::uniform(4, FAST_KHZ);
     let spill = replay(&w, &host, &policy("asymmetric", &[]), i64::MAX);

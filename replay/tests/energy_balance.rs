@@ -12,6 +12,8 @@ fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
         start_ns: 0,
         start_cpu: None,
         fine_accounting: false,
+        work_cpu: Vec::new(),
+        group: None,
     }
 }
 
@@ -36,6 +38,7 @@ fn build_like() -> Workload {
     Workload {
         threads: vec![t(0), t(1)],
         vms: vec![VmSpec::new("vm0", 512)],
+        groups: Vec::new(),
     }
 }
 
@@ -98,6 +101,7 @@ fn the_rule_evens_out_per_core_energy() {
     let w = Workload {
         threads: vec![busy, lazy],
         vms: vec![VmSpec::new("vm0", 512)],
+        groups: Vec::new(),
     };
     let spread = |o: &Output| {
         let mut per = [0.0f64; 2];

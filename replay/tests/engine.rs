@@ -11,6 +11,8 @@ fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
         start_ns: 0,
         start_cpu: None,
         fine_accounting: false,
+        work_cpu: Vec::new(),
+        group: None,
     }
 }
 
@@ -31,6 +33,7 @@ fn workload(threads: Vec<ThreadSpec>, vms: usize) -> Workload {
         vms: (0..vms)
             .map(|i| VmSpec::new(format!("vm{i}"), 256))
             .collect(),
+        groups: Vec::new(),
     }
 }
 
@@ -447,4 +450,95 @@ fn eevdf_wakes_a_thread_on_the_cpu_it_used_before_when_its_last_one_is_busy() {
         vec![(1, 4_000_000, 5_000_000), (0, 7_500_000, 8_500_000)]
     );
     assert_eq!(out.mark_ts, vec![8_500_000]);
+}
+
+#[test]
+fn eevdf_gives_a_cpu_to_groups_before_threads() {
+    // two vCPUs of one VM in one group, a host thread in another, all CPU
+    // bound on one CPU: the host thread's group gets half the CPU, not a
+    // third; without groups, a third
+    let host = |w| ThreadSpec {
+        vm: None,
+        vcpu: None,
+        ..vm_thread(9, 0, vec![Phase::Work(w)])
+    };
+    // long enough that 4 ms ticks even out
+    let busy = 300_000_000;
+    let grouped = |g: [Option<u32>; 3]| {
+        let mut w = workload(
+            vec![
+                vm_thread(0, 0, vec![Phase::Work(busy)]),
+                vm_thread(0, 1, vec![Phase::Work(busy)]),
+                host(busy),
+            ],
+            1,
+        );
+        for (t, g) in w.threads.iter_mut().zip(g) {
+            t.group = g;
+        }
+        w.groups = vec![
+            GroupSpec {
+                name: "vms".into(),
+                shares: 1024,
+            },
+            GroupSpec {
+                name: "tools".into(),
+                shares: 1024,
+            },
+        ];
+        w
+    };
+    let share = |w: &Workload| {
+        let out = replay(w, &free_host(1), &eevdf(250.0), busy);
+        let total: i64 = out.cpu_ns.iter().sum();
+        out.cpu_ns
+            .iter()
+            .map(|&c| c * 100 / total)
+            .collect::<Vec<_>>()
+    };
+    let s = share(&grouped([Some(0), Some(0), Some(1)]));
+    assert!(
+        (s[2] - 50).abs() <= 3 && (s[0] - 25).abs() <= 3 && (s[1] - 25).abs() <= 3,
+        "{s:?}"
+    );
+    let s = share(&grouped([None, None, None]));
+    assert!(s.iter().all(|&x| (x - 33).abs() <= 3), "{s:?}");
+}
+
+#[test]
+fn recorded_placement_runs_each_stretch_of_work_where_the_capture_did() {
+    // a thread worked on CPU 1, slept, worked on CPU 0, then on CPU 1
+    // without sleeping in between (the kernel moved it); a second one
+    // stays on CPU 0. Floating, both would share out the two CPUs.
+    let mut mover = vm_thread(
+        0,
+        0,
+        vec![
+            Phase::Work(1_000_000),
+            Phase::Block(1_000_000),
+            Phase::Work(1_000_000),
+            Phase::Work(1_000_000),
+        ],
+    );
+    mover.work_cpu = vec![Some(1), None, Some(0), Some(1)];
+    let mut stay = vm_thread(0, 1, vec![Phase::Work(500_000), Phase::Block(10_000_000)]);
+    stay.work_cpu = vec![Some(0), None];
+    let w = workload(vec![mover, stay], 1);
+    let mut p = Policy::parse("eevdf+recorded").unwrap();
+    p.set("tick_hz", 0.0).unwrap();
+    let out = replay(&w, &free_host(2), &p, i64::MAX);
+    let ran: Vec<(u32, u32, i64, i64)> = (0..out.slice_cpu.len())
+        .map(|k| {
+            (
+                out.slice_thread[k],
+                out.slice_cpu[k],
+                out.slice_start[k],
+                out.slice_end[k],
+            )
+        })
+        .collect();
+    let mover_cpus: Vec<u32> = ran.iter().filter(|r| r.0 == 0).map(|r| r.1).collect();
+    assert_eq!(mover_cpus, vec![1, 0, 1], "{ran:?}");
+    assert!(ran.iter().filter(|r| r.0 == 1).all(|r| r.1 == 0), "{ran:?}");
+    assert_eq!(out.cpu_ns, vec![3_000_000, 500_000]);
 }

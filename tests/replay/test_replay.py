@@ -205,3 +205,43 @@ def test_threads_whose_runtime_the_kernel_updated_every_few_us_get_exact_slice_e
     w = extract_workload(lab_capture)
     vcpus = [f for f, v in zip(w.fine_accounting, w.vm_of) if v >= 0]
     assert vcpus and not any(vcpus)
+
+
+def test_workload_keeps_the_hosts_scheduling_groups_and_recorded_cpus(lab_capture):  # noqa: F811
+    w = extract_workload(lab_capture)
+    threads = lab_capture.model["threads"].collect()
+    groups = lab_capture.meta.get("sched_groups") or {}
+    vcpu_tids = set(threads.filter(pl.col("role") == "vcpu")["tid"].to_list())
+    if groups.get("autogroup_enabled") or any(g["kind"] == "cgroup" for g in groups.get("groups", {}).values()):
+        # the lab ran in one session (the collector starts its command in
+        # a new one): every vCPU in the same group, named as recorded
+        vcpu_groups = set(threads.filter(pl.col("role") == "vcpu")["sched_group"].to_list())
+        assert len(vcpu_groups) == 1 and None not in vcpu_groups
+        idx = {g for g, t in zip(w.group_of, w.tids) if t in vcpu_tids}
+        assert len(idx) == 1 and w.group_names[idx.pop()] == vcpu_groups.pop()
+        assert len(w.group_names) == len(w.group_shares) and all(s > 0 for s in w.group_shares)
+    # every work phase knows a CPU of the recording (1-based; 0: unknown)
+    cpus = {b for k, b in zip(w.phase_kind, w.phase_b) if k == WORK}
+    assert cpus == set(range(1, lab_capture.meta["cpus"] + 1))
+
+
+def test_sched_groups_are_replayed_when_asked_and_bad_values_are_refused(lab_capture, tmp_path):  # noqa: F811
+    on = replay_capture(lab_capture, ["eevdf"], tmp_path / "on", settings={"sched_groups": "recorded"})["eevdf"]
+    off = replay_capture(lab_capture, ["eevdf"], tmp_path / "off")["eevdf"]
+    assert off["host"]["sched_groups"] == 0, "off by default"
+    assert on["host"]["sched_groups"] == len(set(extract_workload(lab_capture).group_of) - {-1})
+    assert on["params"] == {"sched_groups": "recorded"}
+    bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "bad", "--set", "sched_groups=flat")
+    assert bad.returncode == 2 and "sched_groups=flat" in bad.stderr and bad.stderr.strip().count("\n") == 0
+
+
+def test_recorded_placement_runs_work_where_the_capture_ran_it(lab_capture, tmp_path):  # noqa: F811
+    res = replay_capture(lab_capture, ["eevdf+recorded"], tmp_path)["eevdf+recorded"]
+    rec = lab_capture.sql("SELECT tid, pcpu, sum(\"end\" - start)::BIGINT AS ns FROM vcpu_states WHERE state = 'guest' GROUP BY tid, pcpu")
+    rep = pl.read_parquet(tmp_path / "eevdf+recorded" / "model" / "vcpu_states.parquet")
+    rep = rep.filter(pl.col("state") == "guest").group_by("tid", "pcpu").agg((pl.col("end") - pl.col("start")).sum().alias("ns"))
+    share = lambda df: {(t, c): ns / df.filter(pl.col("tid") == t)["ns"].sum() for t, c, ns in df.select("tid", "pcpu", "ns").iter_rows()}  # noqa: E731
+    a, b = share(rec), share(rep)
+    # each vCPU's guest time splits over the CPUs as it did when recorded
+    assert max(abs(a.get(k, 0) - b.get(k, 0)) for k in set(a) | set(b)) < 0.1
+    assert res["events"] > 0

@@ -212,8 +212,13 @@ impl<'a> Engine<'a> {
                 } else {
                     Eevdf::default_slice_ns(h.freq_khz.len())
                 };
-                Box::new(Eevdf::new(
+                Box::new(Eevdf::with_groups(
                     weights.iter().map(|_| 1024).collect(),
+                    w.threads
+                        .iter()
+                        .map(|t| t.group.map(|g| g as usize))
+                        .collect(),
+                    w.groups.iter().map(|g| g.shares).collect(),
                     h.freq_khz.len(),
                     slice,
                     tick,
@@ -337,7 +342,7 @@ impl<'a> Engine<'a> {
         match self.p.placement {
             Placement::EnergyBalance => self.start_balancer(),
             Placement::Asymmetric => self.start_pools(),
-            Placement::Floating => {}
+            Placement::Floating | Placement::Recorded => {}
         }
         while let Some(Reverse((t, _, ev))) = self.heap.pop() {
             if t > limit_ns || self.remaining_threads == 0 {
@@ -400,6 +405,9 @@ impl<'a> Engine<'a> {
     fn wake(&mut self, t: u32) {
         self.th[t as usize].st = St::Ready;
         self.th[t as usize].sub = Sub::ProperReady;
+        if self.p.placement == Placement::Recorded {
+            self.follow_recording(t);
+        }
         self.sched.enqueue(ThreadId(t), Sub::ProperReady, true);
         self.set_state(t, StateCode::Preempted, None);
         self.kick_idle_or_preempt(t);
@@ -616,6 +624,9 @@ impl<'a> Engine<'a> {
             };
             match ph {
                 Phase::Work(_) => {
+                    if self.p.placement == Placement::Recorded && self.move_to_recorded(t, c) {
+                        return;
+                    }
                     self.account_progress(t, c, self.now);
                     if self.th[ti].remaining > 0 {
                         self.set_state(t, StateCode::Guest, Some(c));

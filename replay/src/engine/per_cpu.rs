@@ -58,12 +58,12 @@ impl Engine<'_> {
         }
     }
 
-    /// An idle CPU `t` may run on (its pool and pin): its previous CPU if
-    /// that one is idle, else, if `search`, the first idle one.
+    /// An idle CPU `t` may run on (its pool and pin): its pin or previous
+    /// CPU if that one is idle, else, if `search`, the first idle one.
     pub(super) fn idle_cpu_for(&self, t: u32, search: bool) -> Option<usize> {
         let usable = |c: usize| self.usable_idle(t, c);
-        let prev = self.th[t as usize]
-            .last_cpu
+        let prev = self.pin[t as usize]
+            .or(self.th[t as usize].last_cpu)
             .map(|c| c as usize)
             .filter(|&c| usable(c));
         prev.or_else(|| {

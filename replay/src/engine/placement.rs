@@ -1,12 +1,13 @@
 //! Placements: the energy/thermal balancer that swaps pinned vCPUs
-//! between cores (Klee 2007) and the fast/slow core pools of asymmetric
-//! scheduling (Takouna et al.), with the per-core power they account.
+//! between cores (Klee 2007), the fast/slow core pools of asymmetric
+//! scheduling (Takouna et al.), with the per-core power they account, and
+//! the recorded placement (each stretch of work where the capture ran it).
 
 use super::{demand_features, vcpus_per_vm, Engine, Ev, St};
 use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, VcpuClass};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::{ThermalModel, ThermalParams};
-use crate::model::ThreadId;
+use crate::model::{Phase, ThreadId};
 use crate::rng::SplitMix64;
 use crate::sched::Sub;
 
@@ -265,5 +266,53 @@ impl Engine<'_> {
                 }
             }
         }
+    }
+
+    /// The CPU the capture ran `t`'s current or next stretch of work on
+    /// (None when unknown, or when this host has no such CPU).
+    fn recorded_cpu(&self, t: u32) -> Option<u32> {
+        let spec = &self.w.threads[t as usize];
+        let n = self.cpus.len() as u32;
+        let from = self.th[t as usize].phase;
+        spec.phases
+            .get(from..)?
+            .iter()
+            .zip(spec.work_cpu.get(from..)?)
+            .find_map(|(ph, cpu)| match ph {
+                Phase::Work(_) => Some(*cpu),
+                _ => None,
+            })
+            .flatten()
+            .filter(|&c| c < n)
+    }
+
+    /// Recorded placement, at a wakeup: `t` is pinned to (and queued on)
+    /// the CPU the capture ran its coming work on.
+    pub(super) fn follow_recording(&mut self, t: u32) {
+        if let Some(cpu) = self.recorded_cpu(t) {
+            if self.pin[t as usize] != Some(cpu) {
+                self.pin[t as usize] = Some(cpu);
+                self.sched.migrate(ThreadId(t), cpu);
+            }
+        }
+    }
+
+    /// Recorded placement, as `t` starts a stretch of work on CPU `c`: if
+    /// the capture ran it elsewhere, it moves there (as the kernel moved
+    /// it), queued behind what runs there; true if it left `c`.
+    pub(super) fn move_to_recorded(&mut self, t: u32, c: u32) -> bool {
+        let Some(cpu) = self.recorded_cpu(t) else {
+            return false;
+        };
+        if cpu == c {
+            self.pin[t as usize] = Some(cpu);
+            return false;
+        }
+        self.preempt(c, Sub::ProperReady);
+        self.pin[t as usize] = Some(cpu);
+        self.sched.migrate(ThreadId(t), cpu);
+        self.kick_idle_or_preempt(t);
+        self.at(self.now, Ev::Dispatch(c));
+        true
     }
 }

@@ -17,60 +17,49 @@
 //! busiest other queue, but not a thread that ran within the migration
 //! cost unless a pull already failed that way; where woken threads go is
 //! the engine's part (`engine/per_cpu.rs`).
+//!
+//! Scheduling groups (autogroups, CPU cgroups; FAIR_GROUP_SCHED): a
+//! group's threads on a CPU share one run queue, which an entity of the
+//! group stands for in that CPU's top-level queue, weighted by the
+//! group's shares times its part of the group's load on all CPUs
+//! (calc_group_shares, from runnable weight). The top level picks among
+//! groups and ungrouped threads, then the group's queue among its
+//! threads, each level by the same rules; a wakeup is decided at the
+//! level where the woken and the running thread meet: between siblings in
+//! their group's queue, else between their groups. A thread of another
+//! group that preempts a vCPU takes the CPU from the vCPU's whole group,
+//! and when the group gets it back its queue picks afresh, without the
+//! interrupted thread's slice protection. The entity arithmetic is in
+//! `entity.rs`.
+
+mod entity;
 
 use super::{Scheduler, Sub};
 use crate::model::ThreadId;
-use std::collections::BTreeSet;
+use entity::Entities;
 
 /// Failed pulls of only cache-hot threads before one is taken anyway
 /// (the MC domain's cache_nice_tries).
 const CACHE_NICE_TRIES: u32 = 1;
 
-/// One CPU's run queue: ready threads by (deadline, arrival order), and
-/// Σ weight × (vruntime − base), Σ weight over its ready and running
-/// threads (relative to `base` so the sums stay small).
-#[derive(Default)]
-struct RunQueue {
-    ready: BTreeSet<(i64, u64, u32)>,
-    /// Its delayed sleepers (few: one per thread that slept ahead of its
-    /// share), so settling them does not scan every thread.
-    delayed: Vec<u32>,
-    sum_wv: i128,
-    sum_w: i128,
-    base: i64,
-}
-
-impl RunQueue {
-    /// The weighted average virtual runtime: the 0-lag point.
-    fn avg(&self) -> i64 {
-        if self.sum_w == 0 {
-            return self.base;
-        }
-        self.base + (self.sum_wv / self.sum_w) as i64
-    }
-}
+/// Fewest shares a group's entity on one CPU gets (MIN_SHARES).
+const MIN_SHARES: i64 = 2;
 
 /// The EEVDF scheduler.
 pub struct Eevdf {
-    vruntime: Vec<i64>,
-    deadline: Vec<i64>,
-    weight: Vec<i64>,
-    /// Lag at the last sleep (the run queue's average − own, virtual ns).
-    slept: Vec<Option<i64>>,
-    /// Asleep but still counted in its run queue's average (delayed
-    /// dequeue: it slept ahead of its share).
-    delayed: Vec<bool>,
-    /// Slice protection: runs on until its virtual runtime reaches this
-    /// (its deadline when it was picked; RUN_TO_PARITY).
-    vprot: Vec<i64>,
-    /// The run queue a thread is on, or was on last.
+    /// Threads are entities `0..threads`; group `g`'s entity on CPU `c` is
+    /// `threads + g × cpus + c`. Queue `c` is CPU `c`'s top level, queue
+    /// `cpus + g × cpus + c` group `g`'s on CPU `c`.
+    e: Entities,
+    threads: usize,
+    cpus: usize,
+    /// Each thread's group, if any, and each group's shares.
+    group: Vec<Option<usize>>,
+    shares: Vec<i64>,
+    /// Each thread's CPU (the queue it is on, or was on last).
     cpu: Vec<usize>,
-    key: Vec<Option<(i64, u64)>>,
-    /// Counted in its run queue's average: ready or running.
-    on_rq: Vec<bool>,
-    rqs: Vec<RunQueue>,
-    seq: u64,
-    slice: i64,
+    /// The thread each CPU runs (picked, not yet back or asleep).
+    running: Vec<Option<usize>>,
     tick: i64,
     /// A thread that ran less than this ago is cache-hot: another CPU's
     /// load balancing leaves it where it is.
@@ -87,28 +76,65 @@ pub struct Eevdf {
 impl Eevdf {
     /// A scheduler for threads of the given weights (1024 = nice 0) on
     /// `cpus` run queues, with a base slice, the tick period (0: slices end
-    /// exactly, as with HRTICK) and the migration cost, in ns.
+    /// exactly, as with HRTICK) and the migration cost, in ns; no groups.
     pub fn new(weights: Vec<i64>, cpus: usize, slice: i64, tick: i64, migration_cost: i64) -> Self {
         let n = weights.len();
-        Eevdf {
-            vruntime: vec![0; n],
-            deadline: vec![0; n],
-            weight: weights.into_iter().map(|w| w.max(1)).collect(),
-            slept: vec![None; n],
-            delayed: vec![false; n],
-            vprot: vec![0; n],
+        Self::with_groups(
+            weights,
+            vec![None; n],
+            Vec::new(),
+            cpus,
+            slice,
+            tick,
+            migration_cost,
+        )
+    }
+
+    /// As [`new`](Self::new), each thread in `group` (an index into
+    /// `shares`, the groups' weights: 1024 for an autogroup of nice 0 or a
+    /// cgroup of cpu.weight 100) or in none.
+    pub fn with_groups(
+        weights: Vec<i64>,
+        group: Vec<Option<usize>>,
+        shares: Vec<i64>,
+        cpus: usize,
+        slice: i64,
+        tick: i64,
+        migration_cost: i64,
+    ) -> Self {
+        let n = weights.len();
+        let cpus = cpus.max(1);
+        let groups = shares.len();
+        let mut w = weights;
+        w.extend((0..groups * cpus).map(|k| shares[k / cpus].max(MIN_SHARES)));
+        let mut e = Entities::new(w, cpus + groups * cpus, slice);
+        for g in 0..groups {
+            for c in 0..cpus {
+                e.rq[n + g * cpus + c] = c;
+            }
+        }
+        let group: Vec<Option<usize>> = group
+            .into_iter()
+            .map(|g| g.filter(|&g| g < groups))
+            .collect();
+        let mut s = Eevdf {
+            e,
+            threads: n,
+            cpus,
+            group,
+            shares,
             cpu: vec![0; n],
-            key: vec![None; n],
-            on_rq: vec![false; n],
-            rqs: (0..cpus.max(1)).map(|_| RunQueue::default()).collect(),
-            seq: 0,
-            slice: slice.max(1),
+            running: vec![None; cpus],
             tick: tick.max(0),
             migration_cost,
             ran_until: vec![i64::MIN / 2; n],
-            pull_failed: vec![0; cpus.max(1)],
+            pull_failed: vec![0; cpus],
             next: None,
+        };
+        for i in 0..n {
+            s.e.rq[i] = s.queue_of(i, 0);
         }
+        s
     }
 
     /// Linux's default base slice: 0.75 ms scaled by 1 + log2(CPUs), CPUs
@@ -118,179 +144,165 @@ impl Eevdf {
         750_000 * (1 + n.ilog2() as i64)
     }
 
-    fn vslice(&self, i: usize) -> i64 {
-        self.slice * 1024 / self.weight[i]
+    /// Group `g`'s entity on CPU `c`.
+    fn group_entity(&self, g: usize, c: usize) -> usize {
+        self.threads + g * self.cpus + c
     }
 
-    fn avg_of(&self, i: usize) -> i64 {
-        self.rqs[self.cpu[i]].avg()
+    /// The queue thread `i` is on when on CPU `c`.
+    fn queue_of(&self, i: usize, c: usize) -> usize {
+        match self.group[i] {
+            Some(g) => self.cpus + g * self.cpus + c,
+            None => c,
+        }
     }
 
-    fn eligible(&self, i: usize) -> bool {
-        self.vruntime[i] <= self.avg_of(i)
+    /// Thread `i`'s entity in its CPU's top level: its group's, or itself.
+    fn top(&self, i: usize) -> usize {
+        match self.group[i] {
+            Some(g) => self.group_entity(g, self.cpu[i]),
+            None => i,
+        }
     }
 
-    fn join_rq(&mut self, i: usize) {
-        if !self.on_rq[i] {
-            self.on_rq[i] = true;
-            let rq = &mut self.rqs[self.cpu[i]];
-            if rq.sum_w == 0 {
-                rq.base = self.vruntime[i];
+    /// Group `g`'s entity on CPU `c` follows its queue: counted at the top
+    /// level while the queue has counted threads (placed with its lag when
+    /// it comes back, delayed or gone with it when it empties), ready
+    /// there while the queue has ready threads and none of them runs, and
+    /// weighted by the group's shares × this CPU's part of its load.
+    fn sync_group(&mut self, g: usize, c: usize) {
+        let ge = self.group_entity(g, c);
+        let q = self.cpus + g * self.cpus + c;
+        self.e.settle_delayed(q);
+        self.reweight_group(g);
+        let counted = self.e.rqs[q].sum_w > 0;
+        if counted && (!self.e.on_rq[ge] || self.e.delayed[ge]) {
+            self.e.wake(ge);
+            self.e.join_rq(ge);
+        } else if !counted && self.e.on_rq[ge] && !self.e.delayed[ge] {
+            self.e.sleep(ge);
+        }
+        let runs_here = self.running[c].is_some_and(|t| self.group[t] == Some(g));
+        if counted && !self.e.rqs[q].ready.is_empty() && !runs_here {
+            if !self.e.is_ready(ge) {
+                self.e.insert(ge);
             }
-            rq.sum_w += self.weight[i] as i128;
-            rq.sum_wv += self.weight[i] as i128 * (self.vruntime[i] - rq.base) as i128;
+        } else {
+            self.e.take(ge);
         }
     }
 
-    fn leave_rq(&mut self, i: usize) {
-        if self.on_rq[i] {
-            self.on_rq[i] = false;
-            let rq = &mut self.rqs[self.cpu[i]];
-            let avg = rq.avg();
-            rq.sum_w -= self.weight[i] as i128;
-            rq.sum_wv -= self.weight[i] as i128 * (self.vruntime[i] - rq.base) as i128;
-            if rq.sum_w == 0 {
-                // an empty queue: the average stays where it was
-                rq.sum_wv = 0;
-                rq.base = avg;
-            }
-        }
-    }
-
-    /// Move thread `i`'s virtual runtime, keeping the sums in step.
-    fn set_vruntime(&mut self, i: usize, v: i64) {
-        if self.on_rq[i] {
-            self.rqs[self.cpu[i]].sum_wv += self.weight[i] as i128 * (v - self.vruntime[i]) as i128;
-        }
-        self.vruntime[i] = v;
-    }
-
-    fn insert(&mut self, i: usize) {
-        self.take(i);
-        self.seq += 1;
-        self.rqs[self.cpu[i]]
-            .ready
-            .insert((self.deadline[i], self.seq, i as u32));
-        self.key[i] = Some((self.deadline[i], self.seq));
-    }
-
-    fn take(&mut self, i: usize) {
-        if let Some((d, s)) = self.key[i].take() {
-            self.rqs[self.cpu[i]].ready.remove(&(d, s, i as u32));
-        }
-    }
-
-    /// Delayed sleepers of run queue `c` that the average has caught up
-    /// with leave it, with zero lag (DELAY_ZERO).
-    fn settle_delayed(&mut self, c: usize) {
-        while !self.rqs[c].delayed.is_empty() {
-            let v = self.rqs[c].avg();
-            // lowest thread first, so the order (and the empty queue's
-            // resting average) does not depend on the list's order
-            let Some(k) = (0..self.rqs[c].delayed.len())
-                .filter(|&k| self.vruntime[self.rqs[c].delayed[k] as usize] <= v)
-                .min_by_key(|&k| self.rqs[c].delayed[k])
-            else {
-                return;
-            };
-            let i = self.rqs[c].delayed.swap_remove(k) as usize;
-            self.delayed[i] = false;
-            self.slept[i] = Some(0);
-            self.leave_rq(i);
-        }
-    }
-
-    /// `i` is no longer a delayed sleeper (woken, or moved to another CPU).
-    fn undelay(&mut self, i: usize) {
-        self.delayed[i] = false;
-        let d = &mut self.rqs[self.cpu[i]].delayed;
-        if let Some(k) = d.iter().position(|&x| x as usize == i) {
-            d.swap_remove(k);
-        }
-    }
-
-    /// place_entity: where a woken thread rejoins its run queue.
-    fn place(&mut self, i: usize) {
-        let rq = &self.rqs[self.cpu[i]];
-        let v = rq.avg();
-        let placed = match self.slept[i].take() {
-            // owed when it slept: owed again, scaled for its own weight
-            // joining the average (Linux's lag × (W + w) / W)
-            Some(lag) if lag > 0 && rq.sum_w > 0 => {
-                v - (lag as i128 * (rq.sum_w + self.weight[i] as i128) / rq.sum_w) as i64
-            }
-            Some(lag) if lag > 0 => v - lag,
-            Some(_) | None => v,
-        };
-        self.vruntime[i] = placed;
-        self.deadline[i] = placed + self.vslice(i);
-    }
-
-    /// Move a ready or running thread to run queue `c`, keeping its lag
-    /// and relative deadline (PLACE_REL_DEADLINE).
-    fn move_to(&mut self, i: usize, c: usize) {
-        if self.cpu[i] == c {
+    /// Group `g`'s entity weights from its threads' runnable weight per
+    /// CPU (calc_group_shares, without PELT's averaging).
+    fn reweight_group(&mut self, g: usize) {
+        let base = self.cpus + g * self.cpus;
+        let load: Vec<i128> = (0..self.cpus).map(|c| self.e.rqs[base + c].sum_w).collect();
+        let total: i128 = load.iter().sum();
+        if total == 0 {
             return;
         }
-        let queued = self.key[i].is_some();
-        let counted = self.on_rq[i];
-        self.take(i);
-        let lag = self.avg_of(i) - self.vruntime[i];
-        let rel = self.deadline[i] - self.vruntime[i];
-        self.leave_rq(i);
-        self.cpu[i] = c;
-        let v = self.rqs[c].avg() - lag;
-        self.vruntime[i] = v;
-        self.deadline[i] = v + rel;
-        if counted {
-            self.join_rq(i);
-        }
-        if queued {
-            self.insert(i);
+        let shares = self.shares[g].max(MIN_SHARES);
+        for (c, &l) in load.iter().enumerate() {
+            if l > 0 {
+                let w = (shares as i128 * l / total) as i64;
+                let ge = self.group_entity(g, c);
+                self.e.reweight(ge, w.clamp(MIN_SHARES, shares));
+            }
         }
     }
 
-    /// The ready thread run queue `c` runs next: eligible with the
-    /// earliest deadline; if the running threads hold the average down so
-    /// none is, the least-run ready thread.
-    fn best(&self, c: usize, ok: &mut dyn FnMut(ThreadId) -> bool) -> Option<u32> {
-        let rq = &self.rqs[c];
-        let v = rq.avg();
-        rq.ready
-            .iter()
-            .find(|k| self.vruntime[k.2 as usize] <= v && ok(ThreadId(k.2)))
-            .map(|k| k.2)
-            .or_else(|| {
-                rq.ready
-                    .iter()
-                    .filter(|k| ok(ThreadId(k.2)))
-                    .min_by_key(|k| (self.vruntime[k.2 as usize], k.1))
-                    .map(|k| k.2)
-            })
+    /// Settle the delayed sleepers of CPU `c`'s queues (its top level and
+    /// its groups'), and the groups that emptied with them.
+    fn settle(&mut self, c: usize) {
+        for g in 0..self.shares.len() {
+            let q = self.cpus + g * self.cpus + c;
+            if !self.e.settle_delayed(q).is_empty() {
+                self.sync_group(g, c);
+            }
+        }
+        self.e.settle_delayed(c);
+    }
+
+    /// The ready thread CPU `c`'s queues run next (descending from its
+    /// top level through a group's queue), among threads `ok` accepts.
+    fn best_thread(&self, c: usize, ok: &mut dyn FnMut(usize) -> bool) -> Option<usize> {
+        let (n, cpus, e) = (self.threads, self.cpus, &self.e);
+        // a group's entity stands for its best thread, if it has one
+        let mut pick = |x: usize| -> Option<usize> {
+            if x < n {
+                return ok(x).then_some(x);
+            }
+            let g = (x - n) / cpus;
+            e.best(cpus + g * cpus + c, &mut |t| ok(t))
+        };
+        let chosen = e.best(c, &mut |x| pick(x).is_some())?;
+        pick(chosen)
+    }
+
+    /// Move ready or counted thread `i` to CPU `c` (its group's queue
+    /// there), keeping its lag and relative deadline.
+    fn move_thread(&mut self, i: usize, c: usize) {
+        let from = self.cpu[i];
+        if from == c {
+            return;
+        }
+        let q = self.queue_of(i, c);
+        self.e.move_to(i, q);
+        self.cpu[i] = c;
+        if let Some(g) = self.group[i] {
+            self.sync_group(g, from);
+            self.sync_group(g, c);
+        }
+    }
+
+    /// Thread `i` starts running on CPU `c`: out of the ready sets, and
+    /// protected for its slice at each level it was picked at.
+    fn start(&mut self, i: usize, c: usize, now: i64) {
+        self.e.take(i);
+        self.running[c] = Some(i);
+        self.ran_until[i] = now;
+        self.e.vprot[i] = self.e.deadline[i];
+        if let Some(g) = self.group[i] {
+            let ge = self.group_entity(g, c);
+            self.e.take(ge);
+            self.e.vprot[ge] = self.e.deadline[ge];
+        }
+    }
+
+    /// Thread `i` no longer runs (preempted, or asleep).
+    fn stop(&mut self, i: usize) {
+        let c = self.cpu[i];
+        if self.running[c] == Some(i) {
+            self.running[c] = None;
+        }
     }
 }
 
 impl Scheduler for Eevdf {
     fn enqueue(&mut self, t: ThreadId, sub: Sub, woken: bool) {
         let i = t.0 as usize;
-        self.settle_delayed(self.cpu[i]);
-        if self.delayed[i] {
-            // woken before the average caught up: resumes where it was
-            self.undelay(i);
-        } else if woken && !self.on_rq[i] {
-            self.place(i);
+        let c = self.cpu[i];
+        self.settle(c);
+        if woken || self.e.delayed[i] {
+            // woken before the average caught up: resumes where it was;
+            // else placed with the lag it slept with
+            self.e.wake(i);
         }
-        self.join_rq(i);
+        self.e.join_rq(i);
         if sub == Sub::OutService {
             // behind everything ready now
-            let last = self.rqs[self.cpu[i]]
+            let last = self.e.rqs[self.e.rq[i]]
                 .ready
                 .iter()
                 .next_back()
-                .map_or(self.deadline[i], |k| k.0 + 1);
-            self.deadline[i] = self.deadline[i].max(last);
+                .map_or(self.e.deadline[i], |k| k.0 + 1);
+            self.e.deadline[i] = self.e.deadline[i].max(last);
         }
-        self.insert(i);
+        self.e.insert(i);
+        self.stop(i);
+        if let Some(g) = self.group[i] {
+            self.sync_group(g, c);
+        }
     }
 
     fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
@@ -304,77 +316,80 @@ impl Scheduler for Eevdf {
         pull: bool,
         eligible: &mut dyn FnMut(ThreadId) -> bool,
     ) -> Option<ThreadId> {
-        let c = c as usize % self.rqs.len();
-        self.settle_delayed(c);
+        let c = c as usize % self.cpus;
+        self.settle(c);
         let found = match self.next.take() {
-            Some(n) if self.key[n as usize].is_some() && eligible(ThreadId(n)) => Some(n),
+            Some(n) if self.e.is_ready(n as usize) && eligible(ThreadId(n)) => Some(n as usize),
             _ => None,
         };
-        // own queue first; an idle CPU pulls from the busiest other queue,
+        // own queues first; an idle CPU pulls from the busiest other CPU,
         // but not a thread that ran there within the migration cost
-        let found = found.or_else(|| self.best(c, eligible)).or_else(|| {
-            if !pull {
-                return None;
-            }
-            let mut others: Vec<usize> = (0..self.rqs.len()).filter(|&o| o != c).collect();
-            others.sort_by_key(|&o| std::cmp::Reverse(self.rqs[o].ready.len()));
-            let (hot, cost) = (&self.ran_until, self.migration_cost);
-            let cold = others.iter().find_map(|&o| {
-                self.best(o, &mut |t| now - hot[t.0 as usize] >= cost && eligible(t))
+        let found = found
+            .or_else(|| self.best_thread(c, &mut |t| eligible(ThreadId(t as u32))))
+            .or_else(|| {
+                if !pull {
+                    return None;
+                }
+                let mut others: Vec<usize> = (0..self.cpus).filter(|&o| o != c).collect();
+                others.sort_by_key(|&o| std::cmp::Reverse(self.ready_on(o as u32)));
+                let (hot, cost) = (&self.ran_until, self.migration_cost);
+                let cold = others.iter().find_map(|&o| {
+                    self.best_thread(o, &mut |t| {
+                        now - hot[t] >= cost && eligible(ThreadId(t as u32))
+                    })
+                });
+                if cold.is_some() {
+                    return cold;
+                }
+                if others.iter().all(|&o| self.ready_on(o as u32) == 0) {
+                    return None;
+                }
+                self.pull_failed[c] += 1;
+                if self.pull_failed[c] <= CACHE_NICE_TRIES {
+                    return None;
+                }
+                others
+                    .into_iter()
+                    .find_map(|o| self.best_thread(o, &mut |t| eligible(ThreadId(t as u32))))
             });
-            if cold.is_some() {
-                return cold;
-            }
-            if others.iter().all(|&o| self.rqs[o].ready.is_empty()) {
-                return None;
-            }
-            self.pull_failed[c] += 1;
-            if self.pull_failed[c] <= CACHE_NICE_TRIES {
-                return None;
-            }
-            others.into_iter().find_map(|o| self.best(o, eligible))
-        });
-        let found = found?;
-        if self.cpu[found as usize] != c {
+        let i = found?;
+        if self.cpu[i] != c {
             self.pull_failed[c] = 0;
         }
-        let i = found as usize;
-        self.move_to(i, c);
-        self.take(i);
-        self.ran_until[i] = now;
-        self.vprot[i] = self.deadline[i];
-        Some(ThreadId(found))
+        self.move_thread(i, c);
+        self.start(i, c, now);
+        Some(ThreadId(i as u32))
     }
 
     fn migrate(&mut self, t: ThreadId, c: u32) {
-        let c = c as usize % self.rqs.len();
         let i = t.0 as usize;
-        if self.delayed[i] {
-            self.undelay(i);
-            self.slept[i] = Some(self.avg_of(i) - self.vruntime[i]);
-            self.leave_rq(i);
-        }
-        if self.on_rq[i] {
-            self.move_to(i, c);
+        let c = c as usize % self.cpus;
+        if self.e.on_rq[i] {
+            self.move_thread(i, c);
         } else {
+            self.e.move_to(i, self.queue_of(i, c));
             self.cpu[i] = c;
         }
     }
 
     fn slice_ns(&self, t: ThreadId, _ready: usize) -> i64 {
-        // run to parity: until the deadline, in real time at its weight
+        // run to parity: until the deadline, in real time at its weight,
+        // or its group's, whichever comes first
         let i = t.0 as usize;
-        ((self.deadline[i] - self.vruntime[i]) * self.weight[i] / 1024).max(1)
+        let own = self.e.slice_left(i);
+        match self.group[i] {
+            Some(_) => own.min(self.e.slice_left(self.top(i))),
+            None => own,
+        }
     }
 
     fn charge(&mut self, t: ThreadId, ns: i64) {
         let i = t.0 as usize;
         self.ran_until[i] += ns;
-        let v = self.vruntime[i] + ns * 1024 / self.weight[i];
-        self.set_vruntime(i, v);
-        if v >= self.deadline[i] {
-            // update_deadline: a new slice from here
-            self.deadline[i] = v + self.vslice(i);
+        self.e.charge(i, ns);
+        if self.group[i].is_some() {
+            let top = self.top(i);
+            self.e.charge(top, ns);
         }
     }
 
@@ -395,23 +410,15 @@ impl Scheduler for Eevdf {
 
     fn sleep(&mut self, t: ThreadId) {
         let i = t.0 as usize;
-        self.take(i);
-        if self.on_rq[i] {
-            let lag = self.avg_of(i) - self.vruntime[i];
-            if lag < 0 {
-                // ahead of its share: stays in the average until it is not
-                self.delayed[i] = true;
-                self.rqs[self.cpu[i]].delayed.push(i as u32);
-                return;
-            }
-            // Linux clamps lag to about two slices
-            self.slept[i] = Some(lag.min(2 * self.vslice(i)));
-            self.leave_rq(i);
+        self.stop(i);
+        self.e.sleep(i);
+        if let Some(g) = self.group[i] {
+            self.sync_group(g, self.cpu[i]);
         }
     }
 
     fn boost(&mut self, t: ThreadId) {
-        if self.key[t.0 as usize].is_some() {
+        if self.e.is_ready(t.0 as usize) {
             self.next = Some(t.0);
         }
     }
@@ -421,188 +428,31 @@ impl Scheduler for Eevdf {
         if self.cpu[w] != self.cpu[r] {
             return false;
         }
-        // __pick_eevdf with the running thread: it keeps the CPU while
-        // eligible and protected (RUN_TO_PARITY); past its protection, the
-        // scheduler picks again (the earliest eligible deadline, the
-        // running thread included while eligible)
-        let protected = self.vruntime[r] < self.vprot[r];
-        if self.eligible(r) && protected {
-            return false;
+        // decided where the two meet: in their group's queue, else
+        // between their top-level entities
+        if self.group[w].is_some() && self.group[w] == self.group[r] {
+            self.e.preempts(w, r)
+        } else {
+            self.e.preempts(self.top(w), self.top(r))
         }
-        if !protected {
-            return true;
-        }
-        let rq = &self.rqs[self.cpu[w]];
-        let v = rq.avg();
-        rq.ready
-            .iter()
-            .find(|k| self.vruntime[k.2 as usize] <= v)
-            .is_some_and(|k| k.2 == woken.0)
     }
 
     fn ready(&self) -> usize {
-        self.rqs.iter().map(|q| q.ready.len()).sum()
+        (0..self.cpus).map(|c| self.ready_on(c as u32)).sum()
     }
 
     fn ready_on(&self, c: u32) -> usize {
-        self.rqs[c as usize % self.rqs.len()].ready.len()
+        let c = c as usize % self.cpus;
+        let top = self.e.rqs[c]
+            .ready
+            .iter()
+            .filter(|k| (k.2 as usize) < self.threads)
+            .count();
+        top + (0..self.shares.len())
+            .map(|g| self.e.rqs[self.cpus + g * self.cpus + c].ready.len())
+            .sum::<usize>()
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn pick(s: &mut Eevdf) -> Option<u32> {
-        s.pick(&mut |_| true).map(|t| t.0)
-    }
-
-    #[test]
-    fn the_slice_is_linux_default_for_the_cpu_count() {
-        assert_eq!(Eevdf::default_slice_ns(1), 750_000);
-        assert_eq!(Eevdf::default_slice_ns(2), 1_500_000);
-        assert_eq!(Eevdf::default_slice_ns(4), 2_250_000);
-        assert_eq!(Eevdf::default_slice_ns(64), 3_000_000);
-    }
-
-    #[test]
-    fn equal_threads_take_turns_by_deadline() {
-        let mut s = Eevdf::new(vec![1024; 2], 1, 1_000_000, 0, 0);
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        s.enqueue(ThreadId(1), Sub::ProperReady, true);
-        assert_eq!(pick(&mut s), Some(0));
-        assert_eq!(s.slice_ns(ThreadId(0), 1), 1_000_000);
-        s.charge(ThreadId(0), 1_000_000);
-        s.enqueue(ThreadId(0), Sub::SliceEnd, false);
-        // 0 is ahead of the average now, 1 is not
-        assert_eq!(pick(&mut s), Some(1));
-        s.charge(ThreadId(1), 1_000_000);
-        s.enqueue(ThreadId(1), Sub::SliceEnd, false);
-        assert_eq!(pick(&mut s), Some(0));
-    }
-
-    #[test]
-    fn a_partly_used_slice_resumes_where_it_stopped() {
-        let mut s = Eevdf::new(vec![1024; 2], 1, 1_000_000, 0, 0);
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        assert_eq!(pick(&mut s), Some(0));
-        s.charge(ThreadId(0), 300_000);
-        s.enqueue(ThreadId(0), Sub::ProperReady, false);
-        assert_eq!(pick(&mut s), Some(0));
-        assert_eq!(s.slice_ns(ThreadId(0), 0), 700_000);
-    }
-
-    #[test]
-    fn an_owed_sleeper_comes_back_owed_and_one_ahead_stays_ahead() {
-        let ms = 1_000_000;
-        let mut s = Eevdf::new(vec![1024; 3], 1, ms, 0, 0);
-        for t in 0..3 {
-            s.enqueue(ThreadId(t), Sub::ProperReady, true);
-        }
-        // 0 runs 2 ms and sleeps ahead of its share: it stays counted
-        assert_eq!(pick(&mut s), Some(0));
-        s.charge(ThreadId(0), 2 * ms);
-        s.sleep(ThreadId(0));
-        assert!(s.delayed[0]);
-        // 1 runs 1 ms (average now 1 ms); 2 sleeps unrun: owed 1 ms
-        assert_eq!(pick(&mut s), Some(1));
-        s.charge(ThreadId(1), ms);
-        s.enqueue(ThreadId(1), Sub::SliceEnd, false);
-        assert_eq!(s.rqs[0].avg(), ms);
-        assert_eq!(pick(&mut s), Some(2));
-        s.sleep(ThreadId(2));
-        assert_eq!(s.slept[2], Some(ms));
-        // 0 wakes before the average (1.5 ms) reaches it: resumes at 2 ms
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        assert_eq!(s.vruntime[0], 2 * ms);
-        // 2 is placed its lag behind, scaled by (W + w) / W = 3/2
-        s.enqueue(ThreadId(2), Sub::ProperReady, true);
-        assert_eq!(s.vruntime[2], 3 * ms / 2 - 3 * ms / 2);
-        assert_eq!(pick(&mut s), Some(2));
-    }
-
-    #[test]
-    fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
-        let ms = 1_000_000;
-        let mut s = Eevdf::new(vec![1024; 2], 1, ms, 0, 0);
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        s.enqueue(ThreadId(1), Sub::ProperReady, true);
-        assert_eq!(pick(&mut s), Some(0));
-        s.charge(ThreadId(0), 2 * ms);
-        s.sleep(ThreadId(0));
-        assert!(s.delayed[0]);
-        assert_eq!(pick(&mut s), Some(1));
-        s.charge(ThreadId(1), 3 * ms);
-        // the average passed 0's 2 ms: it leaves with zero lag ...
-        s.enqueue(ThreadId(1), Sub::SliceEnd, false);
-        assert!(!s.delayed[0] && !s.on_rq[0]);
-        // ... and comes back level with the queue (1 alone, at 3 ms)
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        assert_eq!(s.vruntime[0], 3 * ms);
-    }
-
-    #[test]
-    fn a_wakeup_preempts_only_a_thread_ahead_of_its_share_or_past_its_slice() {
-        let us = 1_000;
-        let mut s = Eevdf::new(vec![1024; 2], 1, 1000 * us, 0, 0);
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        assert_eq!(pick(&mut s), Some(0));
-        s.charge(ThreadId(0), 500 * us);
-        s.enqueue(ThreadId(1), Sub::ProperReady, true);
-        // 1 is placed at the average, which is 0's own time: 0 is still
-        // eligible and inside its slice (RUN_TO_PARITY)
-        assert_eq!(s.vruntime[1], 500 * us);
-        assert!(!s.preempts(ThreadId(1), ThreadId(0)));
-        // 0 runs on past the average: 1 is the eligible one now
-        s.charge(ThreadId(0), 200 * us);
-        assert!(!s.eligible(0));
-        assert!(s.preempts(ThreadId(1), ThreadId(0)));
-        // past its protected slice, any wakeup makes the CPU choose again
-        let mut s = Eevdf::new(vec![1024; 2], 1, 1000 * us, 0, 0);
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        assert_eq!(pick(&mut s), Some(0));
-        s.charge(ThreadId(0), 1000 * us);
-        s.enqueue(ThreadId(1), Sub::ProperReady, true);
-        assert!(s.preempts(ThreadId(1), ThreadId(0)));
-    }
-
-    #[test]
-    fn an_idle_cpu_pulls_only_when_allowed_and_not_a_cache_hot_thread() {
-        let ms = 1_000_000;
-        let mut s = Eevdf::new(vec![1024; 2], 2, ms, 0, ms / 2);
-        s.migrate(ThreadId(0), 1);
-        s.migrate(ThreadId(1), 1);
-        s.enqueue(ThreadId(0), Sub::ProperReady, true);
-        s.enqueue(ThreadId(1), Sub::ProperReady, true);
-        assert_eq!(s.pick_on(1, 0, true, &mut |_| true), Some(ThreadId(0)));
-        s.charge(ThreadId(0), ms);
-        s.enqueue(ThreadId(0), Sub::SliceEnd, false);
-        assert_eq!(s.pick_on(1, ms, true, &mut |_| true), Some(ThreadId(1)));
-        assert_eq!(s.ready_on(1), 1);
-        // CPU 0 is idle: no pull unless balancing is allowed, and 0 ran
-        // until 1 ms, so it is cache-hot until 1.5 ms
-        assert_eq!(s.pick_on(0, ms + ms / 4, false, &mut |_| true), None);
-        assert_eq!(s.pick_on(0, ms + ms / 4, true, &mut |_| true), None);
-        let rel = s.deadline[0] - s.vruntime[0];
-        assert_eq!(s.pick_on(0, 2 * ms, true, &mut |_| true), Some(ThreadId(0)));
-        assert_eq!(s.cpu[0], 0);
-        assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 0));
-        // it keeps its relative deadline (PLACE_REL_DEADLINE)
-        assert_eq!(s.deadline[0] - s.vruntime[0], rel);
-    }
-
-    #[test]
-    fn yield_picks_the_target() {
-        let mut s = Eevdf::new(vec![1024; 3], 1, 1_000_000, 0, 0);
-        for t in 0..3 {
-            s.enqueue(ThreadId(t), Sub::ProperReady, true);
-        }
-        s.boost(ThreadId(2));
-        assert_eq!(pick(&mut s), Some(2));
-        assert_eq!(s.slice_tick_ns(), None);
-        assert_eq!(
-            Eevdf::new(vec![1024], 1, 1, 4_000_000, 0).slice_tick_ns(),
-            Some(4_000_000)
-        );
-    }
-}
+mod tests;

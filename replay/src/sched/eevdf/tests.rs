@@ -1,0 +1,262 @@
+//! The EEVDF queues: flat behaviour (slices, lag, delayed dequeue,
+//! wakeup preemption, pulls) and group scheduling.
+
+use super::*;
+
+fn pick(s: &mut Eevdf) -> Option<u32> {
+    s.pick(&mut |_| true).map(|t| t.0)
+}
+
+#[test]
+fn the_slice_is_linux_default_for_the_cpu_count() {
+    assert_eq!(Eevdf::default_slice_ns(1), 750_000);
+    assert_eq!(Eevdf::default_slice_ns(2), 1_500_000);
+    assert_eq!(Eevdf::default_slice_ns(4), 2_250_000);
+    assert_eq!(Eevdf::default_slice_ns(64), 3_000_000);
+}
+
+#[test]
+fn equal_threads_take_turns_by_deadline() {
+    let mut s = Eevdf::new(vec![1024; 2], 1, 1_000_000, 0, 0);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert_eq!(pick(&mut s), Some(0));
+    assert_eq!(s.slice_ns(ThreadId(0), 1), 1_000_000);
+    s.charge(ThreadId(0), 1_000_000);
+    s.enqueue(ThreadId(0), Sub::SliceEnd, false);
+    // 0 is ahead of the average now, 1 is not
+    assert_eq!(pick(&mut s), Some(1));
+    s.charge(ThreadId(1), 1_000_000);
+    s.enqueue(ThreadId(1), Sub::SliceEnd, false);
+    assert_eq!(pick(&mut s), Some(0));
+}
+
+#[test]
+fn a_partly_used_slice_resumes_where_it_stopped() {
+    let mut s = Eevdf::new(vec![1024; 2], 1, 1_000_000, 0, 0);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(pick(&mut s), Some(0));
+    s.charge(ThreadId(0), 300_000);
+    s.enqueue(ThreadId(0), Sub::ProperReady, false);
+    assert_eq!(pick(&mut s), Some(0));
+    assert_eq!(s.slice_ns(ThreadId(0), 0), 700_000);
+}
+
+#[test]
+fn an_owed_sleeper_comes_back_owed_and_one_ahead_stays_ahead() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 3], 1, ms, 0, 0);
+    for t in 0..3 {
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    // 0 runs 2 ms and sleeps ahead of its share: it stays counted
+    assert_eq!(pick(&mut s), Some(0));
+    s.charge(ThreadId(0), 2 * ms);
+    s.sleep(ThreadId(0));
+    assert!(s.e.delayed[0]);
+    // 1 runs 1 ms (average now 1 ms); 2 sleeps unrun: owed 1 ms
+    assert_eq!(pick(&mut s), Some(1));
+    s.charge(ThreadId(1), ms);
+    s.enqueue(ThreadId(1), Sub::SliceEnd, false);
+    assert_eq!(s.e.rqs[0].avg(), ms);
+    assert_eq!(pick(&mut s), Some(2));
+    s.sleep(ThreadId(2));
+    assert_eq!(s.e.slept[2], Some(ms));
+    // 0 wakes before the average (1.5 ms) reaches it: resumes at 2 ms
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(s.e.vruntime[0], 2 * ms);
+    // 2 is placed its lag behind, scaled by (W + w) / W = 3/2
+    s.enqueue(ThreadId(2), Sub::ProperReady, true);
+    assert_eq!(s.e.vruntime[2], 3 * ms / 2 - 3 * ms / 2);
+    assert_eq!(pick(&mut s), Some(2));
+}
+
+#[test]
+fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 2], 1, ms, 0, 0);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert_eq!(pick(&mut s), Some(0));
+    s.charge(ThreadId(0), 2 * ms);
+    s.sleep(ThreadId(0));
+    assert!(s.e.delayed[0]);
+    assert_eq!(pick(&mut s), Some(1));
+    s.charge(ThreadId(1), 3 * ms);
+    // the average passed 0's 2 ms: it leaves with zero lag ...
+    s.enqueue(ThreadId(1), Sub::SliceEnd, false);
+    assert!(!s.e.delayed[0] && !s.e.on_rq[0]);
+    // ... and comes back level with the queue (1 alone, at 3 ms)
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(s.e.vruntime[0], 3 * ms);
+}
+
+#[test]
+fn a_wakeup_preempts_only_a_thread_ahead_of_its_share_or_past_its_slice() {
+    let us = 1_000;
+    let mut s = Eevdf::new(vec![1024; 2], 1, 1000 * us, 0, 0);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(pick(&mut s), Some(0));
+    s.charge(ThreadId(0), 500 * us);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    // 1 is placed at the average, which is 0's own time: 0 is still
+    // eligible and inside its slice (RUN_TO_PARITY)
+    assert_eq!(s.e.vruntime[1], 500 * us);
+    assert!(!s.preempts(ThreadId(1), ThreadId(0)));
+    // 0 runs on past the average: 1 is the eligible one now
+    s.charge(ThreadId(0), 200 * us);
+    assert!(!s.e.eligible(0));
+    assert!(s.preempts(ThreadId(1), ThreadId(0)));
+    // past its protected slice, any wakeup makes the CPU choose again
+    let mut s = Eevdf::new(vec![1024; 2], 1, 1000 * us, 0, 0);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(pick(&mut s), Some(0));
+    s.charge(ThreadId(0), 1000 * us);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert!(s.preempts(ThreadId(1), ThreadId(0)));
+}
+
+#[test]
+fn an_idle_cpu_pulls_only_when_allowed_and_not_a_cache_hot_thread() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 2], 2, ms, 0, ms / 2);
+    s.migrate(ThreadId(0), 1);
+    s.migrate(ThreadId(1), 1);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert_eq!(s.pick_on(1, 0, true, &mut |_| true), Some(ThreadId(0)));
+    s.charge(ThreadId(0), ms);
+    s.enqueue(ThreadId(0), Sub::SliceEnd, false);
+    assert_eq!(s.pick_on(1, ms, true, &mut |_| true), Some(ThreadId(1)));
+    assert_eq!(s.ready_on(1), 1);
+    // CPU 0 is idle: no pull unless balancing is allowed, and 0 ran
+    // until 1 ms, so it is cache-hot until 1.5 ms
+    assert_eq!(s.pick_on(0, ms + ms / 4, false, &mut |_| true), None);
+    assert_eq!(s.pick_on(0, ms + ms / 4, true, &mut |_| true), None);
+    let rel = s.e.deadline[0] - s.e.vruntime[0];
+    assert_eq!(s.pick_on(0, 2 * ms, true, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(s.cpu[0], 0);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 0));
+    // it keeps its relative deadline (PLACE_REL_DEADLINE)
+    assert_eq!(s.e.deadline[0] - s.e.vruntime[0], rel);
+}
+
+#[test]
+fn yield_picks_the_target() {
+    let mut s = Eevdf::new(vec![1024; 3], 1, 1_000_000, 0, 0);
+    for t in 0..3 {
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    s.boost(ThreadId(2));
+    assert_eq!(pick(&mut s), Some(2));
+    assert_eq!(s.slice_tick_ns(), None);
+    assert_eq!(
+        Eevdf::new(vec![1024], 1, 1, 4_000_000, 0).slice_tick_ns(),
+        Some(4_000_000)
+    );
+}
+
+/// Run CPU 0 for `rounds` stretches of `ns`, each time picking the
+/// next thread and putting it back; CPU time per thread.
+fn share(s: &mut Eevdf, threads: usize, rounds: usize, ns: i64) -> Vec<i64> {
+    let mut ran = vec![0; threads];
+    for k in 0..rounds {
+        let t = s.pick_on(0, k as i64 * ns, false, &mut |_| true).unwrap();
+        s.charge(t, ns);
+        ran[t.0 as usize] += ns;
+        s.enqueue(t, Sub::SliceEnd, false);
+    }
+    ran
+}
+
+#[test]
+fn groups_share_a_cpu_before_their_threads_do() {
+    let us = 1_000;
+    // threads 0 and 1 in group 0, thread 2 alone in group 1
+    let mut s = Eevdf::with_groups(
+        vec![1024; 3],
+        vec![Some(0), Some(0), Some(1)],
+        vec![1024, 1024],
+        1,
+        750 * us,
+        0,
+        0,
+    );
+    for t in 0..3 {
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    let ran = share(&mut s, 3, 3000, 100 * us);
+    let total: i64 = ran.iter().sum();
+    // half the CPU to each group, not a third to each thread
+    assert!((ran[2] * 100 / total - 50).abs() <= 2, "{ran:?}");
+    assert!((ran[0] * 100 / total - 25).abs() <= 2, "{ran:?}");
+    assert!((ran[1] * 100 / total - 25).abs() <= 2, "{ran:?}");
+    // without groups: a third each
+    let mut s = Eevdf::new(vec![1024; 3], 1, 750 * us, 0, 0);
+    for t in 0..3 {
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    let ran = share(&mut s, 3, 3000, 100 * us);
+    assert!(
+        ran.iter().all(|&r| (r * 100 / total - 33).abs() <= 2),
+        "{ran:?}"
+    );
+}
+
+#[test]
+fn a_wakeup_is_decided_where_the_threads_meet() {
+    let us = 1_000;
+    // 0 and 1 siblings in group 0, 2 in group 1
+    let mut s = Eevdf::with_groups(
+        vec![1024; 3],
+        vec![Some(0), Some(0), Some(1)],
+        vec![1024, 1024],
+        1,
+        1000 * us,
+        0,
+        0,
+    );
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(0)));
+    s.charge(ThreadId(0), 300 * us);
+    // a sibling waking is compared with 0 in their group's queue: 0
+    // is eligible and protected there
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert!(!s.preempts(ThreadId(1), ThreadId(0)));
+    // the other group's thread is compared with group 0 as a whole:
+    // placed at the top level's average, which group 0 alone set,
+    // it does not preempt while group 0 is within its protection ...
+    s.enqueue(ThreadId(2), Sub::ProperReady, true);
+    assert!(!s.preempts(ThreadId(2), ThreadId(0)));
+    // ... but once group 0 is ahead of its share, it does, although 0
+    // is still within its own slice in its group
+    s.charge(ThreadId(0), 100 * us);
+    assert!(!s.e.eligible(s.top(0)));
+    assert!(s.e.vruntime[0] < s.e.vprot[0]);
+    assert!(s.preempts(ThreadId(2), ThreadId(0)));
+}
+
+#[test]
+fn a_group_weighs_on_each_cpu_its_part_of_its_load() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::with_groups(vec![1024; 3], vec![Some(0); 3], vec![1024], 2, ms, 0, 0);
+    s.migrate(ThreadId(2), 1);
+    for t in 0..3 {
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    let (g0, g1) = (s.group_entity(0, 0), s.group_entity(0, 1));
+    assert_eq!((s.e.weight[g0], s.e.weight[g1]), (682, 341));
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (2, 1));
+    // 1 moves to CPU 1: even halves; the average of CPU 0's top level
+    // does not move when its group entity is reweighted
+    let avg = s.e.rqs[0].avg();
+    s.migrate(ThreadId(1), 1);
+    assert_eq!((s.e.weight[g0], s.e.weight[g1]), (341, 682));
+    assert_eq!(s.e.rqs[0].avg(), avg);
+    // the last thread on CPU 0 sleeps: the group leaves CPU 0
+    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(0)));
+    s.sleep(ThreadId(0));
+    assert!(!s.e.on_rq[g0] || s.e.delayed[g0]);
+    assert_eq!(s.ready_on(0), 0);
+    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), None);
+}
