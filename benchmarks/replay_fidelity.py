@@ -10,7 +10,9 @@ often a waking vCPU preempted a running sibling, recorded and replayed
 (`fidelity.diagnostics` in metrics.json), and the baseline again with
 the recorded placement (`+recorded`: each stretch of work on the CPU the
 capture ran it on), which shows how much of a miss is placement, and
-with the host's scheduling groups replayed (`--set sched_groups=recorded`). Each
+with the host's scheduling groups the other way round (the baseline
+replays them when each VM had a group of its own: `sched_groups=auto`;
+the comparison forces `recorded` or `off`). Each
 level is recorded with the lab's counted bursts (fixed work and no system
 calls while computing, as a vCPU in guest mode; --work-clocks count,cpu
 adds bursts that read the thread CPU clock in their loop, wall bursts
@@ -92,7 +94,9 @@ def main() -> None:
             placed = f"{policy}+recorded"
             ms = replay_capture(cap, [policy, other, placed], d / "rep")
             f, g, h = ms[policy]["fidelity"], ms[other]["fidelity"], ms[placed]["fidelity"]
-            grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": "recorded"})[policy]["fidelity"]
+            mode = ms[policy]["host"]["sched_groups_mode"]
+            flip = "off" if mode == "recorded" else "recorded"
+            grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": flip})[policy]["fidelity"]
             wait_s, stranded_s = stranded_wait(d / "cap")
             n = 2 * k[0] if len(k) == 1 else sum(k)
             sizes = "" if len(k) == 1 else f", VMs of {'+'.join(map(str, k))} vCPUs"
@@ -106,6 +110,8 @@ def main() -> None:
                 "other_throughput_err_pct": g["throughput_err_pct"],
                 "recorded_placement_cpu_time_err_pct": h["cpu_time_err_pct"],
                 "recorded_placement_throughput_err_pct": h["throughput_err_pct"],
+                "groups_mode": mode,
+                "groups_flipped": flip,
                 "groups_cpu_time_err_pct": grouped["cpu_time_err_pct"],
                 "groups_throughput_err_pct": grouped["throughput_err_pct"],
                 "recorded_wait_s": wait_s,
@@ -123,16 +129,16 @@ def main() -> None:
                 f"{lvl}, {f['policy']}: worst thread CPU-time error {f['cpu_time_err_pct']:.1f}%, worst VM throughput error {f['throughput_err_pct']:.1f}% -> {'within' if f['passed'] else 'outside'} 5%; "
                 f"({f['other_policy']}: {f['other_cpu_time_err_pct']:.1f}% / {f['other_throughput_err_pct']:.1f}%; "
                 f"+recorded: {f['recorded_placement_cpu_time_err_pct']:.1f}% / {f['recorded_placement_throughput_err_pct']:.1f}%; "
-                f"groups: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%); "
+                f"groups {f['groups_flipped']}: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%); "
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
                 f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}"
             )
     if a.runs > 1:
         print("medians (worst thread CPU-time / worst VM throughput error):")
         for lvl, runs in res.items():
-            print(f"  {lvl}, {runs[0]['policy']}: {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
+            print(f"  {lvl}, {runs[0]['policy']} (groups {'/'.join(sorted({r['groups_mode'] for r in runs}))}): {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
                   f"+recorded: {_median(runs, 'recorded_placement_cpu_time_err_pct'):.1f}% / {_median(runs, 'recorded_placement_throughput_err_pct'):.1f}%; "
-                  f"groups: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%")
+                  f"groups {'/'.join(sorted({r['groups_flipped'] for r in runs}))}: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%")
 
 
 def _median(runs: list[dict], key: str) -> float:

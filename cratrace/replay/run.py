@@ -48,8 +48,8 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
         elif k in HOST:
             host[k] = float(v)
         elif k in OTHER:
-            if k == "sched_groups" and v not in ("recorded", "off"):
-                raise UsageError(f"--set sched_groups={v}: recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
+            if k == "sched_groups" and v not in ("auto", "recorded", "off"):
+                raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
             other[k] = v
         elif k.startswith("class.") and len(k) > 6:
             # per-VM label for asymmetric placement
@@ -65,6 +65,23 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
             allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
     return engine, costs, host, other
+
+
+def resolve_sched_groups(w: Workload, mode: str) -> str:
+    """`auto` → `recorded` when the capture's VMs were in different
+    scheduling groups (per-VM cgroups or sessions: the kernel then splits
+    CPUs between VMs by group weight, which one flat queue cannot), else
+    `off`. On this project's lab captures the hierarchy helped in the first
+    case and hurt in the second (docs/replay-policies.md)."""
+    if mode != "auto":
+        return mode
+    vm_groups: dict[int, set[int]] = {}
+    for vm, g in zip(w.vm_of, w.group_of):
+        if vm >= 0:
+            vm_groups.setdefault(vm, set()).add(g)
+    separate = len(vm_groups) > 1 and all(len(gs) == 1 and -1 not in gs for gs in vm_groups.values()) \
+        and len({next(iter(gs)) for gs in vm_groups.values()}) == len(vm_groups)
+    return "recorded" if separate else "off"
 
 
 def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int) -> dict:
@@ -370,10 +387,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
     w = extract_workload(cap, marker)
-    if other.get("sched_groups", "off") == "off":
-        # off by default: on this project's lab captures the group
-        # hierarchy matched per-VM shares better but lock-holder preemption
-        # inside a group worse (docs/replay-policies.md, "Scheduling groups")
+    groups_mode = resolve_sched_groups(w, str(other.get("sched_groups", "auto")))
+    if groups_mode == "off":
         w.group_of = [-1] * len(w.group_of)
     hz = (cap.meta.get("host") or {}).get("kernel_hz")
     if isinstance(hz, (int, float)) and hz > 0:
@@ -401,6 +416,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             r = _run_engine(w, policy, engine, costs, host, limit_ns)
         gate = policy in (base, f"{base}+spin")
         metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
+        metrics["host"]["sched_groups_mode"] = groups_mode
         if any(p >= 0 for p in r.get("vcpu_pool", [])):
             # the fast cores' frequency and voltage as the engine set them
             f0 = r["core_pool"].index(0)

@@ -227,12 +227,28 @@ def test_workload_keeps_the_hosts_scheduling_groups_and_recorded_cpus(lab_captur
 
 def test_sched_groups_are_replayed_when_asked_and_bad_values_are_refused(lab_capture, tmp_path):  # noqa: F811
     on = replay_capture(lab_capture, ["eevdf"], tmp_path / "on", settings={"sched_groups": "recorded"})["eevdf"]
-    off = replay_capture(lab_capture, ["eevdf"], tmp_path / "off")["eevdf"]
-    assert off["host"]["sched_groups"] == 0, "off by default"
+    auto = replay_capture(lab_capture, ["eevdf"], tmp_path / "auto")["eevdf"]
     assert on["host"]["sched_groups"] == len(set(extract_workload(lab_capture).group_of) - {-1})
-    assert on["params"] == {"sched_groups": "recorded"}
+    assert on["params"] == {"sched_groups": "recorded"} and on["host"]["sched_groups_mode"] == "recorded"
+    # the lab's VMs shared one session: one group for all of them, so auto is off
+    assert auto["host"]["sched_groups_mode"] == "off" and auto["host"]["sched_groups"] == 0
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "bad", "--set", "sched_groups=flat")
     assert bad.returncode == 2 and "sched_groups=flat" in bad.stderr and bad.stderr.strip().count("\n") == 0
+
+
+def test_auto_groups_only_when_each_vm_has_a_group_of_its_own():
+    from cratrace.replay.run import resolve_sched_groups
+    from cratrace.replay.workload import Workload
+
+    def w(vm_of, group_of):
+        return Workload(t0=0, duration_ns=1, vm_of=vm_of, group_of=group_of)
+
+    assert resolve_sched_groups(w([0, 0, 1, 1, -1], [0, 0, 1, 1, 2]), "auto") == "recorded"
+    assert resolve_sched_groups(w([0, 0, 1, 1, -1], [0, 0, 0, 0, 1]), "auto") == "off"  # one group for both VMs
+    assert resolve_sched_groups(w([0, 0, 1, 1], [0, -1, 1, 1]), "auto") == "off"  # a vCPU in the root group
+    assert resolve_sched_groups(w([0, 1], [-1, -1]), "auto") == "off"  # nothing recorded
+    assert resolve_sched_groups(w([0, 0], [0, 0]), "auto") == "off"  # one VM: no split to decide
+    assert resolve_sched_groups(w([0, 1], [-1, -1]), "recorded") == "recorded"
 
 
 def test_recorded_placement_runs_work_where_the_capture_ran_it(lab_capture, tmp_path):  # noqa: F811
