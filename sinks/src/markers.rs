@@ -135,57 +135,94 @@ impl MarkerLines {
         let bytes_per_row = r.uncompressed_bytes("buf") / r.rows().max(1) + 1;
         let mut p = Parser::with_capacity(r.rows(), batch_rows, batch_rows * bytes_per_row);
         let mut kept = Parser::with_capacity(0, 0, 0);
-        let mut t = EncodedTable::streamed(schema(), codec, &ENCODINGS)?;
-        for b in r {
-            let start = p.ts.len();
-            p.push(&b?)?;
-            if p.ts.len() == start {
-                continue;
-            }
-            // this batch's rows, and the last row before them
-            if !p.ts[start.saturating_sub(1)..]
-                .windows(2)
-                .all(|w| w[0] <= w[1])
-            {
+        let t = EncodedTable::streamed(schema(), codec, &ENCODINGS)?;
+        // A batch's text columns are encoded on a thread of their own while
+        // the next batch is read and parsed (the encoding, mostly LZ4 over
+        // the raw text, took as long as the parse when they took turns).
+        // The encoder hands each batch's buffers back for a later batch.
+        let (to_encoder, batches) = std::sync::mpsc::sync_channel::<[StringArray; 3]>(1);
+        let (give_back, spent) = std::sync::mpsc::channel::<[StringArray; 3]>();
+        std::thread::scope(|s| {
+            let encoder = s.spawn(move || -> Result<EncodedTable, String> {
+                let mut t = t;
+                for texts in batches {
+                    let arrays: Vec<ArrayRef> = texts
+                        .iter()
+                        .map(|a| Arc::new(a.clone()) as ArrayRef)
+                        .collect();
+                    t.push_group(&[5, 6, 7], &arrays)?;
+                    drop(arrays);
+                    // the parser may have finished: then nothing needs them
+                    let _ = give_back.send(texts);
+                }
+                Ok(t)
+            });
+            let parsed = (|| -> Result<bool, String> {
+                for b in r {
+                    let start = p.ts.len();
+                    p.push(&b?)?;
+                    if p.ts.len() == start {
+                        continue;
+                    }
+                    // this batch's rows, and the last row before them
+                    if !p.ts[start.saturating_sub(1)..]
+                        .windows(2)
+                        .all(|w| w[0] <= w[1])
+                    {
+                        return Ok(false);
+                    }
+                    let (name, fields, text) = p.take_texts();
+                    for i in 0..name.len() {
+                        if keep.contains(&name.value(i)) {
+                            let row = start + i;
+                            kept.push_line(
+                                p.ts[row],
+                                p.cpu[row],
+                                p.tid.values_slice()[row],
+                                p.tid
+                                    .validity_slice()
+                                    .is_none_or(|v| arrow_buffer::bit_util::get_bit(v, row)),
+                                text.value(i),
+                            );
+                        }
+                    }
+                    if to_encoder.send([name, fields, text]).is_err() {
+                        // the encoder stopped on an error: joining it says which
+                        return Ok(true);
+                    }
+                    if let Ok([name, fields, text]) = spent.try_recv() {
+                        p.give_back_texts(name, fields, text);
+                    }
+                }
+                Ok(true)
+            })();
+            drop(to_encoder);
+            let t = encoder
+                .join()
+                .unwrap_or_else(|_| Err("markers: the text encoder panicked".into()));
+            let (in_order, mut t) = match (parsed, t) {
+                (Err(e), _) | (Ok(_), Err(e)) => return Err(e),
+                (Ok(in_order), Ok(t)) => (in_order, t),
+            };
+            if !in_order {
                 return Ok(None);
             }
-            let (name, fields, text) = p.take_texts();
-            for i in 0..name.len() {
-                if keep.contains(&name.value(i)) {
-                    let row = start + i;
-                    kept.push_line(
-                        p.ts[row],
-                        p.cpu[row],
-                        p.tid.values_slice()[row],
-                        p.tid
-                            .validity_slice()
-                            .is_none_or(|v| arrow_buffer::bit_util::get_bit(v, row)),
-                        text.value(i),
-                    );
-                }
-            }
-            {
-                let arrays: Vec<ArrayRef> = vec![
-                    Arc::new(name.clone()),
-                    Arc::new(fields.clone()),
-                    Arc::new(text.clone()),
-                ];
-                t.push_group(&[5, 6, 7], &arrays)?;
-            }
-            p.give_back_texts(name, fields, text);
-        }
-        let mut lines = p.finish_columns();
-        let arrays: Vec<ArrayRef> = vec![
-            Arc::new(lines.ts.clone()),
-            Arc::new(lines.cpu.clone()),
-            Arc::new(lines.tid.clone()),
-        ];
-        t.encode(&[0, 1, 2], &arrays)?;
-        lines.streamed = Some((
-            keep.iter().map(|k| k.to_string()).collect(),
-            Box::new(kept.finish_columns()),
-        ));
-        Ok(Some((lines, t)))
+            let mut lines =
+                std::mem::replace(&mut p, Parser::with_capacity(0, 0, 0)).finish_columns();
+            let arrays: Vec<ArrayRef> = vec![
+                Arc::new(lines.ts.clone()),
+                Arc::new(lines.cpu.clone()),
+                Arc::new(lines.tid.clone()),
+            ];
+            t.encode(&[0, 1, 2], &arrays)?;
+            lines.streamed = Some((
+                keep.iter().map(|k| k.to_string()).collect(),
+                Box::new(
+                    std::mem::replace(&mut kept, Parser::with_capacity(0, 0, 0)).finish_columns(),
+                ),
+            ));
+            Ok(Some((lines, t)))
+        })
     }
 
     /// Rows sorted by `ts`, ties in input order (print tables from an
