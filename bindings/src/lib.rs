@@ -28,6 +28,37 @@ fn parquet_codec(path: std::path::PathBuf) -> PyResult<Option<&'static str>> {
     cratrace_arrow::parquet_codec(&path).map_err(errors::damaged_table)
 }
 
+/// BLAKE3 of a file's bytes, as hex (the GIL is released): the content
+/// fingerprint `cratrace import` records for a source that came without a
+/// manifest checksum. At about four times SHA-256's speed here it costs a
+/// perf.data import a tenth of its time instead of a quarter.
+#[pyfunction]
+fn file_blake3(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
+    py.detach(|| {
+        let mut f = std::fs::File::open(&path)?;
+        let mut h = blake3::Hasher::new();
+        // 1 MiB reads: large enough for the SIMD paths' wide batches
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match std::io::Read::read(&mut f, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    h.update(&buf[..n]);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(h.finalize().to_hex().to_string())
+    })
+    .map_err(|e| {
+        errors::to_py(cratrace_format::ReadError::Io {
+            path: path.clone(),
+            source: e,
+        })
+    })
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -40,6 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
+    m.add_function(wrap_pyfunction!(file_blake3, m)?)?;
     m.add_class::<markers::MarkerLines>()?;
     m.add_class::<arrow_stream::ArrowTable>()?;
     Ok(())

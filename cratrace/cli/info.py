@@ -40,7 +40,8 @@ def info_cmd(
         "clock": m.get("clock"),
         "lost_events": m.get("lost_events", {}),
         "dropped_fields": m.get("dropped_fields", []),
-        "sources": [{k: s[k] for k in ("path", "kind", "sha256", "bytes")} for s in m.get("sources", [])],
+        # a source's checksum: the SHA-256 its manifest gave (checked), else BLAKE3
+        "sources": [{k: s[k] for k in ("path", "kind", "sha256", "blake3", "bytes") if k in s} for s in m.get("sources", [])],
         "model_tables": sorted(cap.model_paths),
         "vms": [v.get("name") for v in m.get("vms", [])],
         "warnings": m.get("warnings", []),
@@ -51,7 +52,9 @@ def info_cmd(
         console.print(f"[bold]{capture}[/]  {summary['total_events']:,} events, {len(summary['events'])} tables")
         console.print(f"time   {_fmt_ns(tr[0])} .. {_fmt_ns(tr[1])}  ({summary['duration_s'] or 0:.3f} s)   clock {m.get('clock')}   CPUs {m.get('cpus')}")
         for s in summary["sources"]:
-            console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes, sha256 {s['sha256'][:12]}…)", highlight=False)
+            algorithm = next((a for a in ("sha256", "blake3") if s.get(a)), None)
+            checksum = f", {algorithm} {s[algorithm][:12]}…" if algorithm else ""
+            console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes{checksum})", highlight=False)
         from rich.table import Table
 
         t = Table("event", "rows", box=None, pad_edge=False)
