@@ -349,20 +349,25 @@ impl MarkerLines {
         let mut vm = StringBuilder::with_capacity(n, n * 4);
         let mut vcpu = Int32Builder::with_capacity(n);
         for i in 0..n {
-            let w = if self.tid.is_valid(i) {
-                writers.of.get(&self.tid.value(i))
-            } else {
-                None
+            // the writer is looked up only for a line that lacks a value:
+            // most name both (a hash lookup per line was a tenth of the write:
+            // 0.28 -> 0.25 s, medians of 6, on 5.2 M lines)
+            let writer = || {
+                if self.tid.is_valid(i) {
+                    writers.of.get(&self.tid.value(i))
+                } else {
+                    None
+                }
             };
             if self.vm.is_valid(i) {
                 vm.append_value(self.vm.value(i));
             } else {
-                vm.append_option(w.and_then(|w| w.0.as_deref()));
+                vm.append_option(writer().and_then(|w| w.0.as_deref()));
             }
             vcpu.append_option(if self.vcpu.is_valid(i) {
                 Some(self.vcpu.value(i))
             } else {
-                w.and_then(|w| w.1)
+                writer().and_then(|w| w.1)
             });
         }
         (Arc::new(vm.finish()), Arc::new(vcpu.finish()))
