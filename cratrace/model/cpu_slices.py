@@ -24,16 +24,22 @@ def cpu_slices(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.DataFra
     if "sched_switch" not in ev:
         return empty("cpu_slices")
     start, end = span
-    sw = top_buffer(ev["sched_switch"]).select("ts", "cpu", "prev_pid", "next_pid").collect().sort("cpu", "ts", maintain_order=True)
+    # the events are in time order: a stable sort by CPU puts each CPU's
+    # switches together, in time order (half the cost of sorting by both)
+    sw = top_buffer(ev["sched_switch"]).select("ts", "cpu", "prev_pid", "next_pid").collect().sort("cpu", maintain_order=True)
     if sw.height == 0:
         return empty("cpu_slices")
-    sw = sw.with_columns(pl.col("next_pid").shift(1).over("cpu").alias("_on"), pl.col("ts").shift(1).over("cpu").alias("_prev_ts"))
-    first = sw.group_by("cpu").agg(pl.col("ts").first().alias("end"), pl.col("prev_pid").first().alias("tid")).with_columns(pl.lit(start, pl.Int64).alias("start"))
+    cpu = pl.col("cpu")
+    # neighbours on the same CPU: the rows are grouped by CPU, so a shift
+    # and a comparison do what a window over each CPU would
+    after_same, before_same = cpu == cpu.shift(1), cpu == cpu.shift(-1)
+    sw = sw.with_columns(pl.when(after_same).then(pl.col("next_pid").shift(1)).alias("_on"), pl.when(after_same).then(pl.col("ts").shift(1)).alias("_prev_ts"))
+    first = sw.filter(~after_same.fill_null(False)).select("cpu", pl.col("ts").alias("end"), pl.col("prev_pid").alias("tid"), pl.lit(start, pl.Int64).alias("start"))
     body = sw.select(
         "cpu",
         pl.col("next_pid").alias("tid"),
         pl.col("ts").alias("start"),
-        pl.col("ts").shift(-1).over("cpu").fill_null(pl.lit(end, pl.Int64)).alias("end"),
+        pl.when(before_same).then(pl.col("ts").shift(-1)).otherwise(pl.lit(end, pl.Int64)).alias("end"),
     )
     body, missed = _missing_switch_ins(body, sw, ev)
     s = pl.concat([first.select("cpu", "tid", "start", "end"), body, missed]).with_columns(pl.col("tid").cast(pl.Int64))
