@@ -459,14 +459,19 @@ fn fill_words(list: &mut Vec<u64>, w: &[u32]) {
 
 /// TSC cycles to nanoseconds at a fixed frequency, rounded to the
 /// nearest: `ns = tsc * (1e9 / hz)` with the factor held as an integer
-/// part and a 64-bit binary fraction, so a record costs two integer
+/// part and a 64-bit binary fraction, so a record costs integer
 /// multiplications (a float division and conversion per record were a
-/// tenth of the reader's time). The factor is exact to 2^-64 when `hz` is
-/// a whole number of Hz (what `xl info` and host.json give), to the
-/// precision of a double otherwise.
+/// tenth of the reader's time). When `hz` is a whole number of Hz (what
+/// `xl info` and host.json give) the factor is within 2^-65 of exact, so
+/// the product is within a nanosecond of the exact value, and a check in
+/// 128-bit integers makes it the exact value rounded half up (a proptest
+/// found a TSC where the product alone was 1 ns off); otherwise it is as
+/// precise as a double.
 struct TscToNs {
     whole: u64,
     frac: u64,
+    /// the frequency, when a whole number of Hz: the exactness check's
+    exact_hz: Option<u64>,
 }
 
 impl TscToNs {
@@ -486,6 +491,7 @@ impl TscToNs {
             TscToNs {
                 whole: whole as u64,
                 frac,
+                exact_hz: Some(hz as u64),
             }
         } else {
             let whole = (1e9 / hz).trunc();
@@ -494,6 +500,7 @@ impl TscToNs {
             TscToNs {
                 whole: whole as u64,
                 frac: (rest / hz * 2f64.powi(64)) as u64,
+                exact_hz: None,
             }
         }
     }
@@ -501,7 +508,23 @@ impl TscToNs {
     #[inline]
     fn ns(&self, tsc: u64) -> i64 {
         let part = ((tsc as u128 * self.frac as u128 + (1 << 63)) >> 64) as u64;
-        tsc.wrapping_mul(self.whole).wrapping_add(part) as i64
+        let q = tsc.wrapping_mul(self.whole).wrapping_add(part);
+        let Some(hz) = self.exact_hz else {
+            return q as i64;
+        };
+        // q is within 1 of floor((2·tsc·1e9 + hz) / (2·hz)); make it that
+        // (all products < 2^110)
+        let t = tsc as u128 * 2_000_000_000 + hz as u128;
+        let d = 2 * hz as u128;
+        let q = q as u128;
+        let q = if q * d > t {
+            q - 1
+        } else if (q + 1) * d <= t {
+            q + 1
+        } else {
+            q
+        };
+        q as i64
     }
 }
 
@@ -929,13 +952,20 @@ mod tests {
                 assert_eq!(c.ns(tsc), exact(tsc, hz), "tsc {tsc} at {hz} Hz");
             }
         }
+        // where the multiply alone was 1 ns off (found by the proptest below)
+        for (tsc, hz) in [
+            (16_992_516_567_171_789u64, 6_289_222_859u64),
+            (4_220_929_263_542_164, 901_794_698),
+        ] {
+            assert_eq!(TscToNs::new(hz as f64).ns(tsc), exact(tsc, hz));
+        }
     }
 
     proptest! {
         #[test]
         fn tsc_to_ns_is_the_rounded_exact_value(tsc in 0u64..1 << 54, hz in 1_000_000u64..10_000_000_000) {
-            // within 1 ns of exact only where the exact value sits within
-            // 2^-64 relative of a half: never at these magnitudes
+            // the multiply can be 1 ns off where the exact value sits near a
+            // half; the 128-bit check must always correct it
             prop_assert_eq!(TscToNs::new(hz as f64).ns(tsc), exact(tsc, hz));
         }
 
