@@ -25,6 +25,7 @@ use parquet::file::metadata::ColumnChunkMetaData;
 use parquet::file::statistics::Statistics;
 use parquet::file::writer::{SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::ColumnDescPtr;
+use std::borrow::Cow;
 
 /// How a column's values are encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -192,8 +193,11 @@ fn plain_ints<T: IntValue>(out: &mut Vec<u8>, v: &[T]) {
 }
 
 /// `values` with the rows of `nulls` (ascending, relative to `values`)
-/// left out.
-fn without<T: Copy>(values: &[T], nulls: &[usize]) -> Vec<T> {
+/// left out; borrowed when there are none.
+fn without<'a, T: Copy>(values: &'a [T], nulls: &[usize]) -> Cow<'a, [T]> {
+    if nulls.is_empty() {
+        return Cow::Borrowed(values);
+    }
     let mut out = Vec::with_capacity(values.len() - nulls.len());
     let mut from = 0;
     for &n in nulls {
@@ -201,7 +205,7 @@ fn without<T: Copy>(values: &[T], nulls: &[usize]) -> Vec<T> {
         from = n + 1;
     }
     out.extend_from_slice(&values[from..]);
-    out
+    Cow::Owned(out)
 }
 
 impl ColumnWriter {
@@ -366,25 +370,13 @@ impl ColumnWriter {
     }
 
     fn bools(&mut self, v: &[bool], nulls: &[usize]) -> Encoding {
-        let kept;
-        let v = if nulls.is_empty() {
-            v
-        } else {
-            kept = without(v, nulls);
-            &kept
-        };
+        let v = &*without(v, nulls);
         bitpack::pack(&mut self.page, v.iter().map(|&b| b as u64), 1);
         Encoding::PLAIN
     }
 
     fn floats(&mut self, v: &[f64], nulls: &[usize]) -> Encoding {
-        let kept;
-        let v = if nulls.is_empty() {
-            v
-        } else {
-            kept = without(v, nulls);
-            &kept
-        };
+        let v = &*without(v, nulls);
         let mut lo = f64::INFINITY;
         let mut hi = f64::NEG_INFINITY;
         for &x in v {
@@ -401,13 +393,7 @@ impl ColumnWriter {
     }
 
     fn ints<T: IntValue>(&mut self, v: &[T], nulls: &[usize]) -> Encoding {
-        let kept;
-        let v = if nulls.is_empty() {
-            v
-        } else {
-            kept = without(v, nulls);
-            &kept
-        };
+        let v = &*without(v, nulls);
         if let Some((lo, hi)) = min_max(v) {
             self.chunk
                 .bounds(Bound::Int(lo.order()), Bound::Int(hi.order()));
@@ -462,9 +448,15 @@ impl ColumnWriter {
         false
     }
 
-    /// The page's values as dictionary indices (from `self.idx`).
+    /// The page's values as indices (from `self.idx`) into the chunk's
+    /// dictionary.
     fn indices(&mut self) -> Encoding {
         let entries = self.chunk.ints.values.len().max(self.chunk.texts.len());
+        self.indices_into(entries)
+    }
+
+    /// `self.idx` as RLE/bit-packed indices into a dictionary of `entries`.
+    fn indices_into(&mut self, entries: usize) -> Encoding {
         let width = bit_width(entries.saturating_sub(1) as u64).max(1);
         self.page.push(width);
         hybrid::encode(&mut self.page, &self.idx, width);
@@ -473,19 +465,10 @@ impl ColumnWriter {
 
     /// Indices into [`Self::names`], the chunk's dictionary.
     fn keys(&mut self, v: &[u16], nulls: &[usize]) -> Encoding {
-        let kept;
-        let v = if nulls.is_empty() {
-            v
-        } else {
-            kept = without(v, nulls);
-            &kept
-        };
+        let v = &*without(v, nulls);
         self.idx.clear();
         self.idx.extend(v.iter().map(|&i| i as u32));
-        let width = bit_width(self.names.len().saturating_sub(1) as u64).max(1);
-        self.page.push(width);
-        hybrid::encode(&mut self.page, &self.idx, width);
-        Encoding::RLE_DICTIONARY
+        self.indices_into(self.names.len())
     }
 
     fn texts(&mut self, t: &Text, a: usize, b: usize, nulls: &[usize]) -> Encoding {

@@ -401,16 +401,17 @@ fn dictionaries_fall_back_pages_split_and_groups_follow_each_other() {
         n.div_ceil(group),
         "16 batches a row group"
     );
+    // column c's encodings in row group g, and in any row group
+    let chunk_encodings = |g: usize, c: usize| -> Vec<String> {
+        md.row_group(g)
+            .column(c)
+            .encodings()
+            .map(|e| format!("{e:?}"))
+            .collect()
+    };
     let encodings = |c: usize| -> Vec<String> {
-        let mut e: Vec<String> = md
-            .row_groups()
-            .iter()
-            .flat_map(|g| {
-                g.column(c)
-                    .encodings()
-                    .map(|e| format!("{e:?}"))
-                    .collect::<Vec<_>>()
-            })
+        let mut e: Vec<String> = (0..md.num_row_groups())
+            .flat_map(|g| chunk_encodings(g, c))
             .collect();
         e.sort();
         e.dedup();
@@ -427,22 +428,12 @@ fn dictionaries_fall_back_pages_split_and_groups_follow_each_other() {
         !encodings(6).contains(&"RLE_DICTIONARY".into()),
         "distinct lines"
     );
-    let first: Vec<String> = md
-        .row_group(0)
-        .column(4)
-        .encodings()
-        .map(|e| format!("{e:?}"))
-        .collect();
+    let first = chunk_encodings(0, 4);
     assert!(
         first.contains(&"RLE_DICTIONARY".into()) && first.contains(&"PLAIN".into()),
         "the first chunk falls back: {first:?}"
     );
-    let second: Vec<String> = md
-        .row_group(1)
-        .column(4)
-        .encodings()
-        .map(|e| format!("{e:?}"))
-        .collect();
+    let second = chunk_encodings(1, 4);
     assert!(
         !second.contains(&"RLE_DICTIONARY".into()),
         "and later chunks stay plain: {second:?}"
