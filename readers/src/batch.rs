@@ -262,6 +262,17 @@ impl Column {
         }
     }
 
+    /// Append the name at `k` in an enumerated column's list (a reader
+    /// that picked the name by index skips [`Column::push_name`]'s search);
+    /// out of range or another column type: null.
+    #[inline]
+    pub fn push_key(&mut self, row: u32, k: usize) {
+        match &mut self.data {
+            ColumnData::Enum { keys, names } if k < names.len() => keys.push(k as u16),
+            _ => self.push_null(row),
+        }
+    }
+
     /// Append a list to a list-of-unsigned column (anything else: null).
     #[inline]
     pub fn push_list_u64(&mut self, row: u32, xs: &[u64]) {

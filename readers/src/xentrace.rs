@@ -274,14 +274,20 @@ struct Stream {
     win_end: usize,
     last_tsc: u64,
     /// The head record while another stream leads the merge.
-    cur: Option<Rec>,
+    head: Option<Rec>,
 }
 
 /// Most bytes one read brings in for a stream.
 const READ_AHEAD: u64 = 1 << 20;
 
 impl Stream {
-    fn advance(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<bool> {
+    /// The next record of this pCPU, or `None` at its end. The common case
+    /// (another record in the current window) is inlined into the merge
+    /// loop, so the record stays in registers: returned through memory, it
+    /// was stored field by field and reloaded whole, and the stalled reload
+    /// was a seventh of the reader's time.
+    #[inline(always)]
+    fn next(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<Option<Rec>> {
         loop {
             if self.pos + 4 <= self.win_end {
                 let b = &self.buf[self.pos..self.win_end];
@@ -289,42 +295,57 @@ impl Stream {
                 let n = ((w >> 28) & 7) as usize;
                 let has_tsc = w >> 31 == 1;
                 let size = 4 + if has_tsc { 8 } else { 0 } + 4 * n;
-                if b.len() < size {
-                    s.warnings.push(format!("{}: cpu {}: a record is cut at the end of its window; rest of window skipped", path.display(), self.cpu));
-                    self.pos = self.win_end;
-                    continue;
+                if b.len() >= size {
+                    let mut off = 4;
+                    if has_tsc {
+                        self.last_tsc = u64::from_le_bytes(b[4..12].try_into().expect("8"));
+                        off = 12;
+                    }
+                    let mut words = [0u32; 7];
+                    for (i, wd) in words.iter_mut().enumerate().take(n) {
+                        *wd = u32::from_le_bytes(
+                            b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"),
+                        );
+                    }
+                    self.pos += size;
+                    return Ok(Some(Rec {
+                        ev: w & 0x0fff_ffff,
+                        tsc: self.last_tsc,
+                        n,
+                        words,
+                        bytes: size as u64,
+                    }));
                 }
-                let mut off = 4;
-                if has_tsc {
-                    self.last_tsc = u64::from_le_bytes(b[4..12].try_into().expect("8"));
-                    off = 12;
-                }
-                let mut words = [0u32; 7];
-                for (i, wd) in words.iter_mut().enumerate().take(n) {
-                    *wd =
-                        u32::from_le_bytes(b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"));
-                }
-                self.pos += size;
-                self.cur = Some(Rec {
-                    ev: w & 0x0fff_ffff,
-                    tsc: self.last_tsc,
-                    n,
-                    words,
-                    bytes: size as u64,
-                });
-                return Ok(true);
             }
-            let Some(&(start, len)) = self.windows.get(self.next_window) else {
-                self.cur = None;
-                return Ok(false);
-            };
-            if start < self.buf_start || start + len > self.buf_start + self.buf.len() as u64 {
-                self.fill(file, path)?;
+            if !self.next_window(file, path, s)? {
+                return Ok(None);
             }
-            self.next_window += 1;
-            self.pos = (start - self.buf_start) as usize;
-            self.win_end = self.pos + len as usize;
         }
+    }
+
+    /// Move to the next window (warning about a record cut at the end of
+    /// the current one); false when there is none.
+    #[cold]
+    #[inline(never)]
+    fn next_window(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<bool> {
+        if self.pos + 4 <= self.win_end {
+            s.warnings.push(format!(
+                "{}: cpu {}: a record is cut at the end of its window; rest of window skipped",
+                path.display(),
+                self.cpu
+            ));
+        }
+        let Some(&(start, len)) = self.windows.get(self.next_window) else {
+            self.pos = self.win_end;
+            return Ok(false);
+        };
+        if start < self.buf_start || start + len > self.buf_start + self.buf.len() as u64 {
+            self.fill(file, path)?;
+        }
+        self.next_window += 1;
+        self.pos = (start - self.buf_start) as usize;
+        self.win_end = self.pos + len as usize;
+        Ok(true)
     }
 
     /// Read the next window, with as many of this pCPU's following windows
@@ -362,87 +383,120 @@ fn col(name: &str, ty: ColumnType) -> ColumnSpec {
     }
 }
 
-/// The tables declared so far, with the rows each was given: every decode
-/// arm asks for its table once and writes one row.
+/// Every table this reader writes. An arm names its table by variant, so
+/// finding the table's id is an array index: hashing the record id per
+/// record was a fifteenth of the reader's time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Table {
+    RunstateChange,
+    ContinueRunning,
+    Switch,
+    SwitchInfprev,
+    SwitchInfnext,
+    Sleep,
+    Wake,
+    Yield,
+    Block,
+    DomAdd,
+    DomRemove,
+    HvmVmentry,
+    HvmVmexit,
+    HvmHlt,
+    HvmVmcall,
+    HvmIntr,
+    HvmNpf,
+    HvmIo,
+    HvmHandler,
+    PmFreqChange,
+    PmIdleEntry,
+    PmIdleExit,
+    Grant,
+    PvHypercall,
+    SchedClass,
+    Record,
+}
+
+const TABLES: usize = Table::Record as usize + 1;
+
+impl Table {
+    fn name(self) -> &'static str {
+        const NAMES: [&str; TABLES] = [
+            "xen_runstate_change",
+            "xen_continue_running",
+            "xen_switch",
+            "xen_switch_infprev",
+            "xen_switch_infnext",
+            "xen_sleep",
+            "xen_wake",
+            "xen_yield",
+            "xen_block",
+            "xen_dom_add",
+            "xen_dom_remove",
+            "xen_hvm_vmentry",
+            "xen_hvm_vmexit",
+            "xen_hvm_hlt",
+            "xen_hvm_vmcall",
+            "xen_hvm_intr",
+            "xen_hvm_npf",
+            "xen_hvm_io",
+            "xen_hvm_handler",
+            "xen_pm_freq_change",
+            "xen_pm_idle_entry",
+            "xen_pm_idle_exit",
+            "xen_grant",
+            "xen_pv_hypercall",
+            "xen_sched_class",
+            "xen_record",
+        ];
+        NAMES[self as usize]
+    }
+}
+
+/// The tables declared so far (in declaration order) and the rows each
+/// was given: every decode arm asks for its table once and writes one row.
 #[derive(Default)]
 struct Tables {
-    tables: Vec<(&'static str, TableId, u64)>,
-    /// Record id (or arm key) → 1 + index into `tables`, open addressing
-    /// (0: empty): one probe per record, where a list of a few dozen
-    /// (key, index) pairs cost a linear search.
-    by_id: Vec<(u32, u32)>,
-    keys: usize,
+    ids: [Option<TableId>; TABLES],
+    rows: [u64; TABLES],
+    declared: Vec<Table>,
 }
-
-/// The slot of `key` in an open-addressing table of a power-of-two size.
-fn slot_of(slots: &[(u32, u32)], key: u32) -> usize {
-    let mask = slots.len() - 1;
-    let mut i = (key.wrapping_mul(0x9e37_79b9) >> 16) as usize & mask;
-    while slots[i].1 != 0 && slots[i].0 != key {
-        i = (i + 1) & mask;
-    }
-    i
-}
-
-// Keys of the arms that match ranges of ids rather than fixed ones: an id
-// in a range can also reach a fixed arm (when that arm's length guard
-// holds), so a range arm must not cache its tables under the id. Record ids
-// have 28 bits, so these never collide with one.
-/// Records without a decoder of their own (`xen_record`).
-const ANY_OTHER_ID: u32 = u32::MAX;
-/// Other HVM handler records (`xen_hvm_handler`).
-const HVM_HANDLER_KEY: u32 = u32::MAX - 1;
-/// Scheduler-class records (`xen_sched_class`).
-const SCHED_CLASS_KEY: u32 = u32::MAX - 2;
 
 impl Tables {
-    /// The table for a record. `key` must pick exactly one table: the
-    /// record id in arms that match fixed ids, the arm's constant in arms
-    /// that match a range.
+    /// The id of `table`, declared with `cols` (after `tsc`) the first time.
+    #[inline(always)]
     fn get<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
-        key: u32,
-        name: &'static str,
+        table: Table,
         cols: &[(&str, ColumnType)],
     ) -> ReadResult<TableId> {
-        if !self.by_id.is_empty() {
-            let (_, i) = self.by_id[slot_of(&self.by_id, key)];
-            if i != 0 {
-                let e = &mut self.tables[i as usize - 1];
-                e.2 += 1;
-                return Ok(e.1);
-            }
+        self.rows[table as usize] += 1;
+        match self.ids[table as usize] {
+            Some(id) => Ok(id),
+            None => self.declare(sink, table, cols),
         }
-        let i = match self.tables.iter().position(|e| e.0 == name) {
-            Some(i) => i,
-            None => {
-                let mut columns = vec![col("tsc", ColumnType::U64)];
-                columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
-                let t = sink
-                    .declare_table(&TableSpec {
-                        name: name.into(),
-                        system: "xen".into(),
-                        columns,
-                    })
-                    .map_err(|what| ReadError::Sink { what })?;
-                self.tables.push((name, t, 0));
-                self.tables.len() - 1
-            }
-        };
-        if 2 * (self.keys + 1) > self.by_id.len() {
-            let size = (2 * self.by_id.len()).max(64);
-            let old = std::mem::replace(&mut self.by_id, vec![(0, 0); size]);
-            for (k, v) in old.into_iter().filter(|e| e.1 != 0) {
-                let at = slot_of(&self.by_id, k);
-                self.by_id[at] = (k, v);
-            }
-        }
-        let at = slot_of(&self.by_id, key);
-        self.by_id[at] = (key, i as u32 + 1);
-        self.keys += 1;
-        self.tables[i].2 += 1;
-        Ok(self.tables[i].1)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn declare<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        table: Table,
+        cols: &[(&str, ColumnType)],
+    ) -> ReadResult<TableId> {
+        let mut columns = vec![col("tsc", ColumnType::U64)];
+        columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
+        let id = sink
+            .declare_table(&TableSpec {
+                name: table.name().into(),
+                system: "xen".into(),
+                columns,
+            })
+            .map_err(|what| ReadError::Sink { what })?;
+        self.ids[table as usize] = Some(id);
+        self.declared.push(table);
+        Ok(id)
     }
 }
 
@@ -597,13 +651,14 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             pos: 0,
             win_end: 0,
             last_tsc: 0,
-            cur: None,
+            head: None,
         })
         .collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {
-        if st.advance(&file, path, &mut s)? {
-            heap.push(Reverse((st.cur.expect("advanced").tsc, st.cpu, i)));
+        st.head = st.next(&file, path, &mut s)?;
+        if let Some(r) = &st.head {
+            heap.push(Reverse((r.tsc, st.cpu, i)));
         }
     }
     let mut t = Tables::default();
@@ -619,9 +674,18 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     // while its head stays ahead of every other pCPU's, whose heads wait in
     // the heap: only a change of leader touches the heap, and the order is
     // the same as popping the heap per record (ties by pCPU number).
-    let mut current = heap.pop().map(|Reverse((_, _, i))| i);
-    while let Some(i) = current {
-        let r = streams[i].cur.expect("the current stream has a record");
+    // The leader's record is held here, not in its stream (see `next`).
+    let take_head = |streams: &mut [Stream], j: usize| {
+        let r = streams[j]
+            .head
+            .take()
+            .expect("a stream in the heap has a record");
+        (j, r)
+    };
+    let mut current = heap
+        .pop()
+        .map(|Reverse((_, _, i))| take_head(&mut streams, i));
+    while let Some((i, r)) = current {
         let cpu = streams[i].cpu;
         s.records += 1;
         volume[i][class_index(r.ev)] += r.bytes;
@@ -645,6 +709,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             }};
             (@ int, $c:expr, $at:expr, $v:expr) => { $c.push_int_bits($at, $v as u64) };
             (@ name, $c:expr, $at:expr, $v:expr) => { $c.push_name($at, $v) };
+            (@ key, $c:expr, $at:expr, $v:expr) => { $c.push_key($at, $v) };
             (@ list, $c:expr, $at:expr, $v:expr) => { $c.push_list_u64($at, $v) };
             (@ opt, $c:expr, $at:expr, $v:expr) => {
                 match $v {
@@ -657,8 +722,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_runstate_change",
+                    Table::RunstateChange,
                     &[
                         ("dom", I64),
                         ("vcpu", I64),
@@ -667,25 +731,19 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     ],
                 )?;
                 let (d, v) = dom_vcpu(w[0]);
-                let state = |n: u32| RUNSTATES[(n as usize).min(RUNSTATES.len() - 1)];
+                let state = |n: u32| (n as usize).min(RUNSTATES.len() - 1);
                 let (old, new) = (state((ev >> 8) & 0xf), state((ev >> 4) & 0xf));
-                row!(tid; int(r.tsc), int(d), int(v), name(old), name(new));
+                row!(tid; int(r.tsc), int(d), int(v), key(old), key(new));
             }
             0x0002_1002 if r.n >= 1 => {
-                let tid = t.get(
-                    sink,
-                    r.ev,
-                    "xen_continue_running",
-                    &[("dom", I64), ("vcpu", I64)],
-                )?;
+                let tid = t.get(sink, Table::ContinueRunning, &[("dom", I64), ("vcpu", I64)])?;
                 let (d, v) = dom_vcpu(w[0]);
                 row!(tid; int(r.tsc), int(d), int(v));
             }
             0x0002_800a if r.n >= 4 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_switch",
+                    Table::Switch,
                     &[
                         ("prev_dom", I64),
                         ("prev_vcpu", I64),
@@ -698,8 +756,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             0x0002_800e if r.n >= 3 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_switch_infprev",
+                    Table::SwitchInfprev,
                     &[("dom", I64), ("vcpu", I64), ("runtime", U64)],
                 )?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64));
@@ -707,27 +764,25 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             0x0002_800f if r.n >= 4 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_switch_infnext",
+                    Table::SwitchInfnext,
                     &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)],
                 )?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
-                let name = ["xen_sleep", "xen_wake", "xen_yield", "xen_block"]
+                let table = [Table::Sleep, Table::Wake, Table::Yield, Table::Block]
                     [(r.ev - 0x0002_8003) as usize];
-                let tid = t.get(sink, r.ev, name, &[("dom", I64), ("vcpu", I64)])?;
+                let tid = t.get(sink, table, &[("dom", I64), ("vcpu", I64)])?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64));
             }
             0x0008_1001 | 0x0008_1101 => {
-                let tid = t.get(sink, r.ev, "xen_hvm_vmentry", &[])?;
+                let tid = t.get(sink, Table::HvmVmentry, &[])?;
                 row!(tid; int(r.tsc));
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_hvm_vmexit",
+                    Table::HvmVmexit,
                     &[("exit_reason", U32), ("rip", U64)],
                 )?;
                 let rip = if r.ev & 0x100 != 0 && r.n >= 3 {
@@ -740,57 +795,54 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             0x0080_1001 if r.n >= 2 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_pm_freq_change",
+                    Table::PmFreqChange,
                     &[("old_mhz", U32), ("new_mhz", U32)],
                 )?;
                 row!(tid; int(r.tsc), int(w[0] as u64), int(w[1] as u64));
             }
             0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
-                let name = if r.ev == 0x0080_1002 {
-                    "xen_pm_idle_entry"
+                let table = if r.ev == 0x0080_1002 {
+                    Table::PmIdleEntry
                 } else {
-                    "xen_pm_idle_exit"
+                    Table::PmIdleExit
                 };
-                let tid = t.get(sink, r.ev, name, &[("cstate", U32)])?;
+                let tid = t.get(sink, table, &[("cstate", U32)])?;
                 row!(tid; int(r.tsc), int(w[0] as u64));
             }
             0x0010_0001..=0x0010_0003 if r.n >= 1 => {
                 // grant_table.c: TRACE_1D(event, domid of the granting domain)
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_grant",
+                    Table::Grant,
                     &[("op", Enum(&GRANT_OPS)), ("dom", I64)],
                 )?;
-                let op = GRANT_OPS[(r.ev - 0x0010_0001) as usize];
-                row!(tid; int(r.tsc), name(op), int(w[0] as i64));
+                let op = (r.ev - 0x0010_0001) as usize;
+                row!(tid; int(r.tsc), key(op), int(w[0] as i64));
             }
             0x0002_8001 | 0x0002_8002 if r.n >= 1 => {
-                let name = if r.ev == 0x0002_8001 {
-                    "xen_dom_add"
+                let table = if r.ev == 0x0002_8001 {
+                    Table::DomAdd
                 } else {
-                    "xen_dom_remove"
+                    Table::DomRemove
                 };
-                let tid = t.get(sink, r.ev, name, &[("dom", I64)])?;
+                let tid = t.get(sink, table, &[("dom", I64)])?;
                 row!(tid; int(r.tsc), int(w[0] as i64));
             }
             // typed handler records (x86 hvm code, Xen 4.x): HLT [intpending],
             // VMCALL [eax], INTR [vector], NPF [gpa:2, mfn:2, qualification, p2mt]
             0x0008_2013 | 0x0008_2012 | 0x0008_200f if r.n >= 1 => {
-                let (name, col) = match r.ev {
-                    0x0008_2013 => ("xen_hvm_hlt", "intpending"),
-                    0x0008_2012 => ("xen_hvm_vmcall", "eax"),
-                    _ => ("xen_hvm_intr", "vector"),
+                let (table, col) = match r.ev {
+                    0x0008_2013 => (Table::HvmHlt, "intpending"),
+                    0x0008_2012 => (Table::HvmVmcall, "eax"),
+                    _ => (Table::HvmIntr, "vector"),
                 };
-                let tid = t.get(sink, r.ev, name, &[(col, U32)])?;
+                let tid = t.get(sink, table, &[(col, U32)])?;
                 row!(tid; int(r.tsc), int(w[0] as u64));
             }
             0x0008_2021 if r.n >= 6 => {
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_hvm_npf",
+                    Table::HvmNpf,
                     &[
                         ("gpa", U64),
                         ("mfn", U64),
@@ -812,8 +864,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 let na = 1 + ((ev >> 8) & 1) as usize;
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_hvm_io",
+                    Table::HvmIo,
                     &[
                         ("space", Enum(&IO_SPACES)),
                         ("op", Enum(&IO_OPS)),
@@ -823,15 +874,14 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 )?;
                 let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
                 let data = if r.n > na { Some(w[na] as u64) } else { None };
-                let space = IO_SPACES[(ev & 0xff != 0x16) as usize];
-                let op = IO_OPS[(ev & 0x200 != 0) as usize];
-                row!(tid; int(r.tsc), name(space), name(op), int(addr), opt(data));
+                let space = (ev & 0xff != 0x16) as usize;
+                let op = (ev & 0x200 != 0) as usize;
+                row!(tid; int(r.tsc), key(space), key(op), int(addr), opt(data));
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
                 let tid = t.get(
                     sink,
-                    HVM_HANDLER_KEY,
-                    "xen_hvm_handler",
+                    Table::HvmHandler,
                     &[("handler", Enum(&HVM_HANDLERS)), ("words", ListU64)],
                 )?;
                 fill_words(&mut list, &w[..r.n]);
@@ -846,8 +896,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 };
                 let tid = t.get(
                     sink,
-                    r.ev,
-                    "xen_pv_hypercall",
+                    Table::PvHypercall,
                     &[("op", U32), ("op_name", Enum(&HYPERCALLS))],
                 )?;
                 row!(tid; int(r.tsc), int(op as u64), name(hypercall_name(op)));
@@ -856,29 +905,23 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
                 let tid = t.get(
                     sink,
-                    SCHED_CLASS_KEY,
-                    "xen_sched_class",
+                    Table::SchedClass,
                     &[
                         ("scheduler", Enum(&SCHEDULERS)),
                         ("event", U32),
                         ("words", ListU64),
                     ],
                 )?;
-                let sched = SCHEDULERS[((ev >> 9) & 7) as usize];
+                let sched = ((ev >> 9) & 7) as usize;
                 fill_words(&mut list, &w[..r.n]);
-                row!(tid; int(r.tsc), name(sched), int((ev & 0x1ff) as u64), list(&list));
+                row!(tid; int(r.tsc), key(sched), int((ev & 0x1ff) as u64), list(&list));
             }
             LOST_RECORDS => {
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };
             }
             WRAP_BUFFER => {}
             _ => {
-                let tid = t.get(
-                    sink,
-                    ANY_OTHER_ID,
-                    "xen_record",
-                    &[("id", U32), ("words", ListU64)],
-                )?;
+                let tid = t.get(sink, Table::Record, &[("id", U32), ("words", ListU64)])?;
                 fill_words(&mut list, &w[..r.n]);
                 row!(tid; int(r.tsc), int(r.ev as u64), list(&list));
             }
@@ -889,18 +932,22 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
         if done % (1 << 20) < r.bytes && !progress(done, size) {
             return Err(ReadError::Interrupted);
         }
-        current = if streams[i].advance(&file, path, &mut s)? {
-            let key = (streams[i].cur.expect("advanced").tsc, cpu, i);
-            match heap.peek() {
-                Some(&Reverse(other)) if other < key => {
-                    let Reverse((_, _, j)) = heap.pop().expect("peeked");
-                    heap.push(Reverse(key));
-                    Some(j)
+        current = match streams[i].next(&file, path, &mut s)? {
+            Some(next) => {
+                let key = (next.tsc, cpu, i);
+                match heap.peek() {
+                    Some(&Reverse(other)) if other < key => {
+                        let Reverse((_, _, j)) = heap.pop().expect("peeked");
+                        streams[i].head = Some(next);
+                        heap.push(Reverse(key));
+                        Some(take_head(&mut streams, j))
+                    }
+                    _ => Some((i, next)),
                 }
-                _ => Some(i),
             }
-        } else {
-            heap.pop().map(|Reverse((_, _, j))| j)
+            None => heap
+                .pop()
+                .map(|Reverse((_, _, j))| take_head(&mut streams, j)),
         };
     }
     for (st, classes) in streams.iter().zip(&volume) {
@@ -908,8 +955,11 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             *s.volume.entry((st.cpu, (*class).into())).or_default() += bytes;
         }
     }
-    s.rows
-        .extend(t.tables.iter().map(|&(name, _, n)| (name.to_string(), n)));
+    s.rows.extend(
+        t.declared
+            .iter()
+            .map(|&table| (table.name().to_string(), t.rows[table as usize])),
+    );
     if tsc_lo <= tsc_hi {
         s.tsc_range = Some((tsc_lo, tsc_hi));
     }
