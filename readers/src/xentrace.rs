@@ -202,13 +202,13 @@ const TOKENIZE_CHUNK: u64 = 1 << 20;
 fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64)> {
     let mut windows = Vec::new();
     let mut pos = 0u64;
-    let mut chunk = Vec::new();
-    let mut chunk_at = 0u64;
+    // zeroed by calloc, never again: read_exact_at fills what is used
+    let mut chunk = vec![0u8; TOKENIZE_CHUNK.min(size) as usize];
+    let (mut chunk_at, mut chunk_len) = (0u64, 0usize);
     while pos + 12 <= size {
-        if pos < chunk_at || pos + 12 > chunk_at + chunk.len() as u64 {
-            let n = TOKENIZE_CHUNK.min(size - pos) as usize;
-            chunk.resize(n, 0);
-            file.read_exact_at(&mut chunk, pos)
+        if pos < chunk_at || pos + 12 > chunk_at + chunk_len as u64 {
+            chunk_len = TOKENIZE_CHUNK.min(size - pos) as usize;
+            file.read_exact_at(&mut chunk[..chunk_len], pos)
                 .map_err(|e| ReadError::Io {
                     path: path.into(),
                     source: e,
@@ -268,6 +268,8 @@ struct Stream {
     /// File bytes from `buf_start`: the current window and often the next
     /// ones of this pCPU (see `fill`).
     buf: Vec<u8>,
+    /// The bytes of `buf` read (the rest is left from larger reads).
+    buf_len: usize,
     buf_start: u64,
     /// The current window is `buf[pos..win_end]`.
     pos: usize,
@@ -339,7 +341,7 @@ impl Stream {
             self.pos = self.win_end;
             return Ok(false);
         };
-        if start < self.buf_start || start + len > self.buf_start + self.buf.len() as u64 {
+        if start < self.buf_start || start + len > self.buf_start + self.buf_len as u64 {
             self.fill(file, path)?;
         }
         self.next_window += 1;
@@ -365,8 +367,14 @@ impl Stream {
             end = s2 + l2;
             own += l2;
         }
-        self.buf.resize((end - start) as usize, 0);
-        file.read_exact_at(&mut self.buf, start)
+        let n = (end - start) as usize;
+        if n > self.buf.len() {
+            // a fresh zeroed block (calloc: no memset, no copy of the old
+            // bytes as growing in place would do), kept for later windows
+            self.buf = vec![0u8; n.next_power_of_two().min(READ_AHEAD as usize).max(n)];
+        }
+        self.buf_len = n;
+        file.read_exact_at(&mut self.buf[..n], start)
             .map_err(|e| ReadError::Io {
                 path: path.into(),
                 source: e,
@@ -647,6 +655,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             windows,
             next_window: 0,
             buf: Vec::new(),
+            buf_len: 0,
             buf_start: 0,
             pos: 0,
             win_end: 0,
