@@ -51,12 +51,7 @@ fn file_blake3(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
         }
         Ok(h.finalize().to_hex().to_string())
     })
-    .map_err(|e| {
-        errors::to_py(cratrace_format::ReadError::Io {
-            path: path.clone(),
-            source: e,
-        })
-    })
+    .map_err(|e| errors::to_py(cratrace_format::ReadError::io(&path, e)))
 }
 
 #[pymodule]

@@ -58,6 +58,14 @@ pub enum ReadError {
 }
 
 impl ReadError {
+    /// An I/O error on `path` (opening, reading, or its metadata).
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        ReadError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
     /// A corruption error at `offset` with stable tag `tag`.
     pub fn corrupt(
         path: impl Into<PathBuf>,

@@ -71,13 +71,6 @@ pub struct PerfSummary {
     pub warnings: Vec<String>,
 }
 
-fn io(path: &Path, e: std::io::Error) -> ReadError {
-    ReadError::Io {
-        path: path.into(),
-        source: e,
-    }
-}
-
 fn read_at(
     f: &File,
     path: &Path,
@@ -95,7 +88,8 @@ fn read_at(
         ));
     }
     let mut v = vec![0u8; len as usize];
-    f.read_exact_at(&mut v, off).map_err(|e| io(path, e))?;
+    f.read_exact_at(&mut v, off)
+        .map_err(|e| ReadError::io(path, e))?;
     Ok(v)
 }
 
@@ -178,8 +172,8 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<PerfSummary> {
-    let f = File::open(path).map_err(|e| io(path, e))?;
-    let size = f.metadata().map_err(|e| io(path, e))?.len();
+    let f = File::open(path).map_err(|e| ReadError::io(path, e))?;
+    let size = f.metadata().map_err(|e| ReadError::io(path, e))?.len();
     if size < 104 {
         return Err(ReadError::NotThisFormat {
             path: path.into(),
@@ -393,7 +387,7 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
         if buf_at == u64::MAX || pos < buf_at || pos + 8 > buf_at + buf_len as u64 {
             buf_len = (end - pos).min(buf.len() as u64) as usize;
             f.read_exact_at(&mut buf[..buf_len], pos)
-                .map_err(|e| io(path, e))?;
+                .map_err(|e| ReadError::io(path, e))?;
             buf_at = pos;
         }
         let rel = (pos - buf_at) as usize;

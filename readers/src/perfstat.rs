@@ -43,10 +43,7 @@ pub fn read_perfstat<S: EventSink + ?Sized>(
     start_ns: Option<i64>,
     sink: &mut S,
 ) -> ReadResult<PerfStatSummary> {
-    let file = File::open(path).map_err(|e| ReadError::Io {
-        path: path.into(),
-        source: e,
-    })?;
+    let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
     let mut reader = BufReader::new(file);
     let columns = [
         ("counter", ColumnType::Str),
@@ -73,10 +70,9 @@ pub fn read_perfstat<S: EventSink + ?Sized>(
     let (mut line, mut lineno, mut offset, mut prev_rel) = (String::new(), 0usize, 0u64, i64::MIN);
     loop {
         line.clear();
-        let n = reader.read_line(&mut line).map_err(|e| ReadError::Io {
-            path: path.into(),
-            source: e,
-        })?;
+        let n = reader
+            .read_line(&mut line)
+            .map_err(|e| ReadError::io(path, e))?;
         if n == 0 {
             break;
         }

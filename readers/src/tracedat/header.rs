@@ -198,13 +198,6 @@ impl Seq<'_> {
     }
 }
 
-fn io_err(path: &Path, e: std::io::Error) -> ReadError {
-    ReadError::Io {
-        path: path.to_path_buf(),
-        source: e,
-    }
-}
-
 fn read_at(
     file: &File,
     path: &Path,
@@ -225,7 +218,7 @@ fn read_at(
     }
     let mut v = vec![0u8; len as usize];
     file.read_exact_at(&mut v, offset)
-        .map_err(|e| io_err(path, e))?;
+        .map_err(|e| ReadError::io(path, e))?;
     Ok(v)
 }
 
@@ -317,8 +310,8 @@ fn parse_format_list(
 
 /// Read everything but the ring-buffer data.
 pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
-    let file = File::open(path).map_err(|e| io_err(path, e))?;
-    let file_size = file.metadata().map_err(|e| io_err(path, e))?.len();
+    let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
+    let file_size = file.metadata().map_err(|e| ReadError::io(path, e))?.len();
     if file_size == 0 {
         return Err(ReadError::corrupt(
             path,

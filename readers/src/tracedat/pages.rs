@@ -51,10 +51,7 @@ impl PageSource {
         page_size: u32,
         compressed: bool,
     ) -> ReadResult<Self> {
-        let file = File::open(&meta.path).map_err(|e| ReadError::Io {
-            path: meta.path.clone(),
-            source: e,
-        })?;
+        let file = File::open(&meta.path).map_err(|e| ReadError::io(&meta.path, e))?;
         let fs = meta.file_size;
         let page = page_size as u64;
         let mut missing = 0;
@@ -73,10 +70,7 @@ impl PageSource {
                 }
             } else {
                 file.read_exact_at(&mut b, cpu.offset)
-                    .map_err(|e| ReadError::Io {
-                        path: meta.path.clone(),
-                        source: e,
-                    })?;
+                    .map_err(|e| ReadError::io(&meta.path, e))?;
                 Kind::Compressed {
                     chunks_left: meta.endian.u32(b),
                     next: cpu.offset + 4,
@@ -127,10 +121,7 @@ impl PageSource {
                 self.buf.resize(n as usize, 0);
                 self.file
                     .read_exact_at(&mut self.buf, *next)
-                    .map_err(|e| ReadError::Io {
-                        path: self.path.clone(),
-                        source: e,
-                    })?;
+                    .map_err(|e| ReadError::io(&self.path, e))?;
                 self.batch_offset = *next;
                 *next += n;
                 self.consumed += n;
@@ -149,10 +140,7 @@ impl PageSource {
                 }
                 self.file
                     .read_exact_at(&mut h, at)
-                    .map_err(|e| ReadError::Io {
-                        path: self.path.clone(),
-                        source: e,
-                    })?;
+                    .map_err(|e| ReadError::io(&self.path, e))?;
                 let csize = self.endian.u32([h[0], h[1], h[2], h[3]]) as u64;
                 let usize_ = self.endian.u32([h[4], h[5], h[6], h[7]]) as usize;
                 if at + 8 + csize > self.file_size {
@@ -175,10 +163,7 @@ impl PageSource {
                 c.resize(csize as usize, 0);
                 self.file
                     .read_exact_at(c, at + 8)
-                    .map_err(|e| ReadError::Io {
-                        path: self.path.clone(),
-                        source: e,
-                    })?;
+                    .map_err(|e| ReadError::io(&self.path, e))?;
                 match (&mut self.zstd, self.compression.as_str()) {
                     // One decompression context per stream: creating one per
                     // chunk showed up at 3% of the import profile.

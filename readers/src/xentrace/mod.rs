@@ -5,7 +5,8 @@
 //! words. xentrace writes per-pCPU *windows*: a `TRC_TRACE_CPU_CHANGE`
 //! record (cpu, byte count) followed by that many bytes of the pCPU's
 //! records. The **tokenizer** indexes the windows; the **sorter** walks
-//! every pCPU's windows in file order (one window in memory per pCPU) and
+//! every pCPU's windows in file order (a read buffer per pCPU holding its
+//! current window, often its next ones too) and
 //! merges the pCPUs by TSC with a heap, ties by pCPU number; a record
 //! without a TSC inherits the last TSC of its pCPU. The **parser** decodes
 //! scheduler, HVM and power-management records into typed tables and
@@ -77,17 +78,8 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<XenSummary> {
-    let file = File::open(path).map_err(|e| ReadError::Io {
-        path: path.into(),
-        source: e,
-    })?;
-    let size = file
-        .metadata()
-        .map_err(|e| ReadError::Io {
-            path: path.into(),
-            source: e,
-        })?
-        .len();
+    let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
+    let size = file.metadata().map_err(|e| ReadError::io(path, e))?.len();
     if size == 0 {
         return Err(ReadError::corrupt(
             path,

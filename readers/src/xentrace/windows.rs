@@ -32,10 +32,7 @@ pub(super) fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<W
         if pos < chunk_at || pos + 12 > chunk_at + chunk_len as u64 {
             chunk_len = TOKENIZE_CHUNK.min(size - pos) as usize;
             file.read_exact_at(&mut chunk[..chunk_len], pos)
-                .map_err(|e| ReadError::Io {
-                    path: path.into(),
-                    source: e,
-                })?;
+                .map_err(|e| ReadError::io(path, e))?;
             chunk_at = pos;
         }
         let at = (pos - chunk_at) as usize;
@@ -221,10 +218,7 @@ impl Stream {
         }
         self.buf_len = n;
         file.read_exact_at(&mut self.buf[..n], start)
-            .map_err(|e| ReadError::Io {
-                path: path.into(),
-                source: e,
-            })?;
+            .map_err(|e| ReadError::io(path, e))?;
         self.buf_start = start;
         Ok(())
     }
