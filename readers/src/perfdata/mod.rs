@@ -1,0 +1,157 @@
+//! perf.data files (`perf record`).
+//!
+//! Layout: a `PERFILE2` header pointing at the attribute table, the data
+//! section and a table of feature sections (one (offset, size) pair per set
+//! feature bit, after the data). Records in the data section are
+//! `{type u32, misc u16, size u16}` plus a body; a `SAMPLE` body holds the
+//! fields its attribute's `sample_type` selects, in a fixed order.
+//!
+//! Tracepoint samples carry the ftrace record in their `RAW` field; it is
+//! decoded with the event formats perf stores in its tracing-data feature
+//! (the same layout as a trace.dat header) into the **same tables and
+//! schemas as trace.dat** (a perf `sched_switch` and a trace-cmd one are
+//! the same table). Other samples (hardware counters) go to
+//! `perf_sample`. perf writes per-CPU buffers in *rounds*: the **sorter**
+//! ([`RoundSorter`]) keeps the current round's samples and, at each
+//! `FINISHED_ROUND`, sorts them and emits everything up to the previous
+//! round's latest time, so memory is one round, not the file.
+
+mod header;
+mod sample;
+mod sorter;
+mod tables;
+
+pub use header::Attr;
+
+use crate::error::{ReadError, ReadResult};
+use crate::sink::EventSink;
+use header::read_header;
+use sample::{sample_time, IdIndex};
+use sorter::RoundSorter;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use tables::{count_rows, emit, tracepoint_tables, Other};
+
+const SAMPLE: u32 = 9;
+const LOST: u32 = 2;
+const FINISHED_ROUND: u32 = 68;
+pub(super) const TRACEPOINT: u32 = 2;
+
+/// What a read found.
+#[derive(Clone, Debug, Default)]
+pub struct PerfSummary {
+    /// Rows per table.
+    pub rows: BTreeMap<String, u64>,
+    /// Records by type.
+    pub records: BTreeMap<u32, u64>,
+    /// LOST records' lost counts.
+    pub lost: u64,
+    /// Attributes (name, type, config).
+    pub attrs: Vec<(String, u32, u64)>,
+    /// Hostname feature.
+    pub hostname: Option<String>,
+    /// OS release feature.
+    pub osrelease: Option<String>,
+    /// CPUs online.
+    pub cpus: u32,
+    /// First and last sample time (ns).
+    pub time_range: Option<(i64, i64)>,
+    /// Warnings.
+    pub warnings: Vec<String>,
+}
+
+/// Read `path` into `sink`.
+pub fn read_perfdata<S: EventSink + ?Sized>(
+    path: &Path,
+    sink: &mut S,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+) -> ReadResult<PerfSummary> {
+    let f = File::open(path).map_err(|e| ReadError::io(path, e))?;
+    let mut s = PerfSummary::default();
+    let h = read_header(&f, path, &mut s)?;
+    let (attrs, data_off, data_len, size) = (&h.attrs, h.data_off, h.data_len, h.size);
+    let mut tps = tracepoint_tables(&h.formats, h.long, path, &mut s);
+    sink.set_instances(&[String::new()]);
+    let ids = IdIndex::new(&h.id_to_attr);
+    let mut other = Other::default();
+    let mut sorter = RoundSorter::default();
+    let mut by_type = [0u64; 128];
+    let mut round_max = 0u64;
+    let mut prev_round_max = 0u64;
+    let mut pos = data_off;
+    let end = (data_off + data_len).min(size);
+    let mut buf = vec![0u8; 1 << 20];
+    let mut buf_at = u64::MAX;
+    let mut buf_len = 0usize;
+    let mut last_progress = 0;
+    while pos + 8 <= end {
+        if buf_at == u64::MAX || pos < buf_at || pos + 8 > buf_at + buf_len as u64 {
+            buf_len = (end - pos).min(buf.len() as u64) as usize;
+            f.read_exact_at(&mut buf[..buf_len], pos)
+                .map_err(|e| ReadError::io(path, e))?;
+            buf_at = pos;
+        }
+        let rel = (pos - buf_at) as usize;
+        let rtype = u32::from_le_bytes(buf[rel..rel + 4].try_into().expect("4"));
+        let rsize = u16::from_le_bytes(buf[rel + 6..rel + 8].try_into().expect("2")) as u64;
+        if rsize < 8 {
+            return Err(ReadError::corrupt(
+                path,
+                pos,
+                "corrupt-record",
+                format!("record of size {rsize}"),
+            ));
+        }
+        if pos + rsize > end {
+            s.warnings.push(format!(
+                "{}: at byte {pos}: last record cut off; file truncated",
+                path.display()
+            ));
+            break;
+        }
+        if rel + rsize as usize > buf_len {
+            buf_at = u64::MAX;
+            continue;
+        }
+        let rec = &buf[rel..rel + rsize as usize];
+        match by_type.get_mut(rtype as usize) {
+            Some(n) => *n += 1,
+            None => *s.records.entry(rtype).or_default() += 1,
+        }
+        match rtype {
+            SAMPLE => {
+                let (a, t) = sample_time(rec, attrs, &ids);
+                round_max = round_max.max(t);
+                sorter.push(t, a, rec);
+            }
+            LOST if rec.len() >= 24 => {
+                s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8"))
+            }
+            FINISHED_ROUND => {
+                sorter.flush(prev_round_max, |r, a| {
+                    emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s)
+                })?;
+                prev_round_max = round_max;
+            }
+            _ => {}
+        }
+        pos += rsize;
+        if pos - last_progress > (8 << 20) {
+            last_progress = pos;
+            if !progress(pos - data_off, data_len) {
+                return Err(ReadError::Interrupted);
+            }
+        }
+    }
+    sorter.flush(u64::MAX, |r, a| {
+        emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s)
+    })?;
+    for (t, n) in by_type.iter().enumerate().filter(|(_, &n)| n > 0) {
+        *s.records.entry(t as u32).or_default() += n;
+    }
+    count_rows(&tps, &other, &mut s);
+    progress(data_len, data_len);
+    Ok(s)
+}

@@ -1,0 +1,221 @@
+//! The tables samples go to: one per ftrace event, typed from the event
+//! formats in the tracing data exactly as trace.dat's are, and
+//! `perf_sample` for every other sample (hardware counters and the like).
+
+use super::header::Attr;
+use super::sample::parse;
+use super::{PerfSummary, TRACEPOINT};
+use crate::bytes::Endian;
+use crate::error::{ReadError, ReadResult};
+use crate::ftrace::field::{FieldDecoder, FieldKind};
+use crate::ftrace::format::EventFormat;
+use crate::sink::{
+    field_column_name, ColumnSpec, ColumnType, EventSink, RowHeader, TableId, TableSpec, Value,
+};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// An ftrace event's table and the decoder of its fields.
+pub(super) struct Tp {
+    spec: TableSpec,
+    table: Option<TableId>,
+    decoder: FieldDecoder,
+    pid_offset: usize,
+    rows: u64,
+}
+
+/// Samples that are not tracepoints (`perf_sample`).
+#[derive(Default)]
+pub(super) struct Other {
+    table: Option<TableId>,
+    rows: u64,
+}
+
+/// A table per ftrace event, indexed by its event id.
+pub(super) fn tracepoint_tables(
+    formats: &[EventFormat],
+    long: usize,
+    path: &Path,
+    s: &mut PerfSummary,
+) -> Vec<Option<Tp>> {
+    let mut count: HashMap<&str, usize> = HashMap::new();
+    for fm in formats {
+        *count.entry(fm.name.as_str()).or_default() += 1;
+    }
+    // Indexed by ftrace event id, which the kernel keeps to 16 bits
+    // (`common_type`); a format claiming more is left out.
+    let mut tps: Vec<Option<Tp>> = Vec::new();
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for fm in formats {
+        let n = seen.entry(fm.name.as_str()).or_default();
+        *n += 1;
+        let name = if count[fm.name.as_str()] > 1 && *n > 1 {
+            format!("{}__{}", fm.system, fm.name)
+        } else {
+            fm.name.clone()
+        };
+        let mut typed = Vec::new();
+        let mut columns = Vec::new();
+        for fld in &fm.fields {
+            let kind = FieldKind::classify(fld, long);
+            if let Some(ty) = kind.column_type() {
+                columns.push(ColumnSpec {
+                    name: field_column_name(&fld.name),
+                    ty,
+                });
+                typed.push((fld, kind));
+            }
+        }
+        let pid_offset = fm
+            .common
+            .iter()
+            .find(|c| c.name == "common_pid")
+            .map_or(4, |c| c.offset);
+        let id = fm.id as usize;
+        if id > u16::MAX as usize {
+            s.warnings.push(format!(
+                "{}: event {}:{} has id {id}, beyond 16 bits; its samples go uncounted",
+                path.display(),
+                fm.system,
+                fm.name
+            ));
+            continue;
+        }
+        if tps.len() <= id {
+            tps.resize_with(id + 1, || None);
+        }
+        tps[id] = Some(Tp {
+            spec: TableSpec {
+                name,
+                system: fm.system.clone(),
+                columns,
+            },
+            table: None,
+            decoder: FieldDecoder::new(&typed, Endian::Little, long),
+            pid_offset,
+            rows: 0,
+        });
+    }
+    tps
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn emit<S: EventSink + ?Sized>(
+    rec: &[u8],
+    attr: Option<&Attr>,
+    tps: &mut [Option<Tp>],
+    other: &mut Other,
+    sink: &mut S,
+    s: &mut PerfSummary,
+) -> ReadResult<()> {
+    let Some(a) = attr else {
+        *s.records.entry(u32::MAX).or_default() += 1;
+        return Ok(());
+    };
+    let Some(p) = parse(rec, a) else {
+        s.warnings
+            .push("a sample shorter than its sample_type; skipped".into());
+        return Ok(());
+    };
+    let ts = p.time.unwrap_or(0) as i64;
+    s.time_range = Some(
+        s.time_range
+            .map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))),
+    );
+    let cpu = p.cpu.unwrap_or(0);
+    if a.kind == TRACEPOINT {
+        if let (Some(raw), Some(tp)) = (
+            p.raw,
+            tps.get_mut(a.config as usize).and_then(Option::as_mut),
+        ) {
+            let t = match tp.table {
+                Some(t) => t,
+                None => {
+                    let t = sink
+                        .declare_table(&tp.spec)
+                        .map_err(|what| ReadError::Sink { what })?;
+                    tp.table = Some(t);
+                    t
+                }
+            };
+            let pid = Endian::Little
+                .uint(raw, tp.pid_offset, 4)
+                .map(|v| v as u32 as i32);
+            let batch = sink.batch(t);
+            let row = batch.push_header(&RowHeader {
+                ts,
+                cpu,
+                pid,
+                instance: 0,
+            });
+            tp.decoder.append(raw, batch, row);
+            sink.row_done(t).map_err(|what| ReadError::Sink { what })?;
+            tp.rows += 1;
+            return Ok(());
+        }
+    }
+    let t = match other.table {
+        Some(t) => t,
+        None => {
+            let spec = TableSpec {
+                name: "perf_sample".into(),
+                system: "perf".into(),
+                columns: vec![
+                    ColumnSpec {
+                        name: "event".into(),
+                        ty: ColumnType::Str,
+                    },
+                    ColumnSpec {
+                        name: "ip".into(),
+                        ty: ColumnType::U64,
+                    },
+                    ColumnSpec {
+                        name: "period".into(),
+                        ty: ColumnType::U64,
+                    },
+                    ColumnSpec {
+                        name: "tid".into(),
+                        ty: ColumnType::I64,
+                    },
+                ],
+            };
+            let t = sink
+                .declare_table(&spec)
+                .map_err(|what| ReadError::Sink { what })?;
+            other.table = Some(t);
+            t
+        }
+    };
+    let (pid, tid) = p
+        .tid
+        .map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
+    let vals = [
+        Value::Str(&a.name),
+        p.ip.map_or(Value::Null, Value::U64),
+        p.period.map_or(Value::Null, Value::U64),
+        tid.map_or(Value::Null, Value::I64),
+    ];
+    sink.write_row(
+        t,
+        &RowHeader {
+            ts,
+            cpu,
+            pid,
+            instance: 0,
+        },
+        &vals,
+    )
+    .map_err(|what| ReadError::Sink { what })?;
+    other.rows += 1;
+    Ok(())
+}
+
+/// Rows per table, into the summary.
+pub(super) fn count_rows(tps: &[Option<Tp>], other: &Other, s: &mut PerfSummary) {
+    for tp in tps.iter().flatten().filter(|tp| tp.rows > 0) {
+        *s.rows.entry(tp.spec.name.clone()).or_default() += tp.rows;
+    }
+    if other.rows > 0 {
+        s.rows.insert("perf_sample".into(), other.rows);
+    }
+}
