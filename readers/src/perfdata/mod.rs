@@ -24,13 +24,13 @@ mod tables;
 pub use header::Attr;
 
 use crate::error::{ReadError, ReadResult};
+use crate::mapped::MappedRange;
 use crate::sink::EventSink;
 use header::read_header;
 use sample::{sample_time, IdIndex};
 use sorter::RoundSorter;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use tables::{count_rows, emit, tracepoint_tables, Other};
 
@@ -80,42 +80,31 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     let mut by_type = [0u64; 128];
     let mut round_max = 0u64;
     let mut prev_round_max = 0u64;
-    let mut pos = data_off;
-    let end = (data_off + data_len).min(size);
-    let mut buf = vec![0u8; 1 << 20];
-    let mut buf_at = u64::MAX;
-    let mut buf_len = 0usize;
+    let len = data_len.min(size.saturating_sub(data_off)) as usize;
+    let mut data = MappedRange::new(&f, path, data_off, len)?;
+    let mut pos = 0usize;
     let mut last_progress = 0;
-    while pos + 8 <= end {
-        if buf_at == u64::MAX || pos < buf_at || pos + 8 > buf_at + buf_len as u64 {
-            buf_len = (end - pos).min(buf.len() as u64) as usize;
-            f.read_exact_at(&mut buf[..buf_len], pos)
-                .map_err(|e| ReadError::io(path, e))?;
-            buf_at = pos;
-        }
-        let rel = (pos - buf_at) as usize;
-        let rtype = u32::from_le_bytes(buf[rel..rel + 4].try_into().expect("4"));
-        let rsize = u16::from_le_bytes(buf[rel + 6..rel + 8].try_into().expect("2")) as u64;
+    while pos + 8 <= len {
+        let bytes = data.bytes();
+        let rtype = u32::from_le_bytes(bytes[pos..pos + 4].try_into().expect("4"));
+        let rsize = u16::from_le_bytes(bytes[pos + 6..pos + 8].try_into().expect("2")) as usize;
+        let at = data_off + pos as u64;
         if rsize < 8 {
             return Err(ReadError::corrupt(
                 path,
-                pos,
+                at,
                 "corrupt-record",
                 format!("record of size {rsize}"),
             ));
         }
-        if pos + rsize > end {
+        if pos + rsize > len {
             s.warnings.push(format!(
-                "{}: at byte {pos}: last record cut off; file truncated",
+                "{}: at byte {at}: last record cut off; file truncated",
                 path.display()
             ));
             break;
         }
-        if rel + rsize as usize > buf_len {
-            buf_at = u64::MAX;
-            continue;
-        }
-        let rec = &buf[rel..rel + rsize as usize];
+        let rec = &bytes[pos..pos + rsize];
         match by_type.get_mut(rtype as usize) {
             Some(n) => *n += 1,
             None => *s.records.entry(rtype).or_default() += 1,
@@ -124,29 +113,46 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
             SAMPLE => {
                 let (a, t) = sample_time(rec, attrs, &ids);
                 round_max = round_max.max(t);
-                sorter.push(t, a, rec);
+                sorter.push(t, a, pos, rsize);
             }
             LOST if rec.len() >= 24 => {
                 s.lost += u64::from_le_bytes(rec[16..24].try_into().expect("8"))
             }
             FINISHED_ROUND => {
-                sorter.flush(prev_round_max, |r, a| {
-                    emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s)
+                sorter.flush(prev_round_max, |off, n, a| {
+                    let rec = &bytes[off..off + n];
+                    emit(
+                        rec,
+                        attrs.get(a as usize),
+                        &mut tps,
+                        &mut other,
+                        sink,
+                        &mut s,
+                    )
                 })?;
                 prev_round_max = round_max;
+                data.release_before(sorter.oldest().unwrap_or(pos));
             }
             _ => {}
         }
         pos += rsize;
         if pos - last_progress > (8 << 20) {
             last_progress = pos;
-            if !progress(pos - data_off, data_len) {
+            if !progress(pos as u64, data_len) {
                 return Err(ReadError::Interrupted);
             }
         }
     }
-    sorter.flush(u64::MAX, |r, a| {
-        emit(r, attrs.get(a as usize), &mut tps, &mut other, sink, &mut s)
+    let bytes = data.bytes();
+    sorter.flush(u64::MAX, |off, n, a| {
+        emit(
+            &bytes[off..off + n],
+            attrs.get(a as usize),
+            &mut tps,
+            &mut other,
+            sink,
+            &mut s,
+        )
     })?;
     for (t, n) in by_type.iter().enumerate().filter(|(_, &n)| n > 0) {
         *s.records.entry(t as u32).or_default() += n;
