@@ -10,8 +10,10 @@
 //! where glibc picks its AVX-512 variants).
 
 /// A dictionary stops growing past this many entries (the column is then
-/// written plain).
-pub(crate) const MAX_ENTRIES: usize = 1 << 16;
+/// written plain): a quarter of a row group's rows (`GROUP_ROWS`), so a
+/// column whose values are mostly distinct gives its dictionary up within
+/// the first group instead of paying for a full one in every group.
+pub(crate) const MAX_ENTRIES: usize = 1 << 14;
 /// ... or past this many bytes of distinct values.
 pub(crate) const MAX_BYTES: usize = 1 << 20;
 

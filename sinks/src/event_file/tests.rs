@@ -395,11 +395,10 @@ fn dictionaries_fall_back_pages_split_and_groups_follow_each_other() {
 
     let meta = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
     let md = meta.metadata();
-    let group = 16 * batch;
     assert_eq!(
         md.num_row_groups(),
-        n.div_ceil(group),
-        "16 batches a row group"
+        n.div_ceil(crate::GROUP_ROWS),
+        "row groups of GROUP_ROWS, whatever the batch size"
     );
     // column c's encodings in row group g, and in any row group
     let chunk_encodings = |g: usize, c: usize| -> Vec<String> {
@@ -446,7 +445,7 @@ fn dictionaries_fall_back_pages_split_and_groups_follow_each_other() {
             .collect()
     };
     for (g, s) in stats(4).iter().enumerate() {
-        let rows = &rows[g * group..((g + 1) * group).min(n)];
+        let rows = &rows[g * crate::GROUP_ROWS..((g + 1) * crate::GROUP_ROWS).min(n)];
         let vals: Vec<u32> = rows
             .iter()
             .map(|r| match r.values[0] {
