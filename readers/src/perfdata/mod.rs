@@ -32,7 +32,7 @@ use sorter::RoundSorter;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::Path;
-use tables::{count_rows, emit, tracepoint_tables, Other};
+use tables::Tables;
 
 const SAMPLE: u32 = 9;
 const LOST: u32 = 2;
@@ -72,10 +72,9 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     let mut s = PerfSummary::default();
     let h = read_header(&f, path, &mut s)?;
     let (attrs, data_off, data_len, size) = (&h.attrs, h.data_off, h.data_len, h.size);
-    let mut tps = tracepoint_tables(&h.formats, h.long, path, &mut s);
+    let mut tables = Tables::new(&h.formats, h.long, path, &mut s);
     sink.set_instances(&[String::new()]);
     let ids = IdIndex::new(&h.id_to_attr);
-    let mut other = Other::default();
     let mut sorter = RoundSorter::default();
     let mut by_type = [0u64; 128];
     let mut round_max = 0u64;
@@ -120,15 +119,7 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
             }
             FINISHED_ROUND => {
                 sorter.flush(prev_round_max, |off, n, a| {
-                    let rec = &bytes[off..off + n];
-                    emit(
-                        rec,
-                        attrs.get(a as usize),
-                        &mut tps,
-                        &mut other,
-                        sink,
-                        &mut s,
-                    )
+                    tables.emit(&bytes[off..off + n], attrs.get(a as usize), sink, &mut s)
                 })?;
                 prev_round_max = round_max;
                 data.release_before(sorter.oldest().unwrap_or(pos));
@@ -145,19 +136,12 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     }
     let bytes = data.bytes();
     sorter.flush(u64::MAX, |off, n, a| {
-        emit(
-            &bytes[off..off + n],
-            attrs.get(a as usize),
-            &mut tps,
-            &mut other,
-            sink,
-            &mut s,
-        )
+        tables.emit(&bytes[off..off + n], attrs.get(a as usize), sink, &mut s)
     })?;
     for (t, n) in by_type.iter().enumerate().filter(|(_, &n)| n > 0) {
         *s.records.entry(t as u32).or_default() += n;
     }
-    count_rows(&tps, &other, &mut s);
+    tables.count_rows(&mut s);
     progress(data_len, data_len);
     Ok(s)
 }

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::Path;
 
 /// An ftrace event's table and the decoder of its fields.
-pub(super) struct Tp {
+struct Tp {
     spec: TableSpec,
     table: Option<TableId>,
     decoder: FieldDecoder,
@@ -26,13 +26,53 @@ pub(super) struct Tp {
 
 /// Samples that are not tracepoints (`perf_sample`).
 #[derive(Default)]
-pub(super) struct Other {
+struct Other {
     table: Option<TableId>,
     rows: u64,
 }
 
+/// Where samples go: a table per ftrace event, indexed by its event id,
+/// and `perf_sample` for the rest.
+pub(super) struct Tables {
+    tps: Vec<Option<Tp>>,
+    other: Other,
+}
+
+impl Tables {
+    /// The tables the tracing data's formats describe (none is declared
+    /// to the sink until a sample of it arrives).
+    pub(super) fn new(
+        formats: &[EventFormat],
+        long: usize,
+        path: &Path,
+        s: &mut PerfSummary,
+    ) -> Self {
+        Tables {
+            tps: tracepoint_tables(formats, long, path, s),
+            other: Other::default(),
+        }
+    }
+
+    /// Decode sample `rec` of attribute `attr` into its table.
+    #[inline]
+    pub(super) fn emit<S: EventSink + ?Sized>(
+        &mut self,
+        rec: &[u8],
+        attr: Option<&Attr>,
+        sink: &mut S,
+        s: &mut PerfSummary,
+    ) -> ReadResult<()> {
+        emit(rec, attr, &mut self.tps, &mut self.other, sink, s)
+    }
+
+    /// Rows per table, into the summary.
+    pub(super) fn count_rows(&self, s: &mut PerfSummary) {
+        count_rows(&self.tps, &self.other, s)
+    }
+}
+
 /// A table per ftrace event, indexed by its event id.
-pub(super) fn tracepoint_tables(
+fn tracepoint_tables(
     formats: &[EventFormat],
     long: usize,
     path: &Path,
@@ -99,8 +139,7 @@ pub(super) fn tracepoint_tables(
     tps
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn emit<S: EventSink + ?Sized>(
+fn emit<S: EventSink + ?Sized>(
     rec: &[u8],
     attr: Option<&Attr>,
     tps: &mut [Option<Tp>],
@@ -210,8 +249,7 @@ pub(super) fn emit<S: EventSink + ?Sized>(
     Ok(())
 }
 
-/// Rows per table, into the summary.
-pub(super) fn count_rows(tps: &[Option<Tp>], other: &Other, s: &mut PerfSummary) {
+fn count_rows(tps: &[Option<Tp>], other: &Other, s: &mut PerfSummary) {
     for tp in tps.iter().flatten().filter(|tp| tp.rows > 0) {
         *s.rows.entry(tp.spec.name.clone()).or_default() += tp.rows;
     }
