@@ -38,39 +38,6 @@ pub(super) struct Tables {
     other: Other,
 }
 
-impl Tables {
-    /// The tables the tracing data's formats describe (none is declared
-    /// to the sink until a sample of it arrives).
-    pub(super) fn new(
-        formats: &[EventFormat],
-        long: usize,
-        path: &Path,
-        s: &mut PerfSummary,
-    ) -> Self {
-        Tables {
-            tps: tracepoint_tables(formats, long, path, s),
-            other: Other::default(),
-        }
-    }
-
-    /// Decode sample `rec` of attribute `attr` into its table.
-    #[inline]
-    pub(super) fn emit<S: EventSink + ?Sized>(
-        &mut self,
-        rec: &[u8],
-        attr: Option<&Attr>,
-        sink: &mut S,
-        s: &mut PerfSummary,
-    ) -> ReadResult<()> {
-        emit(rec, attr, &mut self.tps, &mut self.other, sink, s)
-    }
-
-    /// Rows per table, into the summary.
-    pub(super) fn count_rows(&self, s: &mut PerfSummary) {
-        count_rows(&self.tps, &self.other, s)
-    }
-}
-
 /// A table per ftrace event, indexed by its event id.
 fn tracepoint_tables(
     formats: &[EventFormat],
@@ -139,121 +106,139 @@ fn tracepoint_tables(
     tps
 }
 
-fn emit<S: EventSink + ?Sized>(
-    rec: &[u8],
-    attr: Option<&Attr>,
-    tps: &mut [Option<Tp>],
-    other: &mut Other,
-    sink: &mut S,
-    s: &mut PerfSummary,
-) -> ReadResult<()> {
-    let Some(a) = attr else {
-        *s.records.entry(u32::MAX).or_default() += 1;
-        return Ok(());
-    };
-    let Some(p) = parse(rec, a) else {
-        s.warnings
-            .push("a sample shorter than its sample_type; skipped".into());
-        return Ok(());
-    };
-    let ts = p.time.unwrap_or(0) as i64;
-    s.time_range = Some(
-        s.time_range
-            .map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))),
-    );
-    let cpu = p.cpu.unwrap_or(0);
-    if a.kind == TRACEPOINT {
-        if let (Some(raw), Some(tp)) = (
-            p.raw,
-            tps.get_mut(a.config as usize).and_then(Option::as_mut),
-        ) {
-            let t = match tp.table {
-                Some(t) => t,
-                None => {
-                    let t = sink
-                        .declare_table(&tp.spec)
-                        .map_err(|what| ReadError::Sink { what })?;
-                    tp.table = Some(t);
-                    t
-                }
-            };
-            let pid = Endian::Little
-                .uint(raw, tp.pid_offset, 4)
-                .map(|v| v as u32 as i32);
-            let batch = sink.batch(t);
-            let row = batch.push_header(&RowHeader {
+impl Tables {
+    /// The tables the tracing data's formats describe (none is declared
+    /// to the sink until a sample of it arrives).
+    pub(super) fn new(
+        formats: &[EventFormat],
+        long: usize,
+        path: &Path,
+        s: &mut PerfSummary,
+    ) -> Self {
+        Tables {
+            tps: tracepoint_tables(formats, long, path, s),
+            other: Other::default(),
+        }
+    }
+
+    /// Decode sample `rec` of attribute `attr` into its table.
+    #[inline]
+    pub(super) fn emit<S: EventSink + ?Sized>(
+        &mut self,
+        rec: &[u8],
+        attr: Option<&Attr>,
+        sink: &mut S,
+        s: &mut PerfSummary,
+    ) -> ReadResult<()> {
+        let Some(a) = attr else {
+            *s.records.entry(u32::MAX).or_default() += 1;
+            return Ok(());
+        };
+        let Some(p) = parse(rec, a) else {
+            s.warnings
+                .push("a sample shorter than its sample_type; skipped".into());
+            return Ok(());
+        };
+        let ts = p.time.unwrap_or(0) as i64;
+        s.time_range = Some(
+            s.time_range
+                .map_or((ts, ts), |(x, y)| (x.min(ts), y.max(ts))),
+        );
+        let cpu = p.cpu.unwrap_or(0);
+        if a.kind == TRACEPOINT {
+            if let (Some(raw), Some(tp)) = (
+                p.raw,
+                self.tps.get_mut(a.config as usize).and_then(Option::as_mut),
+            ) {
+                let t = match tp.table {
+                    Some(t) => t,
+                    None => {
+                        let t = sink
+                            .declare_table(&tp.spec)
+                            .map_err(|what| ReadError::Sink { what })?;
+                        tp.table = Some(t);
+                        t
+                    }
+                };
+                let pid = Endian::Little
+                    .uint(raw, tp.pid_offset, 4)
+                    .map(|v| v as u32 as i32);
+                let batch = sink.batch(t);
+                let row = batch.push_header(&RowHeader {
+                    ts,
+                    cpu,
+                    pid,
+                    instance: 0,
+                });
+                tp.decoder.append(raw, batch, row);
+                sink.row_done(t).map_err(|what| ReadError::Sink { what })?;
+                tp.rows += 1;
+                return Ok(());
+            }
+        }
+        let t = match self.other.table {
+            Some(t) => t,
+            None => {
+                let spec = TableSpec {
+                    name: "perf_sample".into(),
+                    system: "perf".into(),
+                    columns: vec![
+                        ColumnSpec {
+                            name: "event".into(),
+                            ty: ColumnType::Str,
+                        },
+                        ColumnSpec {
+                            name: "ip".into(),
+                            ty: ColumnType::U64,
+                        },
+                        ColumnSpec {
+                            name: "period".into(),
+                            ty: ColumnType::U64,
+                        },
+                        ColumnSpec {
+                            name: "tid".into(),
+                            ty: ColumnType::I64,
+                        },
+                    ],
+                };
+                let t = sink
+                    .declare_table(&spec)
+                    .map_err(|what| ReadError::Sink { what })?;
+                self.other.table = Some(t);
+                t
+            }
+        };
+        let (pid, tid) = p
+            .tid
+            .map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
+        let vals = [
+            Value::Str(&a.name),
+            p.ip.map_or(Value::Null, Value::U64),
+            p.period.map_or(Value::Null, Value::U64),
+            tid.map_or(Value::Null, Value::I64),
+        ];
+        sink.write_row(
+            t,
+            &RowHeader {
                 ts,
                 cpu,
                 pid,
                 instance: 0,
-            });
-            tp.decoder.append(raw, batch, row);
-            sink.row_done(t).map_err(|what| ReadError::Sink { what })?;
-            tp.rows += 1;
-            return Ok(());
-        }
+            },
+            &vals,
+        )
+        .map_err(|what| ReadError::Sink { what })?;
+        self.other.rows += 1;
+        Ok(())
     }
-    let t = match other.table {
-        Some(t) => t,
-        None => {
-            let spec = TableSpec {
-                name: "perf_sample".into(),
-                system: "perf".into(),
-                columns: vec![
-                    ColumnSpec {
-                        name: "event".into(),
-                        ty: ColumnType::Str,
-                    },
-                    ColumnSpec {
-                        name: "ip".into(),
-                        ty: ColumnType::U64,
-                    },
-                    ColumnSpec {
-                        name: "period".into(),
-                        ty: ColumnType::U64,
-                    },
-                    ColumnSpec {
-                        name: "tid".into(),
-                        ty: ColumnType::I64,
-                    },
-                ],
-            };
-            let t = sink
-                .declare_table(&spec)
-                .map_err(|what| ReadError::Sink { what })?;
-            other.table = Some(t);
-            t
-        }
-    };
-    let (pid, tid) = p
-        .tid
-        .map_or((None, None), |(a, b)| (Some(a as i32), Some(b as i64)));
-    let vals = [
-        Value::Str(&a.name),
-        p.ip.map_or(Value::Null, Value::U64),
-        p.period.map_or(Value::Null, Value::U64),
-        tid.map_or(Value::Null, Value::I64),
-    ];
-    sink.write_row(
-        t,
-        &RowHeader {
-            ts,
-            cpu,
-            pid,
-            instance: 0,
-        },
-        &vals,
-    )
-    .map_err(|what| ReadError::Sink { what })?;
-    other.rows += 1;
-    Ok(())
-}
 
-fn count_rows(tps: &[Option<Tp>], other: &Other, s: &mut PerfSummary) {
-    for tp in tps.iter().flatten().filter(|tp| tp.rows > 0) {
-        *s.rows.entry(tp.spec.name.clone()).or_default() += tp.rows;
-    }
-    if other.rows > 0 {
-        s.rows.insert("perf_sample".into(), other.rows);
+    /// Rows per table, into the summary.
+    pub(super) fn count_rows(&self, s: &mut PerfSummary) {
+        for tp in self.tps.iter().flatten().filter(|tp| tp.rows > 0) {
+            *s.rows.entry(tp.spec.name.clone()).or_default() += tp.rows;
+        }
+        if self.other.rows > 0 {
+            s.rows.insert("perf_sample".into(), self.other.rows);
+        }
     }
 }
