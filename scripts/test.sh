@@ -11,6 +11,14 @@ if [ -x ../shared/sandbox/enable-tracing.sh ] && [ "$(id -u)" = 0 ]; then
     ../shared/sandbox/enable-tracing.sh || true
 fi
 
+echo "== lint (rustfmt, clippy)"
+cargo fmt --all --check
+if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --workspace --all-targets -q -- -D warnings
+else
+    echo "clippy is not installed: lint skipped"
+fi
+
 echo "== cargo test (pure-Rust crates)"
 cargo test --release --workspace --exclude cratrace-py -q 2>&1 | tail -n 40
 status=${PIPESTATUS[0]}

@@ -10,6 +10,7 @@ mod perfdata;
 mod perfstat;
 mod postcopy;
 mod replay;
+mod to_parquet;
 mod tracedat;
 mod xentrace;
 

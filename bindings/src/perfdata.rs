@@ -1,9 +1,7 @@
 //! `read_perfdata`: perf.data → the same tables as trace.dat (+ perf_sample).
 
-use crate::errors::{codec, progress_callback, to_py};
-use cratrace_arrow::ParquetSink;
+use crate::to_parquet::read_to_parquet;
 use cratrace_format::perfdata::read_perfdata as read;
-use cratrace_format::ReadError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -19,15 +17,14 @@ pub fn read_perfdata(
     compression: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyDict>> {
-    let codec = codec(compression)?;
-    let result = py.detach(|| {
-        let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
-        let mut cb = progress_callback(&progress);
-        let s = read(&path, &mut sink, &mut cb)?;
-        sink.finish().map_err(|what| ReadError::Sink { what })?;
-        Ok::<_, ReadError>(s)
-    });
-    let s = result.map_err(to_py)?;
+    let (s, _) = read_to_parquet(
+        py,
+        &out_dir,
+        batch_rows,
+        compression,
+        &progress,
+        |sink, cb| read(&path, sink, cb),
+    )?;
     let d = PyDict::new(py);
     d.set_item("format", "perf.data")?;
     d.set_item("events", s.rows)?;

@@ -1,9 +1,7 @@
 //! `read_perfstat`: perf stat interval CSV → the `perf_counter` table.
 
-use crate::errors::{codec, to_py};
-use cratrace_arrow::ParquetSink;
+use crate::to_parquet::read_to_parquet;
 use cratrace_format::perfstat::read_perfstat as read;
-use cratrace_format::ReadError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -21,14 +19,10 @@ pub fn read_perfstat(
     batch_rows: usize,
     compression: &str,
 ) -> PyResult<Py<PyDict>> {
-    let codec = codec(compression)?;
-    let result = py.detach(|| {
-        let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
-        let s = read(&path, start_ns, &mut sink)?;
-        sink.finish().map_err(|what| ReadError::Sink { what })?;
-        Ok::<_, ReadError>(s)
-    });
-    let s = result.map_err(to_py)?;
+    // the perf stat reader reports no progress: interval text is small
+    let (s, _) = read_to_parquet(py, &out_dir, batch_rows, compression, &None, |sink, _| {
+        read(&path, start_ns, sink)
+    })?;
     let d = PyDict::new(py);
     d.set_item("rows", s.rows)?;
     d.set_item("counters", s.counters.into_iter().collect::<Vec<_>>())?;

@@ -1,9 +1,7 @@
 //! `read_tracedat`: trace.dat → one Parquet file per event table.
 
-use crate::errors::{codec, progress_callback, to_py};
-use cratrace_arrow::ParquetSink;
+use crate::to_parquet::read_to_parquet;
 use cratrace_format::tracedat::{read_tracedat as read, ReadOptions, TraceDatSummary};
-use cratrace_format::ReadError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::path::PathBuf;
@@ -19,15 +17,14 @@ pub fn read_tracedat(
     compression: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyDict>> {
-    let codec = codec(compression)?;
-    let result = py.detach(|| {
-        let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
-        let mut cb = progress_callback(&progress);
-        let summary = read(&path, &mut sink, &ReadOptions::default(), &mut cb)?;
-        let files = sink.finish().map_err(|what| ReadError::Sink { what })?;
-        Ok::<_, ReadError>((summary, files))
-    });
-    let (s, files) = result.map_err(to_py)?;
+    let (s, files) = read_to_parquet(
+        py,
+        &out_dir,
+        batch_rows,
+        compression,
+        &progress,
+        |sink, cb| read(&path, sink, &ReadOptions::default(), cb),
+    )?;
     summary_dict(py, &s, &files)
 }
 

@@ -1,9 +1,7 @@
 //! `read_xentrace`: a xentrace file → one Parquet file per record type.
 
-use crate::errors::{codec, progress_callback, to_py};
-use cratrace_arrow::ParquetSink;
+use crate::to_parquet::read_to_parquet;
 use cratrace_format::xentrace::read_xentrace as read;
-use cratrace_format::ReadError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::PathBuf;
@@ -20,15 +18,14 @@ pub fn read_xentrace(
     compression: &str,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyDict>> {
-    let codec = codec(compression)?;
-    let result = py.detach(|| {
-        let mut sink = ParquetSink::new(&out_dir, batch_rows, codec);
-        let mut cb = progress_callback(&progress);
-        let s = read(&path, cpu_hz, &mut sink, &mut cb)?;
-        sink.finish().map_err(|what| ReadError::Sink { what })?;
-        Ok::<_, ReadError>(s)
-    });
-    let s = result.map_err(to_py)?;
+    let (s, _) = read_to_parquet(
+        py,
+        &out_dir,
+        batch_rows,
+        compression,
+        &progress,
+        |sink, cb| read(&path, cpu_hz, sink, cb),
+    )?;
     let d = PyDict::new(py);
     d.set_item("format", "xentrace")?;
     d.set_item("records", s.records)?;

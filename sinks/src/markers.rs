@@ -620,7 +620,10 @@ mod tests {
         let lines = MarkerLines::from_batches(&[p]).unwrap();
         assert_eq!(lines.len(), 3);
         let t = lines
-            .table(&WriterVms::from_batches(&[threads.clone()]).unwrap(), None)
+            .table(
+                &WriterVms::from_batches(std::slice::from_ref(&threads)).unwrap(),
+                None,
+            )
             .unwrap();
         assert_eq!(
             t.column(0).as_primitive::<Int64Type>().values(),
@@ -685,7 +688,7 @@ mod tests {
             let schema = want.schema();
             let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             let back = crate::read_columns(&path, &names).unwrap();
-            assert_eq!(back, [want.clone()]);
+            assert_eq!(back, std::slice::from_ref(&want));
             std::fs::remove_file(&path).ok();
         }
     }

@@ -472,7 +472,7 @@ mod tests {
         )
         .unwrap();
         // the second column first, then the first: the file keeps schema order
-        t.encode(&[1], &[s.clone()]).unwrap();
+        t.encode(&[1], std::slice::from_ref(&s)).unwrap();
         assert!(
             EncodedTable::new(schema.clone(), n, Codec::Lz4, &Encodings::default())
                 .unwrap()
@@ -480,7 +480,7 @@ mod tests {
                 .unwrap_err()
                 .contains("column ts was not encoded")
         );
-        t.encode(&[0], &[ts.clone()]).unwrap();
+        t.encode(&[0], std::slice::from_ref(&ts)).unwrap();
         t.write(&path).unwrap();
         let back = read_columns(&path, &["ts", "s"]).unwrap();
         // row groups pushed one by one, of any size, hold the same table
@@ -493,7 +493,7 @@ mod tests {
             .push_group(&[0], &[ts.slice(0, 3)])
             .unwrap_err()
             .contains("out of turn"));
-        u.encode(&[0], &[ts.clone()]).unwrap();
+        u.encode(&[0], std::slice::from_ref(&ts)).unwrap();
         let path2 = path.with_extension("streamed.parquet");
         u.write(&path2).unwrap();
         let md = parquet::file::serialized_reader::SerializedFileReader::new(

@@ -25,13 +25,17 @@ enum Msg {
     Batch(usize, RowBatch),
 }
 
+/// What the writer thread ends with: each table's index and file, or why
+/// it stopped.
+type Finished = Result<Vec<(usize, PathBuf)>, String>;
+
 /// The sending half; the thread owns the files.
 pub(crate) struct BackgroundWriter {
     tx: Option<SyncSender<Msg>>,
     /// Batches written, emptied, for the sink to fill again: their pages
     /// stay mapped and in cache, where fresh ones cost page faults.
     pub(crate) returned: Receiver<(usize, RowBatch)>,
-    thread: Option<JoinHandle<Result<Vec<(usize, PathBuf)>, String>>>,
+    thread: Option<JoinHandle<Finished>>,
     failed: Option<String>,
 }
 
@@ -93,7 +97,7 @@ impl BackgroundWriter {
     }
 
     /// Close every file; (table index, path) of each file written.
-    pub(crate) fn join(&mut self) -> Result<Vec<(usize, PathBuf)>, String> {
+    pub(crate) fn join(&mut self) -> Finished {
         self.tx = None;
         match self.thread.take() {
             Some(t) => t
@@ -122,7 +126,7 @@ fn run(
     back: Sender<(usize, RowBatch)>,
     codec: Codec,
     group_rows: usize,
-) -> Result<Vec<(usize, PathBuf)>, String> {
+) -> Finished {
     let mut files: Vec<Option<(EventFile, PathBuf)>> = Vec::new();
     for m in rx {
         match m {

@@ -147,11 +147,11 @@ impl FieldKind {
             }
             let elem = scalar_size(&base, long_size).or_else(|| {
                 f.array_len
-                    .filter(|&n| n > 0 && f.size % n == 0)
+                    .filter(|&n| n > 0 && f.size.is_multiple_of(n))
                     .map(|n| f.size / n)
             });
             return match elem {
-                Some(e) if e > 0 && f.size % e == 0 && matches!(e, 1 | 2 | 4 | 8) => {
+                Some(e) if e > 0 && f.size.is_multiple_of(e) && matches!(e, 1 | 2 | 4 | 8) => {
                     FieldKind::FixedArray {
                         elem: e,
                         signed: f.signed,

@@ -1,12 +1,12 @@
 //! Parser for ftrace `format` files.
 //!
 //! ```text
-//! name: sched_switch
+//! name: sched_switch (fields are tab-indented in the file)
 //! ID: 316
 //! format:
-//! 	field:unsigned short common_type;	offset:0;	size:2;	signed:0;
-//! 	...
-//! 	field:char prev_comm[16];	offset:8;	size:16;	signed:0;
+//!     field:unsigned short common_type;    offset:0;    size:2;    signed:0;
+//!     ...
+//!     field:char prev_comm[16];    offset:8;    size:16;    signed:0;
 //!
 //! print fmt: "prev_comm=%s ..."
 //! ```

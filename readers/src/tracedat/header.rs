@@ -844,7 +844,7 @@ fn read_v7_buffer(
     // the two layouts differ in length by exactly 4 bytes (20 per CPU).
     let rest = b.remaining();
     let mut page_size = meta.page_size;
-    if rest >= 8 && (rest - 8) % 20 == 0 && (rest < 4 || (rest - 4) % 20 != 0) {
+    if rest >= 8 && (rest - 8).is_multiple_of(20) && (rest < 4 || !(rest - 4).is_multiple_of(20)) {
         page_size = b.u32("buffer page size")?;
         if !(64..=(1 << 24)).contains(&page_size) || !page_size.is_power_of_two() {
             return Err(b.corrupt("corrupt-header", format!("buffer page size {page_size}")));

@@ -325,7 +325,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             ev if matches!(
                 ev & !0x100,
                 0x0008_2016 | 0x0008_2017 | 0x0008_2216 | 0x0008_2217
-            ) && r.n >= 1 + ((ev >> 8) & 1) as usize =>
+            ) && r.n > ((ev >> 8) & 1) as usize =>
             {
                 let na = 1 + ((ev >> 8) & 1) as usize;
                 let tid = t.get(
