@@ -21,6 +21,7 @@ pub mod batch;
 pub mod bytes;
 pub mod error;
 pub mod ftrace;
+pub mod input;
 pub mod mapped;
 pub mod perfdata;
 pub mod perfstat;

@@ -274,6 +274,18 @@ mod tests {
     use super::*;
     use cratrace_format::{ColumnSpec, ColumnType, RowHeader, Value};
 
+    /// Table `ev` with one u64 column `a`.
+    fn one_u64_column() -> TableSpec {
+        TableSpec {
+            name: "ev".into(),
+            system: "sys".into(),
+            columns: vec![ColumnSpec {
+                name: "a".into(),
+                ty: ColumnType::U64,
+            }],
+        }
+    }
+
     #[test]
     fn writes_typed_columns_in_batches() {
         let dir = std::env::temp_dir().join(format!("cratrace-sink-test-{}", std::process::id()));
@@ -389,14 +401,7 @@ mod tests {
                 .join(format!("cratrace-sink-codec-{}-{name}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             let mut sink = ParquetSink::new(&dir, 4, codec);
-            let spec = TableSpec {
-                name: "ev".into(),
-                system: "sys".into(),
-                columns: vec![ColumnSpec {
-                    name: "a".into(),
-                    ty: ColumnType::U64,
-                }],
-            };
+            let spec = one_u64_column();
             let t = sink.declare_table(&spec).unwrap();
             sink.write_row(
                 t,
@@ -424,14 +429,7 @@ mod tests {
             .join(format!("cratrace-sink-missing-{}", std::process::id()))
             .join("nope");
         let mut sink = ParquetSink::new(&dir, 2, Codec::Zstd);
-        let spec = TableSpec {
-            name: "ev".into(),
-            system: "sys".into(),
-            columns: vec![ColumnSpec {
-                name: "a".into(),
-                ty: ColumnType::U64,
-            }],
-        };
+        let spec = one_u64_column();
         let t = sink.declare_table(&spec).unwrap();
         let mut first_err = None;
         for i in 0..64 {

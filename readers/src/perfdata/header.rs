@@ -6,9 +6,9 @@ use super::PerfSummary;
 use crate::bytes::{Bytes, Endian};
 use crate::error::{ReadError, ReadResult};
 use crate::ftrace::format::{parse_format, EventFormat};
+use crate::input::read_at;
 use std::collections::HashMap;
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// One `perf_event_attr` with its sample ids.
@@ -193,28 +193,6 @@ pub(super) fn read_header(f: &File, path: &Path, s: &mut PerfSummary) -> ReadRes
         data_len,
         size,
     })
-}
-
-fn read_at(
-    f: &File,
-    path: &Path,
-    off: u64,
-    len: u64,
-    size: u64,
-    what: &str,
-) -> ReadResult<Vec<u8>> {
-    if off > size || len > size - off || len > (1 << 31) {
-        return Err(ReadError::corrupt(
-            path,
-            off,
-            "past-eof",
-            format!("{what}: {len} bytes at {off} run past the end of the file ({size} bytes)"),
-        ));
-    }
-    let mut v = vec![0u8; len as usize];
-    f.read_exact_at(&mut v, off)
-        .map_err(|e| ReadError::io(path, e))?;
-    Ok(v)
 }
 
 fn perf_string(b: &mut Bytes<'_>) -> ReadResult<String> {

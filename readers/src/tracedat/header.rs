@@ -16,10 +16,10 @@ use crate::bytes::{Bytes, Endian};
 use crate::error::{ReadError, ReadResult};
 use crate::ftrace::format::{parse_format, parse_header_page, EventFormat, HeaderPage};
 use crate::ftrace::printk::parse_printk_formats;
+use crate::input::{open_nonempty, read_at};
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::Read;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 10] = b"\x17\x08\x44tracing";
@@ -198,30 +198,6 @@ impl Seq<'_> {
     }
 }
 
-fn read_at(
-    file: &File,
-    path: &Path,
-    offset: u64,
-    len: u64,
-    file_size: u64,
-    what: &str,
-) -> ReadResult<Vec<u8>> {
-    if offset > file_size || len > file_size - offset {
-        return Err(ReadError::corrupt(
-            path,
-            offset,
-            "past-eof",
-            format!(
-                "{what}: {len} bytes at {offset} run past the end of the file ({file_size} bytes)"
-            ),
-        ));
-    }
-    let mut v = vec![0u8; len as usize];
-    file.read_exact_at(&mut v, offset)
-        .map_err(|e| ReadError::io(path, e))?;
-    Ok(v)
-}
-
 /// Decompress one block of a v7 file.
 pub fn decompress(
     algo: &str,
@@ -310,16 +286,7 @@ fn parse_format_list(
 
 /// Read everything but the ring-buffer data.
 pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
-    let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
-    let file_size = file.metadata().map_err(|e| ReadError::io(path, e))?.len();
-    if file_size == 0 {
-        return Err(ReadError::corrupt(
-            path,
-            0,
-            "empty",
-            "empty file, not a trace.dat",
-        ));
-    }
+    let (file, file_size) = open_nonempty(path, "a trace.dat")?;
     let mut seq = Seq {
         r: std::io::BufReader::with_capacity(1 << 16, &file),
         pos: 0,

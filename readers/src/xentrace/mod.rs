@@ -23,11 +23,11 @@ pub use names::{
 };
 
 use crate::error::{ReadError, ReadResult};
+use crate::input::open_nonempty;
 use crate::sink::{ColumnType, EventSink, RowHeader};
 use names::{class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::fs::File;
 use std::path::Path;
 use tables::{Table, Tables};
 use tsc::TscToNs;
@@ -78,16 +78,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<XenSummary> {
-    let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
-    let size = file.metadata().map_err(|e| ReadError::io(path, e))?.len();
-    if size == 0 {
-        return Err(ReadError::corrupt(
-            path,
-            0,
-            "empty",
-            "empty file, not a xentrace file",
-        ));
-    }
+    let (file, size) = open_nonempty(path, "a xentrace file")?;
     if !(cpu_hz.is_finite() && cpu_hz > 1e6) {
         return Err(ReadError::Unsupported {
             path: path.into(),
