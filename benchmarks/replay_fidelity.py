@@ -24,7 +24,7 @@ cgroups do. Captures differ run to run (the kernel's placement of the
 vCPUs decides how much lock-holder preemption there is): quote several
 runs.
 
-    python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks count] [--locks spin,pv] [--vm-sessions shared] [--runs 1]
+    python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks count] [--locks spin,pv] [--vm-sessions shared] [--runs 1] [--keep-over PCT]
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def main() -> None:
     ap.add_argument("--vm-sessions", default="shared", choices=["shared", "own"], help="the VMs share the lab's session (one autogroup) or each has its own")
     ap.add_argument("--locks", default="spin,pv", help="the lab's locks to record with (spin: native; pv: paravirtual, halting)")
     ap.add_argument("--runs", type=int, default=1, help="captures per setting (each recorded anew); the summary gives medians")
+    ap.add_argument("--keep-over", type=float, default=None, metavar="PCT", help="keep the captures (raw, imported, replays) whose baseline misses by more than PCT%% (worst of CPU time and throughput) under benchmarks/out/fidelity-kept/, to study them")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     cpus = os.cpu_count() or 1
@@ -118,6 +119,11 @@ def main() -> None:
                 "recorded_wait_with_idle_cpu_s": stranded_s,
                 "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
             })
+            if a.keep_over is not None and max(f["cpu_time_err_pct"], f["throughput_err_pct"]) > a.keep_over:
+                kept = Path(__file__).parent / "out" / "fidelity-kept"
+                kept.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(d), kept / d.name)
+                print(f"kept {kept / d.name}: {f['cpu_time_err_pct']:.1f} / {f['throughput_err_pct']:.1f}%", flush=True)
         finally:
             shutil.rmtree(d, ignore_errors=True)
     if a.json:
