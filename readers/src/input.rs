@@ -16,11 +16,17 @@ use std::path::Path;
 /// multi-gigabyte allocation.
 pub const MAX_PART: u64 = 1 << 31;
 
-/// Open `path` and return it with its size; an empty file is not a
-/// `kind` (named in the error, e.g. "a trace.dat").
-pub fn open_nonempty(path: &Path, kind: &str) -> ReadResult<(File, u64)> {
+/// Open `path` and return it with its size.
+pub fn open_sized(path: &Path) -> ReadResult<(File, u64)> {
     let file = File::open(path).map_err(|e| ReadError::io(path, e))?;
     let size = file.metadata().map_err(|e| ReadError::io(path, e))?.len();
+    Ok((file, size))
+}
+
+/// [`open_sized`], where an empty file is not a `kind` (named in the
+/// error, e.g. "a trace.dat").
+pub fn open_nonempty(path: &Path, kind: &str) -> ReadResult<(File, u64)> {
+    let (file, size) = open_sized(path)?;
     if size == 0 {
         return Err(ReadError::corrupt(
             path,

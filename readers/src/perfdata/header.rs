@@ -40,14 +40,16 @@ pub(super) struct Header {
     pub data_off: u64,
     /// The data section's size in bytes.
     pub data_len: u64,
-    /// The file's size.
-    pub size: u64,
 }
 
-/// Read everything but the data section; the summary gets the host
-/// features and any warnings.
-pub(super) fn read_header(f: &File, path: &Path, s: &mut PerfSummary) -> ReadResult<Header> {
-    let size = f.metadata().map_err(|e| ReadError::io(path, e))?.len();
+/// Read everything but the data section of `f` (`size` bytes long); the
+/// summary gets the host features and any warnings.
+pub(super) fn read_header(
+    f: &File,
+    path: &Path,
+    size: u64,
+    s: &mut PerfSummary,
+) -> ReadResult<Header> {
     if size < 104 {
         return Err(ReadError::NotThisFormat {
             path: path.into(),
@@ -191,7 +193,6 @@ pub(super) fn read_header(f: &File, path: &Path, s: &mut PerfSummary) -> ReadRes
         long,
         data_off,
         data_len,
-        size,
     })
 }
 

@@ -24,13 +24,13 @@ mod tables;
 pub use header::Attr;
 
 use crate::error::{ReadError, ReadResult};
+use crate::input::open_sized;
 use crate::mapped::MappedRange;
 use crate::sink::EventSink;
 use header::read_header;
 use sample::{sample_time, IdIndex};
 use sorter::RoundSorter;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::path::Path;
 use tables::Tables;
 
@@ -68,10 +68,10 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<PerfSummary> {
-    let f = File::open(path).map_err(|e| ReadError::io(path, e))?;
+    let (f, size) = open_sized(path)?;
     let mut s = PerfSummary::default();
-    let h = read_header(&f, path, &mut s)?;
-    let (attrs, data_off, data_len, size) = (&h.attrs, h.data_off, h.data_len, h.size);
+    let h = read_header(&f, path, size, &mut s)?;
+    let (attrs, data_off, data_len) = (&h.attrs, h.data_off, h.data_len);
     let mut tables = Tables::new(&h.formats, h.long, path, &mut s);
     sink.set_instances(&[String::new()]);
     let ids = IdIndex::new(&h.id_to_attr);
