@@ -37,6 +37,7 @@ class MarkerLines:
     def write(self, threads: Any, path: str | Path, compression: str) -> int: ...  # rows written
     def __len__(self) -> int: ...
 
+def replay_default_costs() -> dict[str, int]: ...
 def replay(
     *,
     thread_tid: Sequence[int],

@@ -12,6 +12,20 @@ use pyo3::types::PyDict;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+/// The engine's default costs (ns), which Python needs before a replay:
+/// recorded work already paid the switches the recording made, so the
+/// workload is taken net of what the engine charges again.
+#[pyfunction]
+pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
+    let c = Costs::default();
+    BTreeMap::from([
+        ("context_switch_ns", c.context_switch_ns),
+        ("hypercall_ns", c.hypercall_ns),
+        ("scan_per_partner_ns", c.scan_per_partner_ns),
+        ("migration_ns", c.migration_ns),
+    ])
+}
+
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
 #[pyfunction]

@@ -69,7 +69,9 @@ def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_swi
     for t, k, a, b in zip(w.phase_thread, w.phase_kind, w.phase_a, w.phase_b):
         phases[t].append((k, a, b))
     pos, rem, gen = [0] * n, [0] * n, [0] * n
-    run_start, prog_at = [0] * n, [0] * n
+    # dispatched: when the switch to it began (its slice, as a trace shows
+    # it, includes the switch); run_start: when its work resumes
+    dispatched, run_start, prog_at = [0] * n, [0] * n, [0] * n
     spin_since: list[int | None] = [None] * n
     until: list[int | None] = [None] * n  # running a work phase until then
     st = ["blocked"] * n
@@ -115,10 +117,10 @@ def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_swi
             until[t] = None
         if spin_since[t] is not None:
             spin_ns[t] += max(0, now - max(spin_since[t], run_start[t]))
-        if now > run_start[t]:
-            for k, v in zip(("slice_cpu", "slice_thread", "slice_start", "slice_end"), (c, t, run_start[t], now)):
+        if now > dispatched[t]:
+            for k, v in zip(("slice_cpu", "slice_thread", "slice_start", "slice_end"), (c, t, dispatched[t], now)):
                 res[k].append(v)
-            cpu_ns[t] += now - run_start[t]
+            cpu_ns[t] += now - dispatched[t]
         gen[t] += 1
         return t
 
@@ -162,6 +164,7 @@ def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_swi
             cur[c] = t
             st[t] = "running"
             overhead += context_switch_ns
+            dispatched[t] = now
             run_start[t] = prog_at[t] = now + context_switch_ns
             gen[t] += 1
             at(now + context_switch_ns, "step", t, gen[t])

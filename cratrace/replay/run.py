@@ -386,7 +386,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     marker = str(other.get("throughput_marker", "txn_end"))
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
-    w = extract_workload(cap, marker)
+    costs = {**_native.replay_default_costs(), **costs}
+    w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"])
     groups_mode = resolve_sched_groups(w, str(other.get("sched_groups", "auto")))
     if groups_mode == "off":
         w.group_of = [-1] * len(w.group_of)
@@ -411,7 +412,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         if policy in python_policies:
             from cratrace.replay.policy import run_python_policy
 
-            r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs.get("context_switch_ns", 2_000), limit_ns))
+            r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs["context_switch_ns"], limit_ns))
         else:
             r = _run_engine(w, policy, engine, costs, host, limit_ns)
         gate = policy in (base, f"{base}+spin")

@@ -13,6 +13,13 @@ a lock wait, which the `pv` spin response recreates, so it is dropped too. Every
 runs under the VM's lock (*acquire* … *release*), ``critical_ns`` being
 the median time from a spin's end to the transaction's end. Host threads
 that used the CPU replay as work and blocks from their CPU slices.
+
+Work is taken net of the switches the engine charges again: a recorded
+run's time includes the switch into it (the trace's slice starts at
+sched_switch) and, when it changed CPU, the move; the replay pays both at
+each of its own dispatches, so without the deduction every run would pay
+twice, and a run would end a switch cost after its recorded end, when a
+waking sibling can preempt it instead of it blocking as recorded.
 """
 
 from __future__ import annotations
@@ -151,7 +158,7 @@ def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
     return halted.height, None if med is None else int(med)
 
 
-def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int | None]], marks: list[int], crit: int) -> None:
+def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int | None]], marks: list[int], crit: int, switch_ns: int = 0, migration_ns: int = 0) -> None:
     """Turn one vCPU's timeline (start, end, state, in a spin episode, CPU)
     and mark times into phases; each work phase keeps the CPU it ran on."""
     mi = 0
@@ -188,9 +195,22 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
             flush_work()
         w.phase(t, MARK)
 
+    on_cpu, last_cpu, owed = False, None, 0
     for start, end, state, in_spin, cpu in segs:
+        if state in ("guest", "vmm", "spinning") and not on_cpu:
+            # a new run on a CPU: its first work paid the switch (and the
+            # migration) the replay charges again
+            owed = switch_ns + (migration_ns if last_cpu is not None and cpu is not None and cpu != last_cpu else 0)
+            last_cpu = cpu if cpu is not None else last_cpu
+        on_cpu = state in ("guest", "vmm", "spinning")
+        if state == "spinning":
+            owed = 0
         if state in ("guest", "vmm"):
             pos = start
+            if owed:
+                pay = min(owed, end - start)
+                start, owed = start + pay, owed - pay
+                pos = start
             while mi < len(marks) and marks[mi] <= end:
                 # a mark stamped while the thread was off CPU (preempted
                 # between its work and the write) lands at the next run
@@ -213,7 +233,7 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
     flush_work()
 
 
-def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001) -> Workload:
+def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
     """The replay workload of a modelled capture."""
     m = cap.model
     missing = [t for t in ("threads", "cpu_slices", "vcpu_states", "markers") if t not in m]
@@ -265,7 +285,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
-        _vcpu_phases(w, t, segs, marks_by.get((vm, vcpu), []), w.critical_ns.get(vm, 0))
+        _vcpu_phases(w, t, segs, marks_by.get((vm, vcpu), []), w.critical_ns.get(vm, 0), switch_ns, migration_ns)
     # host threads that used a noticeable share of the CPU
     total = max(sum(cpu_by_tid.values()), 1)
     vcpu_tids = set(vcpus["tid"].to_list())
@@ -273,10 +293,11 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     for tid in sorted(host):
         s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end", "cpu").rows()
         t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
-        prev_end = None
+        prev_end, prev_cpu = None, None
         for a, b, cpu in s:
             if prev_end is not None and a > prev_end:
                 w.phase(t, BLOCK, a - prev_end)
-            w.phase(t, WORK, b - a, cpu + 1)
-            prev_end = b
+            paid = switch_ns + (migration_ns if prev_cpu is not None and cpu != prev_cpu else 0)
+            w.phase(t, WORK, max(b - a - paid, 0), cpu + 1)
+            prev_end, prev_cpu = b, cpu
     return w

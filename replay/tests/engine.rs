@@ -58,6 +58,30 @@ fn single_thread_runs_its_work_and_blocks_open_loop() {
 }
 
 #[test]
+fn a_switch_costs_the_cpu_time_of_the_thread_switched_to() {
+    // a trace puts the switch inside the incoming thread's slice, and so
+    // does the replay: its work starts after the cost, its slice before
+    let w = workload(
+        vec![vm_thread(
+            0,
+            0,
+            vec![
+                Phase::Work(1_000_000),
+                Phase::Block(1_000_000),
+                Phase::Work(1_000_000),
+            ],
+        )],
+        1,
+    );
+    let mut h = free_host(1);
+    h.costs.context_switch_ns = 2_000;
+    let out = replay(&w, &h, &Policy::parse("fair").unwrap(), i64::MAX);
+    assert_eq!(out.slice_start, vec![0, 2_002_000]);
+    assert_eq!(out.slice_end, vec![1_002_000, 3_004_000]);
+    assert_eq!(out.cpu_ns[0], 2_004_000);
+}
+
+#[test]
 fn two_threads_share_one_cpu_fairly() {
     let w = workload(
         vec![

@@ -207,6 +207,41 @@ def test_threads_whose_runtime_the_kernel_updated_every_few_us_get_exact_slice_e
     assert vcpus and not any(vcpus)
 
 
+def test_work_is_net_of_the_switches_the_replay_charges_again(lab_capture):  # noqa: F811
+    # a recorded run's time includes the switch into it (and the move, if
+    # it changed CPU); the engine charges both again at each dispatch
+    gross = extract_workload(lab_capture)
+    net = extract_workload(lab_capture, switch_ns=2_000, migration_ns=5_000)
+
+    def work(w, t):
+        return sum(a for th, k, a in zip(w.phase_thread, w.phase_kind, w.phase_a) if th == t and k == WORK)
+
+    states = lab_capture.model["vcpu_states"].collect().sort("tid", "start")
+    on = pl.col("state").is_in(["guest", "vmm", "spinning"])
+    runs = (
+        states.with_columns(on.alias("on"))
+        .with_columns((pl.col("on") & ~pl.col("on").shift(1).over("tid").fill_null(False)).cum_sum().over("tid").alias("run"))
+        .filter(pl.col("on"))
+        .group_by("tid", "run")
+        .agg(pl.col("state").first(), pl.col("dur").first(), pl.col("pcpu").first(), pl.col("start").first())
+        .sort("tid", "start")
+        .with_columns((pl.col("pcpu") != pl.col("pcpu").shift(1).over("tid")).fill_null(False).alias("moved"))
+    )
+    vcpus = set(states["tid"].unique().to_list())
+    for t, tid in enumerate(gross.tids):
+        paid = work(gross, t) - work(net, t)
+        if tid in vcpus:
+            r = runs.filter(pl.col("tid") == tid)
+            most = 2_000 * r.height + 5_000 * r["moved"].sum()
+            # runs that began with at least 7 µs of guest time paid in full
+            least = r.filter((pl.col("state") == "guest") & (pl.col("dur") >= 7_000)).height * 2_000
+            assert least <= paid <= most and least > 0, (tid, least, paid, most)
+        else:
+            s = lab_capture.model["cpu_slices"].collect().filter(pl.col("tid") == tid).sort("start")
+            moved = (s["cpu"] != s["cpu"].shift(1)).fill_null(False)
+            assert paid == sum(min(d, 2_000 + 5_000 * m) for d, m in zip(s["dur"], moved))
+
+
 def test_workload_keeps_the_hosts_scheduling_groups_and_recorded_cpus(lab_capture):  # noqa: F811
     w = extract_workload(lab_capture)
     threads = lab_capture.model["threads"].collect()

@@ -472,7 +472,8 @@ impl<'a> Engine<'a> {
         th.gen += 1;
         // from dispatch (or the last charge), so the switch cost counts too
         self.sched.charge(ThreadId(t), now - th.charged_at);
-        self.out.ran(t, c, th.run_start, now);
+        // the switch cost counts as the thread's, as a trace shows it
+        self.out.ran(t, c, th.dispatched_at, now);
         Some(t)
     }
 
