@@ -25,6 +25,7 @@ vCPUs decides how much lock-holder preemption there is): quote several
 runs.
 
     python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks count] [--locks spin,pv] [--vm-sessions shared] [--runs 1] [--keep-over PCT]
+    python benchmarks/replay_fidelity.py --replay-kept benchmarks/out/fidelity-kept   # the kept captures again
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pathlib import Path
 import polars as pl
 
 from collectors import cratrace_collect as cc
+from cratrace.capture import Capture
 from cratrace.importer import import_capture
 from cratrace.lab import LabParams, executable
 from cratrace.model import build_model
@@ -66,6 +68,47 @@ def stranded_wait(cap: Path, step_ns: int = 20_000) -> tuple[float, float]:
     return sum(waiting) * step_ns / 1e9, sum(min(w, i) for w, i in zip(waiting, idle)) * step_ns / 1e9
 
 
+def measure(d: Path, setting: dict, cpus: int) -> tuple[str, dict]:
+    """Replay the capture under `d` (its `cap/`) and compare: the
+    baseline, the other Linux scheduler model, the recorded placement and
+    the host's scheduling groups the other way round."""
+    cap = d / "cap"
+    policy = baseline_policy(Capture(cap))
+    # the other Linux scheduler model on the same capture, to compare
+    sched, _, spin = policy.partition("+")
+    other = ("fair" if sched == "eevdf" else "eevdf") + (f"+{spin}" if spin else "")
+    placed = f"{policy}+recorded"
+    ms = replay_capture(cap, [policy, other, placed], d / "rep")
+    f, g, h = ms[policy]["fidelity"], ms[other]["fidelity"], ms[placed]["fidelity"]
+    mode = ms[policy]["host"]["sched_groups_mode"]
+    flip = "off" if mode == "recorded" else "recorded"
+    grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": flip})[policy]["fidelity"]
+    wait_s, stranded_s = stranded_wait(cap)
+    k = setting["vcpus"]
+    n = 2 * k[0] if len(k) == 1 else sum(k)
+    sizes = "" if len(k) == 1 else f", VMs of {'+'.join(map(str, k))} vCPUs"
+    label = f"{setting['clock']} clock, {setting['lock']} lock, {setting['vm_sessions']} sessions, {n / cpus:.0f}x ({n} vCPUs on {cpus} CPUs{sizes})"
+    return label, {
+        "capture": d.name,
+        "policy": policy,
+        "cpu_time_err_pct": f["cpu_time_err_pct"],
+        "throughput_err_pct": f["throughput_err_pct"],
+        "passed": f["passed"],
+        "other_policy": other,
+        "other_cpu_time_err_pct": g["cpu_time_err_pct"],
+        "other_throughput_err_pct": g["throughput_err_pct"],
+        "recorded_placement_cpu_time_err_pct": h["cpu_time_err_pct"],
+        "recorded_placement_throughput_err_pct": h["throughput_err_pct"],
+        "groups_mode": mode,
+        "groups_flipped": flip,
+        "groups_cpu_time_err_pct": grouped["cpu_time_err_pct"],
+        "groups_throughput_err_pct": grouped["throughput_err_pct"],
+        "recorded_wait_s": wait_s,
+        "recorded_wait_with_idle_cpu_s": stranded_s,
+        "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--levels", default="1,2,3", help="vCPUs per VM (2 VMs); 1+3: a 1-vCPU and a 3-vCPU VM")
@@ -75,52 +118,33 @@ def main() -> None:
     ap.add_argument("--locks", default="spin,pv", help="the lab's locks to record with (spin: native; pv: paravirtual, halting)")
     ap.add_argument("--runs", type=int, default=1, help="captures per setting (each recorded anew); the summary gives medians")
     ap.add_argument("--keep-over", type=float, default=None, metavar="PCT", help="keep the captures (raw, imported, replays) whose baseline misses by more than PCT%% (worst of CPU time and throughput) under benchmarks/out/fidelity-kept/, to study them")
+    ap.add_argument("--replay-kept", default=None, metavar="DIR", help="record nothing: replay again the captures kept under DIR (by --keep-over; --keep-over -1 keeps every capture), to compare replay changes on the same captures")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     cpus = os.cpu_count() or 1
     res = {}
+    kept = Path(__file__).parent / "out" / "fidelity-kept"
+    if a.replay_kept:
+        # the same captures again (after a replay change): no recording
+        for d in sorted(p.parent for p in Path(a.replay_kept).glob("*/setting.json")):
+            setting = json.loads((d / "setting.json").read_text())
+            shutil.rmtree(d / "rep", ignore_errors=True)
+            shutil.rmtree(d / "rep-groups", ignore_errors=True)
+            label, row = measure(d, setting, cpus)
+            res.setdefault(label, []).append(row)
     settings = [(c, lk, tuple(int(n) for n in k.split("+"))) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
-    for clock, lock_kind, k in [s for s in settings for _ in range(a.runs)]:
+    for clock, lock_kind, k in [s for s in settings for _ in range(a.runs)] if not a.replay_kept else []:
         d = Path(tempfile.mkdtemp(prefix="cratrace-fid-"))
         try:
+            setting = {"clock": clock, "lock": lock_kind, "vcpus": list(k), "vm_sessions": a.vm_sessions}
             with open("/tmp/cratrace-tracing.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k if len(k) > 1 else k[0], duration_s=a.seconds, work_clock=clock, lock=lock_kind, vm_sessions=a.vm_sessions).argv(executable()))
-            cap = import_capture([d / "raw"], d / "cap")
-            build_model(cap)
-            policy = baseline_policy(cap)
-            # the other Linux scheduler model on the same capture, to compare
-            sched, _, spin = policy.partition("+")
-            other = ("fair" if sched == "eevdf" else "eevdf") + (f"+{spin}" if spin else "")
-            placed = f"{policy}+recorded"
-            ms = replay_capture(cap, [policy, other, placed], d / "rep")
-            f, g, h = ms[policy]["fidelity"], ms[other]["fidelity"], ms[placed]["fidelity"]
-            mode = ms[policy]["host"]["sched_groups_mode"]
-            flip = "off" if mode == "recorded" else "recorded"
-            grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": flip})[policy]["fidelity"]
-            wait_s, stranded_s = stranded_wait(d / "cap")
-            n = 2 * k[0] if len(k) == 1 else sum(k)
-            sizes = "" if len(k) == 1 else f", VMs of {'+'.join(map(str, k))} vCPUs"
-            res.setdefault(f"{clock} clock, {lock_kind} lock, {a.vm_sessions} sessions, {n / cpus:.0f}x ({n} vCPUs on {cpus} CPUs{sizes})", []).append({
-                "policy": policy,
-                "cpu_time_err_pct": f["cpu_time_err_pct"],
-                "throughput_err_pct": f["throughput_err_pct"],
-                "passed": f["passed"],
-                "other_policy": other,
-                "other_cpu_time_err_pct": g["cpu_time_err_pct"],
-                "other_throughput_err_pct": g["throughput_err_pct"],
-                "recorded_placement_cpu_time_err_pct": h["cpu_time_err_pct"],
-                "recorded_placement_throughput_err_pct": h["throughput_err_pct"],
-                "groups_mode": mode,
-                "groups_flipped": flip,
-                "groups_cpu_time_err_pct": grouped["cpu_time_err_pct"],
-                "groups_throughput_err_pct": grouped["throughput_err_pct"],
-                "recorded_wait_s": wait_s,
-                "recorded_wait_with_idle_cpu_s": stranded_s,
-                "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
-            })
+            (d / "setting.json").write_text(json.dumps(setting))
+            build_model(import_capture([d / "raw"], d / "cap"))
+            label, f = measure(d, setting, cpus)
+            res.setdefault(label, []).append(f)
             if a.keep_over is not None and max(f["cpu_time_err_pct"], f["throughput_err_pct"]) > a.keep_over:
-                kept = Path(__file__).parent / "out" / "fidelity-kept"
                 kept.mkdir(parents=True, exist_ok=True)
                 shutil.move(str(d), kept / d.name)
                 print(f"kept {kept / d.name}: {f['cpu_time_err_pct']:.1f} / {f['throughput_err_pct']:.1f}%", flush=True)
@@ -139,7 +163,7 @@ def main() -> None:
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
                 f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}"
             )
-    if a.runs > 1:
+    if any(len(runs) > 1 for runs in res.values()):
         print("medians (worst thread CPU-time / worst VM throughput error):")
         for lvl, runs in res.items():
             print(f"  {lvl}, {runs[0]['policy']} (groups {'/'.join(sorted({r['groups_mode'] for r in runs}))}): {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
