@@ -133,7 +133,8 @@ def main() -> None:
             label, row = measure(d, setting, cpus)
             res.setdefault(label, []).append(row)
     settings = [(c, lk, tuple(int(n) for n in k.split("+"))) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
-    for clock, lock_kind, k in [s for s in settings for _ in range(a.runs)] if not a.replay_kept else []:
+    recordings = [] if a.replay_kept else [s for s in settings for _ in range(a.runs)]
+    for clock, lock_kind, k in recordings:
         d = Path(tempfile.mkdtemp(prefix="cratrace-fid-"))
         try:
             setting = {"clock": clock, "lock": lock_kind, "vcpus": list(k), "vm_sessions": a.vm_sessions}

@@ -158,6 +158,13 @@ def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
     return halted.height, None if med is None else int(med)
 
 
+def _switch_paid(switch_ns: int, migration_ns: int, prev_cpu: int | None, cpu: int | None) -> int:
+    """What a recorded run paid to get on `cpu`, which the engine charges
+    again: the switch, and the move when it left another CPU."""
+    moved = prev_cpu is not None and cpu is not None and cpu != prev_cpu
+    return switch_ns + (migration_ns if moved else 0)
+
+
 def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int | None]], marks: list[int], crit: int, switch_ns: int = 0, migration_ns: int = 0) -> None:
     """Turn one vCPU's timeline (start, end, state, in a spin episode, CPU)
     and mark times into phases; each work phase keeps the CPU it ran on."""
@@ -198,19 +205,16 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
     on_cpu, last_cpu, owed = False, None, 0
     for start, end, state, in_spin, cpu in segs:
         if state in ("guest", "vmm", "spinning") and not on_cpu:
-            # a new run on a CPU: its first work paid the switch (and the
-            # migration) the replay charges again
-            owed = switch_ns + (migration_ns if last_cpu is not None and cpu is not None and cpu != last_cpu else 0)
+            # a new run: its first work paid what the replay charges again
+            owed = _switch_paid(switch_ns, migration_ns, last_cpu, cpu)
             last_cpu = cpu if cpu is not None else last_cpu
         on_cpu = state in ("guest", "vmm", "spinning")
         if state == "spinning":
-            owed = 0
+            owed = 0  # paid while spinning, which is not demand
         if state in ("guest", "vmm"):
-            pos = start
-            if owed:
-                pay = min(owed, end - start)
-                start, owed = start + pay, owed - pay
-                pos = start
+            pay = min(owed, end - start)
+            owed -= pay
+            pos = start + pay
             while mi < len(marks) and marks[mi] <= end:
                 # a mark stamped while the thread was off CPU (preempted
                 # between its work and the write) lands at the next run
@@ -297,7 +301,6 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         for a, b, cpu in s:
             if prev_end is not None and a > prev_end:
                 w.phase(t, BLOCK, a - prev_end)
-            paid = switch_ns + (migration_ns if prev_cpu is not None and cpu != prev_cpu else 0)
-            w.phase(t, WORK, max(b - a - paid, 0), cpu + 1)
+            w.phase(t, WORK, max(b - a - _switch_paid(switch_ns, migration_ns, prev_cpu, cpu), 0), cpu + 1)
             prev_end, prev_cpu = b, cpu
     return w
