@@ -29,7 +29,7 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -57,6 +57,7 @@ pub fn replay(
     params: BTreeMap<String, f64>,
     costs: BTreeMap<String, i64>,
     limit_ns: i64,
+    seed: u64,
 ) -> PyResult<Py<PyDict>> {
     let n = thread_tid.len();
     if [thread_vm.len(), thread_vcpu.len(), thread_start.len()]
@@ -106,6 +107,7 @@ pub fn replay(
         ));
     }
     let mut p = Policy::parse(policy).map_err(PyValueError::new_err)?;
+    p.seed = seed;
     for (k, v) in &params {
         p.set(k, *v).map_err(PyValueError::new_err)?;
     }

@@ -17,7 +17,7 @@ def replay_cmd(
     capture: Annotated[Optional[Path], typer.Argument(help="A modelled capture (`cratrace model` first); optional for --scenario postcopy.")] = None,
     policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler, spin response and placement: fair (CFS), eevdf (Linux 6.6+), credit (Xen); spin, yield, wapd, wopd, rslp, pv (paravirtual spinlock: spin, then halt until kicked); energy-balance, asymmetric (fast/slow core pools, credit), recorded (each stretch of work on the CPU the capture ran it on). Compose with +, e.g. credit+wapd, eevdf+pv, fair+energy-balance, asymmetric+yield, eevdf+recorded. Repeatable; default: the policy that produced the capture (with +pv when its vCPUs halted while spinning). See docs/replay-policies.md.")] = None,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, balance_k, fast_cores, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), per VM class.VM=cpu|io and elasticity.VM=E, throughput_marker, fidelity_tolerance_pct, sched_groups=auto|recorded|off (replay the host's autogroups and CPU cgroups; auto: when the VMs were in different ones). Unknown keys list the allowed ones.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed recorded with the results (the built-in policies are deterministic).")] = 0,
+    seed: Annotated[Optional[int], typer.Option(help="Where the policies' random draws start: energy-balance's swap realisation (swap_realise_p), postcopy's guest-kernel faults (kernel_fault_fraction); everything else is deterministic. Same inputs and seed, byte-identical outputs. Default 0 (postcopy: 1).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
     scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, rtt_ns, fetch_overhead_ns, ready_delay_ns, ...).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
@@ -42,6 +42,8 @@ def replay_cmd(
         from cratrace.capture import Capture
         from cratrace.replay.postcopy import run_postcopy
 
+        if seed is not None:
+            settings.setdefault("seed", str(seed))
         res = run_postcopy(Capture(capture) if capture else None, out, settings, force)
         if as_json:
             print(json.dumps(res, indent=2, sort_keys=True))
@@ -57,7 +59,7 @@ def replay_cmd(
         from cratrace.replay.run import baseline_policy
 
         policy = [baseline_policy(Capture(capture))]
-    res = replay_capture(capture, policy, out, settings=settings, seed=seed, force=force)
+    res = replay_capture(capture, policy, out, settings=settings, seed=seed or 0, force=force)
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
     else:

@@ -84,7 +84,7 @@ def resolve_sched_groups(w: Workload, mode: str) -> str:
     return "recorded" if separate else "off"
 
 
-def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int) -> dict:
+def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int, seed: int) -> dict:
     pcpus = int(host.get("pcpus", w.pcpus))
     freq = int(host.get("freq_khz", w.freq_khz))
     per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {})}
@@ -118,6 +118,7 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 params=engine,
                 costs=costs,
                 limit_ns=limit_ns,
+                seed=seed,
             )
         )
     except ValueError as e:
@@ -378,6 +379,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     """Replay `cap` under each policy; returns metrics per policy.
     `python_policies` maps extra policy names to objects implementing
     :class:`cratrace.replay.policy.PythonPolicy`."""
+    if not 0 <= seed < 2**64:
+        raise UsageError(f"--seed {seed}: expected a whole number from 0 to 2^64 - 1")
     python_policies = dict(python_policies or {})
     policies = list(policies) + [p for p in python_policies if p not in policies]
     cap = cap if isinstance(cap, Capture) else Capture(cap)
@@ -414,7 +417,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
 
             r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs["context_switch_ns"], limit_ns))
         else:
-            r = _run_engine(w, policy, engine, costs, host, limit_ns)
+            r = _run_engine(w, policy, engine, costs, host, limit_ns, seed)
         gate = policy in (base, f"{base}+spin")
         metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
         metrics["host"]["sched_groups_mode"] = groups_mode
@@ -425,7 +428,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             hb = {**host, "freq_khz": r["core_khz"][f0]}
             # same spin response, credit on a host of fast cores only
             bp = "+".join("credit" if part == "asymmetric" else part for part in policy.split("+"))
-            rb = _run_engine(w, bp, fast, costs, hb, limit_ns)
+            rb = _run_engine(w, bp, fast, costs, hb, limit_ns, seed)
             metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
         metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))

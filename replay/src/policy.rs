@@ -60,6 +60,9 @@ pub struct Policy {
     pub spin: SpinResponse,
     /// Numeric parameters (see [`Policy::param`] for names and defaults).
     pub params: BTreeMap<String, f64>,
+    /// Where the policy's random draws start (the energy balancer's swap
+    /// realisation): the same seed draws the same numbers.
+    pub seed: u64,
 }
 
 /// Parameter names with their defaults and meaning.
@@ -137,6 +140,7 @@ impl Policy {
             scheduler,
             spin,
             params: BTreeMap::new(),
+            seed: 0,
         })
     }
 

@@ -8,6 +8,7 @@ import json
 import polars as pl
 import pytest
 
+from cratrace.errors import UsageError
 from cratrace.replay import extract_workload, replay_capture
 from cratrace.replay.run import baseline_policy, linux_base_slice_ns, linux_release
 from cratrace.replay.workload import ACQUIRE, MARK, RELEASE, WORK
@@ -68,6 +69,21 @@ def test_same_inputs_and_seed_give_byte_identical_outputs(lab_capture, tmp_path)
         for f in sorted((a / p).rglob("*")):
             if f.is_file() and f.name != "run.json":
                 assert f.read_bytes() == (b / p / f.relative_to(a / p)).read_bytes(), f
+
+
+def test_the_seed_drives_the_policies_random_draws(lab_capture, tmp_path):  # noqa: F811
+    # energy-balance realises each decided swap with probability
+    # swap_realise_p: forced swaps make many draws
+    forced = {"force_swap_hz": "200", "balance_k": "1e12"}
+    runs = {name: replay_capture(lab_capture, ["energy-balance"], tmp_path / name, settings=forced, seed=seed)["energy-balance"] for name, seed in (("a", 7), ("b", 7), ("c", 8))}
+    states = {name: (tmp_path / name / "energy-balance" / "model" / "vcpu_states.parquet").read_bytes() for name in runs}
+    assert states["a"] == states["b"] and runs["a"] == runs["b"]
+    assert states["a"] != states["c"]
+    eb = [runs[n]["energy_balance"] for n in "ac"]
+    assert eb[0]["swaps_decided"] > 100 and all(0 < e["swaps_realised"] < e["swaps_decided"] for e in eb)
+    assert [runs[n]["seed"] for n in "ac"] == [7, 8]
+    with pytest.raises(UsageError, match="--seed -1"):
+        replay_capture(lab_capture, ["fair"], tmp_path / "d", seed=-1)
 
 
 def test_fidelity_is_measured_and_reported_not_hidden(replays, lab_capture):  # noqa: F811

@@ -68,7 +68,7 @@ impl Engine<'_> {
             swap_cost: p.param("swap_cost_ns") as i64,
             realise_p: p.param("swap_realise_p").clamp(0.0, 1.0),
             mechanism_overhead: p.param("mechanism_overhead").clamp(0.0, 0.99),
-            rng: SplitMix64(0x5EED_0000_0000_0001),
+            rng: SplitMix64::seeded(0x5EED_0000_0000_0001, p.seed),
             pending: Vec::new(),
         });
         self.at(period, Ev::Balance);
