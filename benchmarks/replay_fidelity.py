@@ -22,7 +22,11 @@ the holder's unlock kicks them, as KVM guests' do). --vm-sessions own
 gives each VM a session (an autogroup) of its own, as libvirt's per-VM
 cgroups do. Captures differ run to run (the kernel's placement of the
 vCPUs decides how much lock-holder preemption there is): quote several
-runs.
+runs. With several captures of a setting, the summary also says how far
+its recordings are apart from each other (throughput, and CPU seconds
+per useful guest second, which does not move with the machine's speed)
+next to how far each replay is from its own recording: the floor under
+what a replay can be held to.
 
     python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks count] [--locks spin,pv] [--vm-sessions shared] [--runs 1] [--keep-over PCT]
     python benchmarks/replay_fidelity.py --replay-kept benchmarks/out/fidelity-kept   # the kept captures again
@@ -33,6 +37,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import fcntl
+import itertools
 import json
 import os
 import shutil
@@ -84,6 +89,7 @@ def measure(d: Path, setting: dict, cpus: int) -> tuple[str, dict]:
     flip = "off" if mode == "recorded" else "recorded"
     grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": flip})[policy]["fidelity"]
     wait_s, stranded_s = stranded_wait(cap)
+    on_cpu = per_vm_on_cpu(cap)
     k = setting["vcpus"]
     n = 2 * k[0] if len(k) == 1 else sum(k)
     sizes = "" if len(k) == 1 else f", VMs of {'+'.join(map(str, k))} vCPUs"
@@ -106,7 +112,55 @@ def measure(d: Path, setting: dict, cpus: int) -> tuple[str, dict]:
         "recorded_wait_s": wait_s,
         "recorded_wait_with_idle_cpu_s": stranded_s,
         "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
+        # per VM, to compare recordings of one setting with each other
+        "vms": {
+            vm: {
+                "recorded_throughput_per_s": m["recorded_throughput_per_s"],
+                "recorded_cpu_per_useful": cpu_per_useful(*on_cpu.get(vm, (0.0, 0.0))),
+                "replayed_cpu_per_useful": cpu_per_useful(m["cpu_s"] - m["spin_s"], m["spin_s"]),
+            }
+            for vm, m in ms[policy]["vms"].items()
+        },
     }
+
+
+def per_vm_on_cpu(cap: Path) -> dict[str, tuple[float, float]]:
+    """Per VM, its vCPUs' recorded (guest, spinning) seconds on a CPU."""
+    states = pl.read_parquet(cap / "model" / "vcpu_states.parquet").filter(pl.col("state").is_in(["guest", "spinning"]))
+    sums = states.group_by("vm").agg(
+        (pl.col("dur").filter(pl.col("state") == "guest").sum() / 1e9).alias("guest"),
+        (pl.col("dur").filter(pl.col("state") == "spinning").sum() / 1e9).alias("spin"),
+    )
+    return {vm: (guest, spin) for vm, guest, spin in sums.iter_rows()}
+
+
+def cpu_per_useful(useful_s: float, spin_s: float) -> float | None:
+    """CPU seconds a VM's vCPUs spent per second of useful guest work: 1
+    without spinning. Unlike throughput it does not move with the
+    machine's speed, so recordings made at different times compare."""
+    return (useful_s + spin_s) / useful_s if useful_s > 0 else None
+
+
+def worst_vm_gap(a: dict, b: dict, key_a: str, key_b: str) -> float | None:
+    """The largest relative difference (%) over the VMs of `b[key_b]` from
+    `a[key_a]` (two rows' `vms`)."""
+    gaps = [abs(b[vm][key_b] - a[vm][key_a]) / a[vm][key_a] * 100 for vm in a if vm in b and a[vm][key_a] and b[vm][key_b] is not None]
+    return max(gaps) if gaps else None
+
+
+def recording_spread(runs: list[dict], key: str) -> float | None:
+    """How far two recordings of one setting are apart: the median, over
+    ordered pairs of its captures, of the worst VM's difference in `key`.
+    The floor under what a replay of one of them can be held to when the
+    workload's outcome turns on microscopic timing."""
+    gaps = [g for a, b in itertools.permutations(runs, 2) if (g := worst_vm_gap(a["vms"], b["vms"], key, key)) is not None]
+    return statistics.median(gaps) if gaps else None
+
+
+def replay_gap(runs: list[dict]) -> float | None:
+    """The same measure between each replay and its own recording."""
+    gaps = [g for r in runs if (g := worst_vm_gap(r["vms"], r["vms"], "recorded_cpu_per_useful", "replayed_cpu_per_useful")) is not None]
+    return statistics.median(gaps) if gaps else None
 
 
 def main() -> None:
@@ -170,10 +224,20 @@ def main() -> None:
             print(f"  {lvl}, {runs[0]['policy']} (groups {'/'.join(sorted({r['groups_mode'] for r in runs}))}): {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
                   f"+recorded: {_median(runs, 'recorded_placement_cpu_time_err_pct'):.1f}% / {_median(runs, 'recorded_placement_throughput_err_pct'):.1f}%; "
                   f"groups {'/'.join(sorted({r['groups_flipped'] for r in runs}))}: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%")
+        print("recordings of one setting against each other (median over pairs of the worst VM's difference), and each replay against its recording:")
+        for lvl, runs in res.items():
+            if len(runs) > 1 and all("vms" in r for r in runs):
+                print(f"  {lvl}: recorded throughput {_fmt(recording_spread(runs, 'recorded_throughput_per_s'))}, "
+                      f"CPU per useful second {_fmt(recording_spread(runs, 'recorded_cpu_per_useful'))} between recordings; "
+                      f"{_fmt(replay_gap(runs))} replay to recording")
 
 
 def _median(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
+
+
+def _fmt(pct: float | None) -> str:
+    return "n/a" if pct is None else f"{pct:.1f}%"
 
 
 def _pct(f: dict, side: str) -> str:
