@@ -146,6 +146,9 @@ def test_energy_balance_policy_reports_swaps_and_per_core_energy(lab_capture, tm
     assert len(eb["core_energy_j"]) == res["fair+energy-balance"]["host"]["pcpus"]
     pw = pl.read_parquet(tmp_path / "fair+energy-balance" / "model" / "power.parquet")
     assert set(pw["kind"]) == {"energy"} and pw["value"].sum() == pytest.approx(sum(eb["core_energy_j"]), rel=1e-6)
+    # what the balancer weighed is the energy the run reports: both count
+    # a thread's time from its dispatch, the switch included
+    assert eb["core_energy_j"] == pytest.approx(res["fair+energy-balance"]["energy"]["core_energy_j"], rel=1e-3)
     forced = replay_capture(lab_capture, ["energy-balance"], tmp_path / "f", settings={"force_swap_hz": "100", "balance_k": "1e12"})
     m = forced["energy-balance"]
     assert m["energy_balance"]["swaps_decided"] == pytest.approx(100 * m["duration_s"], abs=2)

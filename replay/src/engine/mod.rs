@@ -460,7 +460,9 @@ impl<'a> Engine<'a> {
         self.cpus[c as usize].gen += 1;
         self.account_progress(t, c, now);
         if let Some(b) = &mut self.bal {
-            b.busy[c as usize] += (now - self.th[t as usize].run_start.max(b.period_start)).max(0);
+            // from the dispatch: the switch heats the core as the run does
+            b.busy[c as usize] +=
+                (now - self.th[t as usize].dispatched_at.max(b.period_start)).max(0);
         }
         self.win_busy += (now - self.th[t as usize].dispatched_at.max(self.win_start)).max(0);
         let th = &mut self.th[t as usize];

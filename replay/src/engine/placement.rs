@@ -172,7 +172,7 @@ impl Engine<'_> {
         let n = self.cpus.len();
         let now = self.now;
         let running: Vec<Option<i64>> = (0..n)
-            .map(|c| self.cpus[c].cur.map(|t| self.th[t as usize].run_start))
+            .map(|c| self.cpus[c].cur.map(|t| self.th[t as usize].dispatched_at))
             .collect();
         let idle_w = self.p.param("idle_w");
         let busy_w: Vec<f64> = (0..n).map(|c| self.busy_w(c)).collect();
