@@ -161,21 +161,10 @@ pub(super) fn read_header(
                 }
                 12 => {
                     // EVENT_DESC: names for the attributes, matched by id
-                    let n = b.u32("event count").unwrap_or(0);
-                    let asz = b.u32("attr size").unwrap_or(0) as usize;
-                    for _ in 0..n {
-                        if b.skip(asz, "attr").is_err() {
-                            break;
-                        }
-                        let nr = b.u32("id count").unwrap_or(0);
-                        let name = perf_string(&mut b).unwrap_or_default();
-                        for _ in 0..nr {
-                            if let Ok(id) = b.u64("id") {
-                                if let Some(&a) = id_to_attr.get(&id) {
-                                    attrs[a].name = name.clone();
-                                }
-                            }
-                        }
+                    if let Err(e) = event_names(&mut b, &id_to_attr, &mut attrs) {
+                        s.warnings.push(format!(
+                            "{e}: event descriptions end here; the attributes not yet named keep kind:config names"
+                        ));
                     }
                 }
                 _ => {}
@@ -194,6 +183,29 @@ pub(super) fn read_header(
         data_off,
         data_len,
     })
+}
+
+/// The EVENT_DESC feature: each attribute's name, matched by its ids.
+/// Counts come from the file: every step reads bytes or ends with the
+/// error, so a damaged count cannot spin (it did, 4 billion times).
+fn event_names(
+    b: &mut Bytes<'_>,
+    id_to_attr: &HashMap<u64, usize>,
+    attrs: &mut [Attr],
+) -> ReadResult<()> {
+    let n = b.u32("event count")?;
+    let asz = b.u32("attr size")? as usize;
+    for _ in 0..n {
+        b.skip(asz, "attr")?;
+        let nr = b.u32("id count")?;
+        let name = perf_string(b)?;
+        for _ in 0..nr {
+            if let Some(&a) = id_to_attr.get(&b.u64("id")?) {
+                attrs[a].name = name.clone();
+            }
+        }
+    }
+    Ok(())
 }
 
 fn perf_string(b: &mut Bytes<'_>) -> ReadResult<String> {
@@ -252,4 +264,35 @@ fn tracing_formats(data: &[u8], base: u64, path: &Path) -> ReadResult<(Vec<Event
         }
     }
     Ok((formats, long))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_damaged_event_count_ends_at_the_end_of_the_section() {
+        // 4 billion events claimed, three (empty) present: each step reads
+        // bytes, so the walk stops at the section's end with an error
+        let mut sec = Vec::new();
+        sec.extend(u32::MAX.to_le_bytes());
+        sec.extend(0u32.to_le_bytes());
+        for _ in 0..3 {
+            sec.extend(0u32.to_le_bytes()); // ids
+            sec.extend(0u32.to_le_bytes()); // name length
+        }
+        let path = Path::new("x.perf.data");
+        let mut b = Bytes::new(&sec, 0, Endian::Little, path);
+        let err = event_names(&mut b, &HashMap::new(), &mut []).unwrap_err();
+        assert!(err.to_string().contains("id count"), "{err}");
+        // and a count of ids past the end likewise
+        let mut sec = Vec::new();
+        sec.extend(1u32.to_le_bytes());
+        sec.extend(0u32.to_le_bytes());
+        sec.extend(u32::MAX.to_le_bytes());
+        sec.extend(0u32.to_le_bytes());
+        sec.extend(7u64.to_le_bytes());
+        let mut b = Bytes::new(&sec, 0, Endian::Little, path);
+        assert!(event_names(&mut b, &HashMap::new(), &mut []).is_err());
+    }
 }
