@@ -1,5 +1,5 @@
 //! Mutation fuzzing of whole, real files: the project's sample traces
-//! (trace.dat and xentrace), damaged the ways files get damaged (bytes
+//! (trace.dat and xentrace) and a perf.data recorded here, damaged the ways files get damaged (bytes
 //! flipped, words set to edge values, cut short, a run of bytes repeated
 //! or dropped), through the whole reader. Random bytes rarely get past a
 //! header; a real file with a few bytes changed reaches the format
@@ -135,6 +135,36 @@ fn seeds() -> Vec<PathBuf> {
     files
 }
 
+/// No perf.data ships with the project: record a small one here when
+/// perf can (sched tracepoints, the whole machine, a tenth of a second).
+fn recorded_perf_data() -> Option<PathBuf> {
+    let out =
+        std::env::temp_dir().join(format!("cratrace-mutfuzz-{}.perf.data", std::process::id()));
+    let ok = std::process::Command::new("perf")
+        .args(["record", "-q", "-o"])
+        .arg(&out)
+        .args([
+            "-e",
+            "sched:sched_switch",
+            "-e",
+            "sched:sched_wakeup",
+            "-a",
+            "--",
+            "sleep",
+            "0.1",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if ok {
+        Some(out)
+    } else {
+        eprintln!("perf cannot record here: no perf.data among the fuzzed files");
+        None
+    }
+}
+
 #[test]
 fn damaged_real_files_never_panic() {
     let iters: usize = std::env::var("CRATRACE_FUZZ_ITERS")
@@ -147,7 +177,9 @@ fn damaged_real_files_never_panic() {
         .unwrap_or(0x00C0_FFEE);
     let dir = std::env::temp_dir().join(format!("cratrace-mutfuzz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let files = seeds();
+    let recorded = recorded_perf_data();
+    let mut files = seeds();
+    files.extend(recorded.clone());
     assert!(!files.is_empty(), "no sample traces to mutate");
     let mut failures = Vec::new();
     for (fi, file) in files.iter().enumerate() {
@@ -168,6 +200,9 @@ fn damaged_real_files_never_panic() {
                 std::fs::remove_file(&path).ok();
             }
         }
+    }
+    if let Some(f) = recorded {
+        std::fs::remove_file(f).ok();
     }
     assert!(
         failures.is_empty(),
