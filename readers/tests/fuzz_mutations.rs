@@ -13,8 +13,9 @@
 //!     cargo test --release -p cratrace-format --test fuzz_mutations -- --nocapture
 //! ```
 //!
-//! A panic names the file, the iteration and the seed, and leaves the
-//! damaged input in the temporary directory to reproduce it.
+//! A panic, or a read still going after CRATRACE_FUZZ_TIMEOUT_S (10 s),
+//! names the file, the iteration and the seed, and leaves the damaged
+//! input in the temporary directory to reproduce it.
 
 use cratrace_format::perfdata::read_perfdata;
 use cratrace_format::tracedat::{read_tracedat, ReadOptions};
@@ -22,6 +23,8 @@ use cratrace_format::xentrace::read_xentrace;
 use cratrace_format::MemorySink;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
 
 /// splitmix64: the campaign is reproducible from its seed.
 struct Rng(u64);
@@ -165,8 +168,26 @@ fn recorded_perf_data() -> Option<PathBuf> {
     }
 }
 
+/// Read `path` on a thread of its own: None when it ended (Ok or a
+/// ReadError), else what went wrong. A reader still busy after `limit`
+/// (a count from the file driving a loop that reads nothing) is a hang,
+/// reported as one instead of stalling the suite.
+fn read_within(kind: Kind, path: &Path, limit: Duration) -> Option<String> {
+    let (tx, rx) = mpsc::channel();
+    let p = path.to_path_buf();
+    std::thread::spawn(move || {
+        let ended = catch_unwind(AssertUnwindSafe(|| read(kind, &p))).is_ok();
+        let _ = tx.send(ended);
+    });
+    match rx.recv_timeout(limit) {
+        Ok(true) => None,
+        Ok(false) => Some("the reader panicked".into()),
+        Err(_) => Some(format!("still reading after {limit:?}")),
+    }
+}
+
 #[test]
-fn damaged_real_files_never_panic() {
+fn damaged_real_files_never_panic_nor_hang() {
     let iters: usize = std::env::var("CRATRACE_FUZZ_ITERS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -175,6 +196,12 @@ fn damaged_real_files_never_panic() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0x00C0_FFEE);
+    let limit = Duration::from_secs_f64(
+        std::env::var("CRATRACE_FUZZ_TIMEOUT_S")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(10.0),
+    );
     let dir = std::env::temp_dir().join(format!("cratrace-mutfuzz-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let recorded = recorded_perf_data();
@@ -190,12 +217,17 @@ fn damaged_real_files_never_panic() {
             let damaged = mutate(&mut r, &orig);
             let path = dir.join(format!("{fi}-{i}"));
             std::fs::write(&path, &damaged).unwrap();
-            if catch_unwind(AssertUnwindSafe(|| read(kind, &path))).is_err() {
+            let outcome = read_within(kind, &path, limit);
+            if let Some(what) = outcome {
                 failures.push(format!(
-                    "{} (iteration {i}, seed {seed}): input kept at {}",
+                    "{} (iteration {i}, seed {seed}): {what}; input kept at {}",
                     file.display(),
                     path.display()
                 ));
+                if what.starts_with("still reading") {
+                    // its thread spins on: go on with the next file
+                    break;
+                }
             } else {
                 std::fs::remove_file(&path).ok();
             }
@@ -206,7 +238,7 @@ fn damaged_real_files_never_panic() {
     }
     assert!(
         failures.is_empty(),
-        "readers panicked on damaged files:\n{}",
+        "readers panicked or hung on damaged files:\n{}",
         failures.join("\n")
     );
     std::fs::remove_dir(&dir).ok();
