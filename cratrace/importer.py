@@ -21,7 +21,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from cratrace import _native, importers
+from cratrace import _native, importers, jsonfile
 from cratrace.errors import CaptureError, OutputExistsError, UnsupportedFormatError, UsageError
 from cratrace.importers import hostjson
 
@@ -232,7 +232,7 @@ def write_capture(
         rows = _merge_tables(staged, events_dir, compression)
         shutil.rmtree(tmp / "staging")
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
-        (tmp / "capture.json").write_text(json.dumps(meta, indent=2, sort_keys=False))
+        (tmp / "capture.json").write_text(jsonfile.dumps(meta))
         _replace(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

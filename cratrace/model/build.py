@@ -3,7 +3,6 @@ them atomically to ``CAPTURE/model/<table>.parquet``."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -12,6 +11,7 @@ from typing import Callable
 
 import polars as pl
 
+from cratrace import jsonfile
 from cratrace.capture import Capture
 from cratrace.model.cpu_slices import cpu_slices
 from cratrace.model.faults import faults
@@ -81,7 +81,7 @@ def build_model(
     meta = dict(cap.meta)
     meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}
     tmp = cap.path / f".capture.json.tmp-{os.getpid()}"
-    tmp.write_text(json.dumps(meta, indent=2))
+    tmp.write_text(jsonfile.dumps(meta))
     os.replace(tmp, cap.path / "capture.json")
     return rows
 
