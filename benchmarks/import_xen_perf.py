@@ -9,10 +9,12 @@
   `perf script > /dev/null` (target: at least 10x).
 
 For each file, records/s of our side measured two ways, medians of --runs:
-``cli`` is `cratrace import` as a command (Python start-up included, about
-0.3 s here); ``api`` is the same import called in a running Python process
+``cli`` is `cratrace import` as a command (Python start-up included:
+about 0.08 s here); ``api`` is the same import called in a running Python process
 (`cratrace.importer.write_capture`, what a notebook pays). Peers are
-measured as commands. Ratios are peer time / our time.
+measured as commands. Ratios are peer time / our time. cratrace's
+bytecode is compiled first, as an installed package has it
+(benchmarks/as_installed.py).
 
     python benchmarks/import_xen_perf.py [--runs 3] [--json]
 """
@@ -27,6 +29,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from benchmarks.as_installed import compile_cratrace
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -89,6 +93,7 @@ def main() -> None:
     ap.add_argument("--perf-loops", type=int, default=5000, help="perf bench sched messaging -l (5000: about 1.7 M samples here)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    compile_cratrace()
     OUT.mkdir(exist_ok=True)
     res = {}
     synth = OUT / f"xen-synth-{a.xen_synth_ms}ms.bin"

@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.as_installed import compile_cratrace
+
 OUT = Path(__file__).resolve().parent / "out"
 
 
@@ -56,6 +58,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-4x", action="store_true", help="skip the 4x trace")
     args = ap.parse_args()
+    compile_cratrace()
     if not args.trace.exists():
         raise SystemExit(f"{args.trace} not found: run benchmarks/import_tracedat.py first")
     print(measure(args.trace, args.runs), flush=True)
