@@ -19,6 +19,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import UsageError
+from cratrace.replay.run import setting_number
 
 MODEL = {"tasks": 4, "task_mb": 200, "vm_mb": 1024, "vcpus": 1, "compute_ns": 2000}
 ENGINE = {"page_bytes", "link_bytes_per_s", "rtt_ns", "fetch_overhead_ns", "max_inflight", "apf_per_vcpu", "exit_entry_ns", "not_present_ns", "guest_switch_ns", "guest_wake_ns", "guest_slice_ns", "ready_delay_ns", "kernel_fault_fraction", "background_start_ns", "background_depth", "seed"}
@@ -46,9 +47,14 @@ def run_postcopy(cap: Capture | None, out: Path, settings: dict[str, str], force
     engine = {}
     for k, v in settings.items():
         if k in MODEL:
-            m[k] = float(v)
+            m[k] = setting_number(k, v)
+        elif k == "seed":
+            seed = setting_number(k, v)
+            if not (seed == int(seed) and 0 <= seed < 2**53):
+                raise UsageError(f"seed {v} (--seed or --set seed=): expected a whole number from 0 to 2^53 - 1")
+            engine[k] = seed
         elif k in ENGINE:
-            engine[k] = float(v)
+            engine[k] = setting_number(k, v)
         else:
             raise UsageError(f"--set {k}: not a postcopy setting (allowed: {', '.join(sorted(set(MODEL) | ENGINE))})")
     tasks, lists, vm_pages, vcpus = _touches(cap, m)
@@ -66,7 +72,7 @@ def run_postcopy(cap: Capture | None, out: Path, settings: dict[str, str], force
             "events": r["events"],
         }
     a, b = runs["async_pf"]["mean_task_s"], runs["no_async_pf"]["mean_task_s"]
-    res = {"scenario": "postcopy", "touches_from": "capture faults" if lists else "working-set model", "model": m, "params": engine, "runs": runs, "async_pf_speedup_pct": round(100 * (1 - a / b), 2) if b else None}
+    res = {"scenario": "postcopy", "touches_from": "capture faults" if lists else "working-set model", "model": m, "params": {k: int(v) if k == "seed" else v for k, v in engine.items()}, "runs": runs, "async_pf_speedup_pct": round(100 * (1 - a / b), 2) if b else None}
     d = Path(out) / "postcopy"
     if d.exists() and not force:
         from cratrace.errors import OutputExistsError

@@ -9,6 +9,7 @@ are byte-identical; wall-clock figures go to run.json.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shutil
@@ -38,18 +39,31 @@ OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups
 STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked", 5: "halted"}
 
 
+def setting_number(k: str, v: str) -> float:
+    """A `--set k=v` value that must be a finite number."""
+    try:
+        x = float(v)
+    except ValueError:
+        x = float("nan")
+    if not math.isfinite(x):
+        raise UsageError(f"--set {k}={v}: expected a finite number")
+    return x
+
+
 def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
     engine, costs, host, other = {}, {}, {}, {}
     for k, v in settings.items():
         if k in ENGINE_PARAMS:
-            engine[k] = float(v)
+            engine[k] = setting_number(k, v)
         elif k in COSTS:
-            costs[k] = int(float(v))
+            costs[k] = int(setting_number(k, v))
         elif k in HOST:
-            host[k] = float(v)
+            host[k] = setting_number(k, v)
         elif k in OTHER:
             if k == "sched_groups" and v not in ("auto", "recorded", "off"):
                 raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
+            if k in ("fidelity_tolerance_pct", "limit_s"):
+                setting_number(k, v)
             other[k] = v
         elif k.startswith("class.") and len(k) > 6:
             # per-VM label for asymmetric placement
@@ -58,9 +72,12 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
             host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
         elif k.startswith("elasticity.") and len(k) > 11:
             try:
-                host.setdefault("vm_elasticity", {})[k[11:]] = float(v)
+                e = float(v)
             except ValueError:
-                raise UsageError(f"--set {k}={v}: elasticity is a number (-1: CPU bound, 0: insensitive to frequency)") from None
+                e = float("nan")
+            if not math.isfinite(e):
+                raise UsageError(f"--set {k}={v}: elasticity is a number (-1: CPU bound, 0: insensitive to frequency)")
+            host.setdefault("vm_elasticity", {})[k[11:]] = e
         else:
             allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")

@@ -11,8 +11,8 @@ import json
 from tests.helpers import cratrace as run_cli
 
 
-def _run(tmp_path, *sets):
-    args = ["replay", "--scenario", "postcopy", "-o", tmp_path, "--force", "--json"]
+def _run(tmp_path, *sets, seed=None):
+    args = ["replay", "--scenario", "postcopy", "-o", tmp_path, "--force", "--json"] + ([] if seed is None else ["--seed", str(seed)])
     for s in sets:
         args += ["--set", s]
     p = run_cli(*args)
@@ -37,3 +37,13 @@ def test_background_stream_completes_the_migration_and_settings_are_checked(tmp_
     assert r["runs"]["async_pf"]["bytes"]["background"] > 0
     bad = run_cli("replay", "--scenario", "postcopy", "-o", tmp_path, "--set", "nope=1")
     assert bad.returncode == 2 and "not a postcopy setting" in bad.stderr
+    bad = run_cli("replay", "--scenario", "postcopy", "-o", tmp_path, "--set", "tasks=many")
+    assert bad.returncode == 2 and "--set tasks=many: expected a finite number" in bad.stderr
+    bad = run_cli("replay", "--scenario", "postcopy", "-o", tmp_path, "--seed", "-5")
+    assert bad.returncode == 2 and "seed -5" in bad.stderr
+
+
+def test_the_seed_drives_postcopys_kernel_mode_draws(tmp_path):
+    runs = {n: _run(tmp_path / n, "kernel_fault_fraction=0.3", "tasks=2", "task_mb=8", "vm_mb=32", seed=s) for n, s in (("a", 3), ("b", 3), ("c", 4))}
+    assert runs["a"] == runs["b"] and runs["a"]["params"]["seed"] == 3
+    assert runs["a"]["runs"] != runs["c"]["runs"]

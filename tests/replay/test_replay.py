@@ -125,6 +125,10 @@ def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: 
     assert bad.returncode == 2 and "magic" in bad.stderr and "allowed" in bad.stderr
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r3", "--set", "nonsense=1")
     assert bad.returncode == 2 and "unknown setting" in bad.stderr
+    # values that are not numbers: a usage error naming them, not an internal one
+    for setting in ("ple_window_ns=abc", "context_switch_ns=nan", "pcpus=x", "limit_s=soon"):
+        bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r4", "--set", setting)
+        assert bad.returncode == 2 and f"--set {setting}: expected a finite number" in bad.stderr, bad.stderr
 
 
 def test_python_policy_interface_replays_every_transaction(lab_capture, tmp_path):  # noqa: F811
