@@ -195,6 +195,12 @@ def write_capture(
             manifests.append(manifest)
     if not expanded:
         raise CaptureError("the raw capture lists no trace files to import")
+    given: dict[Path, Path] = {}
+    for src in expanded:
+        # the same trace twice would double every event it holds
+        first = given.setdefault(src.path.resolve(), src.path)
+        if first is not src.path:
+            raise UsageError(f"{src.path}: given twice (also as {first}); each trace is imported once")
     host = hostjson.to_capture(hostjson.load(host_path)) if host_path else {}
     if cpu_hz is None:
         cpu_hz = host.get("cpu_hz") or next((m.get("cpu_hz") for m in manifests if m.get("cpu_hz")), None)

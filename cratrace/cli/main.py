@@ -87,6 +87,15 @@ def main(argv: list[str] | None = None) -> None:
     except (typer.Abort, KeyboardInterrupt):
         err_console.print("[red]aborted[/]")
         sys.exit(130)
+    except OSError as e:
+        # the file system said no (a path through a file, no permission, a
+        # full disk): what and where, as for cratrace's own errors
+        if os.environ.get("CRATRACE_DEBUG"):
+            raise
+        where = ": ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
+        what = e.strerror or str(e)
+        err_console.print(f"[bold red]error:[/] {where + ': ' if where else ''}{what}", markup=True, highlight=False, soft_wrap=True)
+        sys.exit(2)
     except Exception as e:  # click usage errors and the unexpected
         # click (or the copy typer vendors) usage errors know how to show themselves
         if hasattr(e, "show") and hasattr(e, "exit_code"):

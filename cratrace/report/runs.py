@@ -10,6 +10,7 @@ from pathlib import Path
 import polars as pl
 
 from cratrace.capture import Capture
+from cratrace.errors import CaptureError, UsageError
 
 
 @dataclass
@@ -58,9 +59,20 @@ def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
 
 
 def replay_runs(out: Path) -> list[Run]:
+    """The runs under `cratrace replay`'s output directory `out`, one per
+    policy (`OUT/<policy>/metrics.json` and its model tables)."""
+    out = Path(out)
+    if not out.is_dir():
+        raise UsageError(f"--replays {out}: not a directory (give the -o OUT of `cratrace replay`)")
+    dirs = sorted(p for p in out.iterdir() if (p / "metrics.json").is_file())
+    if not dirs:
+        raise UsageError(f"--replays {out}: holds no replay (no OUT/<policy>/metrics.json); give the -o OUT of `cratrace replay`")
     runs = []
-    for d in sorted(p for p in Path(out).iterdir() if (p / "metrics.json").is_file()):
-        m = json.loads((d / "metrics.json").read_text())
+    for d in dirs:
+        try:
+            m = json.loads((d / "metrics.json").read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise CaptureError(f"{d / 'metrics.json'}: damaged ({e})") from None
         tables = {p.stem: pl.read_parquet(p) for p in sorted((d / "model").glob("*.parquet"))}
         runs.append(Run(m.get("policy", d.name), tables, float(m.get("duration_s") or 1), m))
     return runs

@@ -69,6 +69,20 @@ def test_unknown_compression_is_a_one_line_usage_error(tmp_path):
     assert not (tmp_path / "cap").exists()
 
 
+def test_a_trace_given_twice_is_refused_rather_than_doubled(tmp_path):
+    dat = RAW.parent / "kvm-io-billing.dat"
+    p = cratrace("import", dat, RAW.parent / ".." / RAW.parent.name / dat.name, "-o", tmp_path / "cap")
+    assert p.returncode == 2 and "given twice" in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "cap").exists()
+
+
+def test_an_output_the_file_system_refuses_is_one_line_naming_the_path(tmp_path):
+    (tmp_path / "a-file").write_text("not a directory")
+    p = cratrace("import", RAW.parent / "kvm-io-billing.dat", "-o", tmp_path / "a-file" / "cap")
+    assert p.returncode == 2 and "internal error" not in p.stderr and "Traceback" not in p.stderr
+    assert str(tmp_path / "a-file") in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
 def test_a_file_that_differs_from_its_manifest_fails_the_import_and_leaves_nothing(tmp_path):
     raw = tmp_path / "raw"
     shutil.copytree(RAW, raw)

@@ -69,6 +69,13 @@ def test_markdown_and_cli(lab_capture, tmp_path):  # noqa: F811
     assert run_cli("report", lab_capture.path, "-o", out).returncode == 0
     again = run_cli("report", lab_capture.path, "-o", out)
     assert again.returncode == 2 and "--force" in again.stderr
+    # --replays that holds no replay: one line naming it, not an internal error
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "damaged" / "fair").mkdir(parents=True)
+    (tmp_path / "damaged" / "fair" / "metrics.json").write_text("{oops")
+    for replays, says in (("missing", "not a directory"), ("empty", "holds no replay"), ("damaged", "metrics.json: damaged")):
+        bad = run_cli("report", lab_capture.path, "--replays", tmp_path / replays, "-o", tmp_path / "x.html")
+        assert bad.returncode == 2 and says in bad.stderr and "internal error" not in bad.stderr, bad.stderr
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
