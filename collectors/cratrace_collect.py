@@ -596,17 +596,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     limit = parse_size(max_size)
     if buffer_kb < 1 or interval_ms < 10:
         raise CollectError(f"--buffer-kb must be >= 1 (got {buffer_kb}) and the perf interval >= 10 ms (got {interval_ms})")
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise CollectError(f"{out}: exists and is not a directory")
-    if out.exists() and any(out.iterdir()):
-        if not force:
-            raise CollectError(f"{out}: exists and is not empty; pass --force to overwrite")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(out).free
-    if free < limit + (64 << 20):
-        raise CollectError(f"{out}: only {free >> 20} MiB free, need --max-size ({limit >> 20} MiB) plus 64 MiB")
+    # what the host lacks is said before OUT is touched
     tfs = tracefs()
     present, missing = [], []
     if wanted:
@@ -623,6 +613,18 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         missing.append("perf (counters skipped)")
     if use_xentrace and shutil.which("xentrace") is None:
         raise CollectError("xentrace is not installed (needs a Xen dom0)")
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"{out}: exists and is not a directory")
+    if out.exists() and any(out.iterdir()) and not force:
+        raise CollectError(f"{out}: exists and is not empty; pass --force to overwrite")
+    on = next(p for p in (out, *out.parents) if p.exists())
+    free = shutil.disk_usage(on).free
+    if free < limit + (64 << 20):
+        raise CollectError(f"{out}: only {free >> 20} MiB free, need --max-size ({limit >> 20} MiB) plus 64 MiB")
+    if out.exists() and any(out.iterdir()):
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
     host = host_snapshot()
     (out / "host.json").write_text(json.dumps(host, indent=2))
     state = snapshot_state(tfs) if tfs else {}

@@ -196,6 +196,21 @@ def test_output_that_is_a_file_is_refused(tmp_path):
     assert f.read_text() == "user data"
 
 
+def test_what_the_host_lacks_is_said_before_the_output_is_touched(tmp_path):
+    if os.geteuid() != 0 or cc.tracefs() is None:
+        pytest.skip("needs root and tracefs")
+    with pytest.raises(cc.CollectError, match="none of the requested events exist"):
+        cc.collect(tmp_path / "new" / "raw", "kvm-sched", events=["nosuchsys:nosuchevent"], duration=1, perf_stat=False)
+    assert not (tmp_path / "new").exists()
+    # nor is a full output replaced, even with --force
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "manifest.json").write_text("{}")
+    with pytest.raises(cc.CollectError, match="none of the requested events exist"):
+        cc.collect(kept, "kvm-sched", events=["nosuchsys:nosuchevent"], duration=1, perf_stat=False, force=True)
+    assert (kept / "manifest.json").read_text() == "{}"
+
+
 def test_zipapp_runs_stand_alone(tmp_path):
     target = tmp_path / "collect.pyz"
     cc.build_zipapp(target)
