@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -33,6 +34,7 @@ def report_cmd(
             price_map = json.loads(prices.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"--prices {prices}: {e}") from None
+        price_map = _checked_prices(prices, price_map)
     build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force)  # type: ignore[arg-type]
     if fmt == "html":
         console.print(f"[green]report[/] written to [bold]{out}[/]")
@@ -40,3 +42,21 @@ def report_cmd(
 
 def register(app: typer.Typer) -> None:
     app.command("report", rich_help_panel="Pipeline")(report_cmd)
+
+
+#: what a price file may set (a typo would otherwise bill at the default)
+PRICES = {"cpu_second": "price of one CPU second"}
+
+
+def _checked_prices(path: Path, prices: object) -> dict[str, float]:
+    from cratrace.errors import UsageError
+
+    if not isinstance(prices, dict):
+        raise UsageError(f'--prices {path}: expected a JSON object such as {{"cpu_second": 0.00001}}')
+    for k, v in prices.items():
+        if k not in PRICES:
+            raise UsageError(f"--prices {path}: unknown price {k!r} (allowed: {', '.join(f'{n} ({d})' for n, d in PRICES.items())})")
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
+            raise UsageError(f"--prices {path}: {k} = {v!r}: expected a number >= 0")
+    return {k: float(v) for k, v in prices.items()}
+

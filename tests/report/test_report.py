@@ -76,6 +76,16 @@ def test_markdown_and_cli(lab_capture, tmp_path):  # noqa: F811
     for replays, says in (("missing", "not a directory"), ("empty", "holds no replay"), ("damaged", "metrics.json: damaged")):
         bad = run_cli("report", lab_capture.path, "--replays", tmp_path / replays, "-o", tmp_path / "x.html")
         assert bad.returncode == 2 and says in bad.stderr and "internal error" not in bad.stderr, bad.stderr
+    # prices: a typo or a bad value is refused rather than billed at the default
+    for text, says in (('{"cpu_seconds": 1}', "unknown price 'cpu_seconds'"), ('{"cpu_second": "x"}', "expected a number >= 0"), ('{"cpu_second": -1}', "expected a number >= 0"), ("[1]", "expected a JSON object")):
+        (tmp_path / "prices.json").write_text(text)
+        bad = run_cli("report", lab_capture.path, "--prices", tmp_path / "prices.json", "-o", tmp_path / "y.html")
+        assert bad.returncode == 2 and says in bad.stderr and not (tmp_path / "y.html").exists(), bad.stderr
+    (tmp_path / "prices.json").write_text('{"cpu_second": 0.5}')
+    for name, extra in (("at-1", []), ("at-half", ["--prices", tmp_path / "prices.json"])):
+        assert run_cli("report", lab_capture.path, *extra, "--tables", tmp_path / name, "-o", tmp_path / f"{name}.html").returncode == 0
+    bills = [pl.read_parquet(tmp_path / name / "billing.parquet").sort("vm")["bill"] for name in ("at-1", "at-half")]
+    assert bills[0].sum() > 0 and (bills[1] * 2 - bills[0]).abs().max() < 1e-9
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
