@@ -105,10 +105,13 @@ def _expand(src: Path) -> tuple[list[Source], Path | None, dict[str, Any] | None
             manifest = json.loads(manifest_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CaptureError(f"{manifest_path}: unreadable manifest ({e})") from None
-        if manifest.get("format") != "cratrace-raw":
+        if not isinstance(manifest, dict) or manifest.get("format") != "cratrace-raw":
             raise CaptureError(f"{manifest_path}: not a cratrace raw-capture manifest")
+        files = manifest.get("files", [])
+        if not isinstance(files, list) or not all(isinstance(f, dict) for f in files):
+            raise CaptureError(f"{manifest_path}: 'files' is not a list of objects")
         out, host = [], None
-        for f in manifest.get("files", []):
+        for f in files:
             rel = Path(str(f.get("path", "")))
             if rel.is_absolute() or ".." in rel.parts:
                 raise CaptureError(f"{manifest_path}: file path {str(rel)!r} escapes the capture directory")

@@ -20,7 +20,31 @@ def load(path: Path) -> dict[str, Any]:
         raise CaptureError(f"{path}: unreadable host snapshot ({e})") from None
     if not isinstance(data, dict):
         raise CaptureError(f"{path}: host snapshot is not a JSON object")
+    problem = _shape_problem(data)
+    if problem:
+        raise CaptureError(f"{path}: host snapshot: {problem}")
     return data
+
+
+def _shape_problem(host: dict[str, Any]) -> str | None:
+    """What in the keys capture.json takes from a snapshot is not as the
+    collector writes it (later stages read them as such), else None."""
+    for k in ("tsc_hz", "cpu_hz", "kernel_hz"):
+        v = host.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
+            return f"{k} is {v!r}, not a positive number"
+    vms = host.get("vms")
+    if vms is None:
+        return None
+    if not isinstance(vms, list):
+        return f"vms is {type(vms).__name__}, not a list"
+    for i, vm in enumerate(vms):
+        if not isinstance(vm, dict) or not isinstance(vm.get("name"), str):
+            return f"vms[{i}] is not an object with a name"
+        vcpus = vm.get("vcpus", [])
+        if not isinstance(vcpus, list) or not all(isinstance(c, dict) and isinstance(c.get("index"), int) and isinstance(c.get("tid"), int) for c in vcpus):
+            return f"vms[{i}] ({vm['name']}): vcpus is not a list of {{index, tid}} objects"
+    return None
 
 
 def to_capture(host: dict[str, Any]) -> dict[str, Any]:

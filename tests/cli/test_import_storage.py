@@ -99,6 +99,27 @@ def test_a_file_that_differs_from_its_manifest_fails_the_import_and_leaves_nothi
     assert not (tmp_path / "cap").exists() and not list(tmp_path.glob(".cap.importing-*"))
 
 
+@pytest.mark.parametrize("name, text, says", [
+    ("manifest.json", "[]", "not a cratrace raw-capture manifest"),
+    ("manifest.json", '{"format": "cratrace-raw", "files": "trace.dat"}', "'files' is not a list of objects"),
+    ("host.json", '{"vms": "vm0"}', "vms is str, not a list"),
+    ("host.json", '{"vms": [{"name": "vm0", "vcpus": 2}]}', "vms[0] (vm0): vcpus is not a list"),
+    ("host.json", '{"tsc_hz": "fast"}', "tsc_hz is 'fast', not a positive number"),
+])
+def test_a_raw_capture_with_a_misshapen_manifest_or_host_snapshot_is_one_line(tmp_path, name, text, says):
+    raw = tmp_path / "raw"
+    shutil.copytree(RAW, raw)
+    if name == "host.json":
+        # the manifest vouches for host.json's bytes: damage both, as an edit would
+        manifest = json.loads((raw / "manifest.json").read_text())
+        manifest["files"] = [{k: v for k, v in f.items() if k != "sha256"} for f in manifest["files"]]
+        (raw / "manifest.json").write_text(json.dumps(manifest))
+    (raw / name).write_text(text)
+    p = cratrace("import", raw, "-o", tmp_path / "cap")
+    assert p.returncode == 2 and says in p.stderr and "internal error" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and not (tmp_path / "cap").exists()
+
+
 def test_importing_a_raw_capture_loads_neither_polars_nor_rich(tmp_path):
     # polars costs a quarter of a second of start-up and Rich a twentieth:
     # reading trace.dat and the perf stat CSV (native readers both) with
