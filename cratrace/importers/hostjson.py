@@ -29,8 +29,11 @@ def load(path: Path) -> dict[str, Any]:
 def _shape_problem(host: dict[str, Any]) -> str | None:
     """What in the keys capture.json takes from a snapshot is not as the
     collector writes it (later stages read them as such), else None."""
-    for k in ("tsc_hz", "cpu_hz", "kernel_hz"):
-        v = host.get(k)
+    for k in ("cpu", "xen"):
+        if host.get(k) is not None and not isinstance(host[k], dict):
+            return f"{k} is {type(host[k]).__name__}, not an object"
+    rates = [(k, host.get(k)) for k in ("tsc_hz", "cpu_hz", "kernel_hz")] + [("xen.cpu_hz", (host.get("xen") or {}).get("cpu_hz"))]
+    for k, v in rates:
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
             return f"{k} is {v!r}, not a positive number"
     vms = host.get("vms")

@@ -105,6 +105,8 @@ def test_a_file_that_differs_from_its_manifest_fails_the_import_and_leaves_nothi
     ("host.json", '{"vms": "vm0"}', "vms is str, not a list"),
     ("host.json", '{"vms": [{"name": "vm0", "vcpus": 2}]}', "vms[0] (vm0): vcpus is not a list"),
     ("host.json", '{"tsc_hz": "fast"}', "tsc_hz is 'fast', not a positive number"),
+    ("host.json", '{"xen": "dom0"}', "xen is str, not an object"),
+    ("host.json", '{"xen": {"cpu_hz": -1}}', "xen.cpu_hz is -1, not a positive number"),
 ])
 def test_a_raw_capture_with_a_misshapen_manifest_or_host_snapshot_is_one_line(tmp_path, name, text, says):
     raw = tmp_path / "raw"
