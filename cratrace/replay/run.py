@@ -39,14 +39,14 @@ OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups
 STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked", 5: "halted"}
 
 
-def setting_number(k: str, v: str) -> float:
+def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
     """A `--set k=v` value that must be a finite number."""
     try:
         x = float(v)
     except ValueError:
         x = float("nan")
     if not math.isfinite(x):
-        raise UsageError(f"--set {k}={v}: expected a finite number")
+        raise UsageError(f"--set {k}={v}: expected {expected}")
     return x
 
 
@@ -71,12 +71,7 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 raise UsageError(f"--set {k}={v}: a VM's class is cpu or io")
             host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
         elif k.startswith("elasticity.") and len(k) > 11:
-            try:
-                e = float(v)
-            except ValueError:
-                e = float("nan")
-            if not math.isfinite(e):
-                raise UsageError(f"--set {k}={v}: elasticity is a number (-1: CPU bound, 0: insensitive to frequency)")
+            e = setting_number(k, v, "an elasticity (-1: CPU bound, 0: insensitive to frequency)")
             host.setdefault("vm_elasticity", {})[k[11:]] = e
         else:
             allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
