@@ -44,6 +44,12 @@ class Capture:
         version = self.meta.get("schema_version")
         if version != SCHEMA_VERSION:
             raise CaptureError(f"{meta}: schema_version {version!r}, this cratrace reads {SCHEMA_VERSION}")
+        # every table capture.json counts rows for is there (a model built
+        # from a capture whose event files went missing is a model of nothing)
+        present = self.event_paths
+        for name, rows in (self.meta.get("events") or {}).items():
+            if rows and name not in present:
+                raise CaptureError(f"{self.path / 'events' / (name + '.parquet')}: missing (capture.json counts {rows} rows); import the capture again")
 
     def __repr__(self) -> str:
         return f"Capture({str(self.path)!r}, events={len(self.event_paths)}, model={len(self.model_paths)})"
@@ -65,6 +71,20 @@ class Capture:
     def model(self) -> dict[str, pl.LazyFrame]:
         """One LazyFrame per model table present (run `cratrace model` to build them)."""
         return {k: pl.scan_parquet(p) for k, p in self.model_paths.items()}
+
+    def require_model(self, names: list[str]) -> dict[str, pl.LazyFrame]:
+        """The model tables `names`, each checked to be there and to have an
+        intact Parquet footer, so a missing or damaged one is a one-line
+        error naming it rather than a failure deep in an analysis."""
+        from cratrace import _native
+
+        paths = self.model_paths
+        missing = [n for n in names if n not in paths]
+        if missing:
+            raise CaptureError(f"{self.path}: model tables missing ({', '.join(missing)}); run `cratrace model {self.path}` first")
+        for n in names:
+            _native.parquet_rows(paths[n])  # raises "damaged table: FILE: ..."
+        return {n: pl.scan_parquet(paths[n]) for n in names}
 
     def table(self, name: str) -> pl.LazyFrame:
         """A model table if there is one of that name, else an event table."""

@@ -1,8 +1,11 @@
-"""cratrace.open on directories that are not (valid) captures."""
+"""cratrace.open on directories that are not (valid) captures, and the
+commands on captures whose tables went missing or were damaged."""
 
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
@@ -32,3 +35,43 @@ def test_unknown_table_names_what_exists(tmp_path):
     cap = cratrace.open(tmp_path)
     with pytest.raises(CaptureError, match="no table 'sched_switch'"):
         cap.table("sched_switch")
+
+
+RAW = Path(__file__).resolve().parents[1] / "sample-traces" / "lab-kvm-sched"
+
+
+@pytest.fixture(scope="module")
+def modelled(tmp_path_factory):
+    """The shipped raw lab capture, imported and modelled."""
+    from cratrace.importer import import_capture
+    from cratrace.model import build_model
+
+    cap = import_capture([RAW], tmp_path_factory.mktemp("cap") / "cap")
+    build_model(cap)
+    return cap.path
+
+
+def _copy(src, dest):
+    shutil.copytree(src, dest)
+    return dest
+
+
+def test_a_capture_whose_event_file_went_missing_is_refused_naming_it(modelled, tmp_path):
+    cap = _copy(modelled, tmp_path / "cap")
+    (cap / "events" / "sched_switch.parquet").unlink()
+    with pytest.raises(CaptureError, match=r"events/sched_switch.parquet: missing \(capture.json counts \d+ rows\)"):
+        cratrace.open(cap)
+
+
+def test_replay_and_report_name_a_damaged_or_missing_model_table(modelled, tmp_path):
+    from tests.helpers import cratrace as run_cli
+
+    damaged = _copy(modelled, tmp_path / "damaged")
+    path = damaged / "model" / "vcpu_states.parquet"
+    path.write_bytes(path.read_bytes()[:100])
+    missing = _copy(modelled, tmp_path / "missing")
+    (missing / "model" / "threads.parquet").unlink()
+    for cap, says in ((damaged, "damaged table: " + str(path)), (missing, "model tables missing (threads)")):
+        for args in (("replay", cap, "-o", tmp_path / "out"), ("report", cap, "-o", tmp_path / "r.html")):
+            p = run_cli(*args)
+            assert p.returncode == 2 and says in p.stderr and "internal error" not in p.stderr, (args, p.stderr)

@@ -239,12 +239,8 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
 
 def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
     """The replay workload of a modelled capture."""
-    m = cap.model
-    missing = [t for t in ("threads", "cpu_slices", "vcpu_states", "markers") if t not in m]
-    if missing:
-        from cratrace.errors import CaptureError
-
-        raise CaptureError(f"{cap.path}: model tables missing ({', '.join(missing)}); run `cratrace model {cap.path}` first")
+    optional = [t for t in ("spin_episodes",) if t in cap.model_paths]
+    m = cap.require_model(["threads", "cpu_slices", "vcpu_states", "markers", *optional])
     lo, hi = cap.meta.get("time_range_ns") or [0, 0]
     threads = m["threads"].collect()
     slices = m["cpu_slices"].collect()

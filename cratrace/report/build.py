@@ -84,6 +84,8 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
 
     if "cpu_slices" not in cap.model_paths:
         raise CaptureError(f"{cap.path}: no model tables; run `cratrace model {cap.path}` first")
+    # every model table the report reads, there and intact
+    cap.require_model(sorted(set(cap.model_paths) | {"cpu_slices", "threads"}))
     runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
     missing = []
     if not replays:
