@@ -25,8 +25,15 @@ def model_cmd(
     The tables are documented in docs/tables.md; `cratrace sql` and
     `cratrace.open()` see them beside the event tables.
     """
+    import math
     import sys
 
+    from cratrace.errors import UsageError
+
+    if not (math.isfinite(spin_gap_us) and spin_gap_us >= 0):
+        raise UsageError(f"--spin-gap-us {spin_gap_us}: expected a number of µs >= 0")
+    if not (math.isfinite(window_ms) and window_ms >= 0.001):
+        raise UsageError(f"--window-ms {window_ms}: expected a window of at least 0.001 ms")
     # Marker lines are parsed (in Rust, without the GIL) while polars is
     # imported: on marker-heavy captures each takes about a third of a second.
     from cratrace.model.marker_parse import MarkerParse

@@ -56,6 +56,8 @@ def build_model(
     """Compute all canonical tables of `capture`; returns rows per table.
     `marker_parse`, started earlier on the same capture, saves its parse
     time (build_model closes it)."""
+    if spin_gap_ns < 0 or window_ns < 1000:
+        raise ValueError(f"spin_gap_ns {spin_gap_ns} must be >= 0 and window_ns {window_ns} >= 1000")
     cap = capture if isinstance(capture, Capture) else Capture(capture)
     ev = cap.events
     tr = cap.meta.get("time_range_ns") or [0, 0]

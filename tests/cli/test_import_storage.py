@@ -62,6 +62,15 @@ def test_a_damaged_event_table_fails_the_model_build_in_one_line(tmp_path):
     assert len(p.stderr.strip().splitlines()) == 1
 
 
+def test_model_options_out_of_range_are_usage_errors_and_build_nothing(tmp_path):
+    out = tmp_path / "cap"
+    cratrace("import", RAW, "-o", out, "-q", check=True)
+    for option, value in (("--window-ms", "nan"), ("--window-ms", "0"), ("--spin-gap-us", "-5")):
+        p = cratrace("model", out, option, value)
+        assert p.returncode == 2 and f"{option} " in p.stderr and "internal error" not in p.stderr, p.stderr
+    assert not (out / "model").exists()
+
+
 def test_unknown_compression_is_a_one_line_usage_error(tmp_path):
     p = cratrace("import", RAW, "-o", tmp_path / "cap", "--compression", "brotli")
     assert p.returncode == 2
