@@ -36,7 +36,7 @@ def synth(
     force: Annotated[bool, typer.Option("--force", help="overwrite FILE and FILE.truth.json")] = False,
     list_: Annotated[bool, typer.Option("--list", help="list scenarios and their parameters, then exit")] = False,
     file_version: Annotated[int, typer.Option("--file-version", help="trace.dat version: 6 or 7")] = 7,
-    compression: Annotated[str, typer.Option(help="v7 compression: none, zlib or zstd")] = "zstd",
+    compression: Annotated[Optional[str], typer.Option(help="v7 compression: none, zlib or zstd [default: zstd; v6 files are never compressed]")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat or xentrace.bin, truth) for `cratrace import DIR`")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
 ) -> None:
@@ -90,10 +90,12 @@ def synth(
         raise UsageError("give the output file with -o FILE")
     if file_version not in (6, 7):
         raise UsageError(f"--file-version: expected 6 or 7, got {file_version}")
+    if compression is None:
+        compression = "zstd" if file_version == 7 else "none"
     if compression not in ("none", "zlib", "zstd"):
         raise UsageError(f"--compression: expected none, zlib or zstd, got {compression!r}")
-    if file_version == 6:
-        compression = "none"
+    if file_version == 6 and compression != "none":
+        raise UsageError(f"--compression {compression}: trace.dat version 6 has no compression (use --file-version 7)")
     overrides = {}
     for item in set_ or []:
         if "=" not in item:

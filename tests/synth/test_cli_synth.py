@@ -71,6 +71,7 @@ def test_writes_file_and_truth_then_refuses_overwrite(tmp_path):
     (["kvm-io-billing", "-o", "x.dat", "--set", "workload=gpu"], "expected one of"),
     (["kvm-heavy-spin"], "-o FILE"),
     (["kvm-heavy-spin", "-o", "x.dat", "--compression", "lz4"], "--compression"),
+    (["kvm-heavy-spin", "-o", "x.dat", "--file-version", "6", "--compression", "zstd"], "version 6 has no compression"),
     (["kvm-heavy-spin", "-o", ".", "--force"], "is a directory"),
     (["kvm-heavy-spin", "-o", "/proc/x.dat"], "cannot write /proc/x.dat"),
 ])
