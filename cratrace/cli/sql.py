@@ -27,14 +27,19 @@ def sql_cmd(
 
     import cratrace
 
+    if not query.strip():
+        raise UsageError("empty query: give SQL, e.g. \"SELECT count(*) FROM sched_switch\"")
     cap = cratrace.open(capture)
     try:
-        df = cap.sql(query)
+        rel = cap.duckdb.sql(query)
+        if rel is None:
+            return  # a statement without rows (CREATE VIEW, COPY ... TO ...)
+        df = rel.pl()
     except duckdb.Error as e:
         first = str(e).strip().splitlines()[0]
         raise UsageError(f"query failed: {first}") from None
     if fmt is OutputFormat.csv:
-        print(df.write_csv(), end="")
+        print(_flat(df).write_csv(), end="")
     elif fmt is OutputFormat.json:
         print(df.write_json())
     else:
@@ -42,6 +47,20 @@ def sql_cmd(
 
         with pl.Config(tbl_rows=50, tbl_cols=30, fmt_str_lengths=60, tbl_hide_dataframe_shape=False):
             print(df)
+
+
+def _flat(df):  # polars.DataFrame -> polars.DataFrame
+    """CSV holds no lists or structs: those cells as their JSON text."""
+    import json
+
+    import polars as pl
+
+    nested = [c for c, t in df.schema.items() if t.is_nested()]
+
+    def as_json(v):
+        return None if v is None else json.dumps(v.to_list() if isinstance(v, pl.Series) else v, default=str)
+
+    return df.with_columns(pl.col(c).map_elements(as_json, return_dtype=pl.String) for c in nested) if nested else df
 
 
 def register(app: typer.Typer) -> None:

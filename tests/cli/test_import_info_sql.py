@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +49,19 @@ def test_bad_query_is_one_line_exit_2(cap):
     assert p.returncode == 2
     assert "query failed" in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) <= 2
+
+
+def test_csv_writes_nested_cells_as_json_and_an_empty_query_is_refused(tmp_path):
+    # on a sample the project ships, so this runs without ../shared
+    out = tmp_path / "cap"
+    sample = Path(__file__).resolve().parents[2] / "sample-traces" / "kvm-io-billing.dat"
+    cratrace("import", sample, "-o", out, "-q", check=True)
+    q = "SELECT [1, 2] AS l, {'a': 1, 'b': 'x'} AS s, count(*) AS n FROM sched_switch"
+    lines = cratrace("sql", out, q, "--format", "csv", check=True).stdout.splitlines()
+    assert lines[0] == "l,s,n" and lines[1].startswith('"[1, 2]","{""a"": 1, ""b"": ""x""}",')
+    assert int(lines[1].rsplit(",", 1)[1]) > 0
+    p = cratrace("sql", out, "  ")
+    assert p.returncode == 2 and "empty query" in p.stderr and "internal error" not in p.stderr
 
 
 def test_not_a_capture(tmp_path):
