@@ -58,17 +58,20 @@ class LabParams:
             raise LabError(f"--vcpus must be 1..256 (or one such count per VM, comma-separated), got {self.vcpus}")
         if len(counts) > self.vms:
             raise LabError(f"--vcpus gives {len(counts)} counts for {self.vms} VMs")
+        if not 0 < self.duration_s <= 86400:
+            raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
+        # a phase longer than the run would not end with it (a vCPU checks
+        # for the end between phases), and vmlab.c reads a C int
+        longest = min(2**31 - 1, int(self.duration_s * 1e6))
         for name in ("burst_us", "hold_us", "sleep_us"):
-            if getattr(self, name) < 0:
-                raise LabError(f"--{name.replace('_', '-')} must be >= 0 µs, got {getattr(self, name)}")
+            if not 0 <= getattr(self, name) <= longest:
+                raise LabError(f"--{name.replace('_', '-')} must be 0..{longest} µs (at most the run's --duration), got {getattr(self, name)}")
         if self.work_clock not in ("cpu", "wall", "count"):
             raise LabError(f"--work-clock must be cpu, wall or count, got {self.work_clock!r}")
         if self.lock not in ("spin", "pv"):
             raise LabError(f"--lock must be spin or pv, got {self.lock!r}")
         if self.vm_sessions not in ("shared", "own"):
             raise LabError(f"--vm-sessions must be shared or own, got {self.vm_sessions!r}")
-        if not 0 < self.duration_s <= 86400:
-            raise LabError(f"--duration must be in (0, 86400] seconds, got {self.duration_s}")
 
     def vcpus_of(self, vm: int) -> int:
         """vCPUs of VM number `vm`."""

@@ -78,6 +78,9 @@ def test_vms_can_have_different_vcpu_counts():
 @pytest.mark.parametrize("kwargs, msg", [({"vms": 0}, "--vms"), ({"vcpus": 999}, "--vcpus"),
                                          ({"vcpus": (1, 0)}, "--vcpus"), ({"vms": 2, "vcpus": (1, 2, 3)}, "3 counts for 2 VMs"),
                                          ({"hold_us": -1}, "--hold-us"), ({"duration_s": 0}, "--duration"),
+                                         # a critical section longer than the run would outlive it
+                                         ({"hold_us": 10**12, "duration_s": 0.1}, r"--hold-us must be 0..100000 µs"),
+                                         ({"burst_us": 2 * 10**6, "duration_s": 1}, "--burst-us"),
                                          ({"work_clock": "tsc"}, "--work-clock"), ({"lock": "mutex"}, "--lock"),
                                          ({"vm_sessions": "per-vm"}, "--vm-sessions")])
 def test_bad_lab_parameters_are_refused(kwargs, msg):
