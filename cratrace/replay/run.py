@@ -439,7 +439,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             fast = {**engine, "volt": r["core_volt"][f0]}
             hb = {**host, "freq_khz": r["core_khz"][f0]}
             # same spin response, credit on a host of fast cores only
-            bp = "+".join("credit" if part == "asymmetric" else part for part in policy.split("+"))
+            bp = "+".join(dict.fromkeys("credit" if part == "asymmetric" else part for part in policy.split("+")))
             rb = _run_engine(w, bp, fast, costs, hb, limit_ns, seed)
             metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)

@@ -111,29 +111,67 @@ impl Policy {
         let mut scheduler = SchedulerKind::Fair;
         let mut spin = SpinResponse::Spin;
         let mut placement = Placement::Floating;
+        // each part names one of three things; a second of the same kind
+        // would silently win over the first
+        let (mut sched_part, mut spin_part, mut place_part) = (None, None, None);
+        let once = |seen: &mut Option<&'static str>, kind: &str, part: &'static str| match seen
+            .replace(part)
+        {
+            Some(first) => Err(format!(
+                "policy {name:?}: two {kind} ({first} and {part}); give one"
+            )),
+            None => Ok(()),
+        };
         for part in name.split('+') {
             match part {
-                "energy-balance" => placement = Placement::EnergyBalance,
-                "recorded" => placement = Placement::Recorded,
-                "asymmetric" => {
-                    placement = Placement::Asymmetric;
-                    scheduler = SchedulerKind::Credit;
+                "energy-balance" => {
+                    once(&mut place_part, "placements", "energy-balance")?;
+                    placement = Placement::EnergyBalance
                 }
-                "fair" => scheduler = SchedulerKind::Fair,
-                "eevdf" => scheduler = SchedulerKind::Eevdf,
-                "credit" => scheduler = SchedulerKind::Credit,
-                "spin" => spin = SpinResponse::Spin,
-                "yield" => spin = SpinResponse::Yield,
-                "wapd" => spin = SpinResponse::Wapd,
-                "wopd" => spin = SpinResponse::Wopd,
-                "rslp" => spin = SpinResponse::Rslp,
-                "pv" => spin = SpinResponse::Pv,
+                "recorded" => {
+                    once(&mut place_part, "placements", "recorded")?;
+                    placement = Placement::Recorded
+                }
+                "asymmetric" => {
+                    once(&mut place_part, "placements", "asymmetric")?;
+                    placement = Placement::Asymmetric;
+                }
+                "fair" | "eevdf" | "credit" => {
+                    let (kind, p) = match part {
+                        "fair" => (SchedulerKind::Fair, "fair"),
+                        "eevdf" => (SchedulerKind::Eevdf, "eevdf"),
+                        _ => (SchedulerKind::Credit, "credit"),
+                    };
+                    once(&mut sched_part, "schedulers", p)?;
+                    scheduler = kind;
+                }
+                "spin" | "yield" | "wapd" | "wopd" | "rslp" | "pv" => {
+                    let (kind, p) = match part {
+                        "spin" => (SpinResponse::Spin, "spin"),
+                        "yield" => (SpinResponse::Yield, "yield"),
+                        "wapd" => (SpinResponse::Wapd, "wapd"),
+                        "wopd" => (SpinResponse::Wopd, "wopd"),
+                        "rslp" => (SpinResponse::Rslp, "rslp"),
+                        _ => (SpinResponse::Pv, "pv"),
+                    };
+                    once(&mut spin_part, "spin responses", p)?;
+                    spin = kind;
+                }
                 other => {
                     return Err(format!(
                         "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, eevdf, credit, spin responses spin, yield, wapd, wopd, rslp, pv, and placements energy-balance, asymmetric, recorded (e.g. credit+wapd)"
                     ))
                 }
             }
+        }
+        if placement == Placement::Asymmetric {
+            // the fast and slow pools are credit's (Takouna et al.)
+            if let Some(s) = sched_part.filter(|&s| s != "credit") {
+                return Err(format!(
+                    "policy {name:?}: asymmetric runs the credit scheduler, not {s}"
+                ));
+            }
+            scheduler = SchedulerKind::Credit;
         }
         Ok(Policy {
             placement,
@@ -196,5 +234,32 @@ mod tests {
         p.set("ple_window_ns", 5e3).unwrap();
         assert_eq!(p.param("ple_window_ns"), 5e3);
         assert_eq!(p.param("credit_slice_ns"), 30e6);
+    }
+
+    #[test]
+    fn a_second_part_of_one_kind_is_refused_not_taken_over_the_first() {
+        for (name, kind) in [
+            ("wapd+rslp", "two spin responses (wapd and rslp)"),
+            ("fair+eevdf+wapd", "two schedulers (fair and eevdf)"),
+            ("energy-balance+recorded", "two placements"),
+            (
+                "asymmetric+fair",
+                "asymmetric runs the credit scheduler, not fair",
+            ),
+        ] {
+            let e = Policy::parse(name).unwrap_err();
+            assert!(e.contains(kind), "{name}: {e}");
+        }
+        for ok in [
+            "asymmetric+credit+yield",
+            "asymmetric+wapd",
+            "eevdf+recorded+pv",
+        ] {
+            Policy::parse(ok).unwrap();
+        }
+        assert_eq!(
+            Policy::parse("asymmetric+yield").unwrap().scheduler,
+            SchedulerKind::Credit
+        );
     }
 }

@@ -123,6 +123,8 @@ def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: 
     assert p.returncode == (0 if m["fidelity"]["passed"] else 1)
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r2", "-p", "fair+magic")
     assert bad.returncode == 2 and "magic" in bad.stderr and "allowed" in bad.stderr
+    bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r2", "-p", "wapd+rslp")
+    assert bad.returncode == 2 and "two spin responses (wapd and rslp)" in bad.stderr
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r3", "--set", "nonsense=1")
     assert bad.returncode == 2 and "unknown setting" in bad.stderr
     # values that are not numbers: a usage error naming them, not an internal one
