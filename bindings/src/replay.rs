@@ -106,6 +106,12 @@ pub fn replay(
             "replay: the host needs at least one pCPU (freq_khz is empty)",
         ));
     }
+    if freq_khz.contains(&0) || recorded_khz == 0 {
+        // work at 0 kHz never ends: the replay would run to its time limit
+        return Err(PyValueError::new_err(
+            "replay: freq_khz and recorded_khz must be above 0",
+        ));
+    }
     let mut p = Policy::parse(policy).map_err(PyValueError::new_err)?;
     p.seed = seed;
     for (k, v) in &params {

@@ -50,20 +50,40 @@ def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
     return x
 
 
+#: the host and run settings' ranges: (low, high, what they are)
+RANGES = {
+    "pcpus": (1, 4096, "a whole number of pCPUs"),
+    "freq_khz": (1, 1e9, "a frequency in kHz above 0"),
+    "recorded_khz": (1, 1e9, "a frequency in kHz above 0"),
+    "elasticity": (-1, 0, "an elasticity from -1 (CPU bound) to 0 (insensitive to frequency)"),
+    "limit_s": (1e-9, 1e7, "a simulated time limit in seconds above 0"),
+    "fidelity_tolerance_pct": (0, 1e6, "a tolerance in percent >= 0"),
+}
+
+
+def setting_in_range(k: str, v: str) -> float:
+    """A `--set k=v` number within `k`'s range (RANGES; costs: >= 0)."""
+    lo, hi, what = RANGES.get(k.split(".")[0], (0, float("inf"), "a number >= 0"))
+    x = setting_number(k, v, what)
+    if not lo <= x <= hi or (k == "pcpus" and x != int(x)):
+        raise UsageError(f"--set {k}={v}: expected {what}")
+    return x
+
+
 def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
     engine, costs, host, other = {}, {}, {}, {}
     for k, v in settings.items():
         if k in ENGINE_PARAMS:
             engine[k] = setting_number(k, v)
         elif k in COSTS:
-            costs[k] = int(setting_number(k, v))
+            costs[k] = int(setting_in_range(k, v))
         elif k in HOST:
-            host[k] = setting_number(k, v)
+            host[k] = setting_in_range(k, v)
         elif k in OTHER:
             if k == "sched_groups" and v not in ("auto", "recorded", "off"):
                 raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
             if k in ("fidelity_tolerance_pct", "limit_s"):
-                setting_number(k, v)
+                setting_in_range(k, v)
             other[k] = v
         elif k.startswith("class.") and len(k) > 6:
             # per-VM label for asymmetric placement
@@ -71,8 +91,7 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 raise UsageError(f"--set {k}={v}: a VM's class is cpu or io")
             host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
         elif k.startswith("elasticity.") and len(k) > 11:
-            e = setting_number(k, v, "an elasticity (-1: CPU bound, 0: insensitive to frequency)")
-            host.setdefault("vm_elasticity", {})[k[11:]] = e
+            host.setdefault("vm_elasticity", {})[k[11:]] = setting_in_range(k, v)
         else:
             allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")

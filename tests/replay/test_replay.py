@@ -130,7 +130,12 @@ def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: 
     # values that are not numbers: a usage error naming them, not an internal one
     for setting in ("ple_window_ns=abc", "context_switch_ns=nan", "pcpus=x", "limit_s=soon"):
         bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r4", "--set", setting)
-        assert bad.returncode == 2 and f"--set {setting}: expected a finite number" in bad.stderr, bad.stderr
+        assert bad.returncode == 2 and f"--set {setting}: expected" in bad.stderr and "internal error" not in bad.stderr, bad.stderr
+    # and numbers out of range: freq_khz=0 never finished (work at 0 kHz), the others were taken
+    for setting, says in (("freq_khz=0", "above 0"), ("pcpus=2.5", "whole number"), ("elasticity=5", "from -1"),
+                          ("context_switch_ns=-5", ">= 0"), ("limit_s=0", "above 0"), ("fidelity_tolerance_pct=-1", ">= 0")):
+        bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "r5", "--set", setting)
+        assert bad.returncode == 2 and f"--set {setting}: expected" in bad.stderr and says in bad.stderr, bad.stderr
 
 
 def test_python_policy_interface_replays_every_transaction(lab_capture, tmp_path):  # noqa: F811
