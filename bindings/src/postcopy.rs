@@ -48,6 +48,17 @@ pub fn postcopy(
             }
         }
     }
+    // what would divide by zero or never end (a 0 ns guest slice)
+    if p.guest_slice_ns <= 0
+        || p.link_bytes_per_s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || p.page_bytes == 0
+        || p.max_inflight == 0
+        || vcpus == 0
+    {
+        return Err(PyValueError::new_err(
+            "postcopy: guest_slice_ns, link_bytes_per_s, page_bytes, max_inflight and vcpus must be above 0",
+        ));
+    }
     let mut specs: Vec<TaskSpec> = tasks
         .into_iter()
         .map(|(vcpu, first, count, compute_ns)| TaskSpec {

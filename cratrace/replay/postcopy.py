@@ -22,6 +22,26 @@ from cratrace.errors import UsageError
 from cratrace.replay.run import setting_number
 
 MODEL = {"tasks": 4, "task_mb": 200, "vm_mb": 1024, "vcpus": 1, "compute_ns": 2000}
+
+INF = float("inf")
+#: each setting's range, whether it counts things, and what it is; values
+#: outside made the scenario divide by zero, never end (a 0 ns guest
+#: slice) or mean nothing (a fault fraction of 2)
+RANGES: dict[str, tuple[float, float, bool, str]] = {
+    "tasks": (1, 1e6, True, "a count of tasks >= 1"),
+    "task_mb": (1, 1e7, True, "a whole number of MB >= 1"),
+    "vm_mb": (1, 1e8, True, "a whole number of MB >= 1"),
+    "vcpus": (1, 1024, True, "a count of vCPUs from 1 to 1024"),
+    "compute_ns": (0, INF, False, "ns >= 0"),
+    "page_bytes": (512, 1 << 30, True, "a page size in bytes, at least 512"),
+    "link_bytes_per_s": (1, INF, False, "a bandwidth in bytes/s above 0"),
+    "max_inflight": (1, 1e6, True, "a count >= 1"),
+    "apf_per_vcpu": (0, 1e6, True, "a count >= 0"),
+    "background_depth": (0, 1e6, True, "a count >= 0"),
+    "guest_slice_ns": (1000, INF, False, "a slice of at least 1000 ns"),
+    "kernel_fault_fraction": (0, 1, False, "a fraction from 0 to 1"),
+    "background_start_ns": (-INF, INF, False, "ns (negative: no background stream)"),
+}
 ENGINE = {"page_bytes", "link_bytes_per_s", "rtt_ns", "fetch_overhead_ns", "max_inflight", "apf_per_vcpu", "exit_entry_ns", "not_present_ns", "guest_switch_ns", "guest_wake_ns", "guest_slice_ns", "ready_delay_ns", "kernel_fault_fraction", "background_start_ns", "background_depth", "seed"}
 
 
@@ -42,19 +62,28 @@ def _touches(cap: Capture | None, m: dict) -> tuple[list, list, int, int]:
     return tasks, [], vm_pages, int(m["vcpus"])
 
 
+def _in_range(k: str, v: str) -> float:
+    """A `--set k=v` number within its RANGES entry (others: ns >= 0)."""
+    lo, hi, whole, what = RANGES.get(k, (0, INF, False, "ns >= 0"))
+    x = setting_number(k, v, what)
+    if not lo <= x <= hi or (whole and x != int(x)):
+        raise UsageError(f"--set {k}={v}: expected {what}")
+    return x
+
+
 def run_postcopy(cap: Capture | None, out: Path, settings: dict[str, str], force: bool = False) -> dict:
     m = dict(MODEL)
     engine = {}
     for k, v in settings.items():
         if k in MODEL:
-            m[k] = setting_number(k, v)
+            m[k] = _in_range(k, v)
         elif k == "seed":
             seed = setting_number(k, v)
             if not (seed == int(seed) and 0 <= seed < 2**53):
                 raise UsageError(f"seed {v} (--seed or --set seed=): expected a whole number from 0 to 2^53 - 1")
             engine[k] = seed
         elif k in ENGINE:
-            engine[k] = setting_number(k, v)
+            engine[k] = _in_range(k, v)
         else:
             raise UsageError(f"--set {k}: not a postcopy setting (allowed: {', '.join(sorted(set(MODEL) | ENGINE))})")
     tasks, lists, vm_pages, vcpus = _touches(cap, m)
