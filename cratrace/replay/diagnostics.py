@@ -55,10 +55,35 @@ def preempted_s(states: pl.DataFrame) -> dict[str, float]:
     return {vm: round(ns / 1e9, 6) for vm, ns in p.group_by("vm").agg((pl.col("end") - pl.col("start")).sum()).iter_rows()}
 
 
+def vm_cpu_concentration(states: pl.DataFrame, window_ns: int = 100_000_000) -> float | None:
+    """How much of a VM's vCPU time ran on its busiest CPU, per window of
+    `window_ns`: percent, weighted by time, over the VMs of two or more
+    vCPUs. 100 means each VM's vCPUs shared one CPU (packed: a lock holder
+    is then preempted by its own sibling, which spins in its place);
+    100/CPUs means spread evenly. Stretches are counted in the window they
+    start in."""
+    if "pcpu" not in states.columns:
+        return None
+    multi = states.filter(pl.col("vm").is_not_null()).group_by("vm").agg(pl.col("tid").n_unique().alias("n")).filter(pl.col("n") >= 2)["vm"]
+    on = states.filter(pl.col("vm").is_in(multi.implode()) & pl.col("state").is_in(RUNNING) & pl.col("pcpu").is_not_null())
+    if on.height == 0:
+        return None
+    t0 = on["start"].min()
+    per_cpu = on.group_by(((pl.col("start") - t0) // window_ns).alias("w"), "vm", "pcpu").agg((pl.col("end") - pl.col("start")).sum().alias("ns"))
+    per_vm = per_cpu.group_by("w", "vm").agg(pl.col("ns").max().alias("top"), pl.col("ns").sum().alias("all"))
+    total = per_vm["all"].sum()
+    return round(100 * per_vm["top"].sum() / total, 2) if total else None
+
+
 def measure(states: pl.DataFrame) -> dict:
     """The diagnostics of one timeline (a recording's or a replay's)."""
     sib = sibling_wakeup_preemption(states)
-    return {"sibling_wakeup_preemption_pct": sib["preempted_pct"], "sibling_wakeups": sib["wakeups"], "preempted_s": preempted_s(states)}
+    return {
+        "sibling_wakeup_preemption_pct": sib["preempted_pct"],
+        "sibling_wakeups": sib["wakeups"],
+        "preempted_s": preempted_s(states),
+        "vm_cpu_concentration_pct": vm_cpu_concentration(states),
+    }
 
 
 def compare(recorded: dict, replayed: dict) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from cratrace.replay.diagnostics import compare, measure, preempted_s, sibling_wakeup_preemption
+from cratrace.replay.diagnostics import compare, measure, preempted_s, sibling_wakeup_preemption, vm_cpu_concentration
 from tests.model.conftest import lab_capture  # noqa: F401  (session fixture)
 
 
@@ -35,6 +35,24 @@ def test_a_wakeup_that_takes_the_cpu_from_a_running_sibling_counts_as_preemption
     assert d["sibling_wakeups"] == {"recorded": 2, "replayed": 0}
 
 
+def test_concentration_tells_vcpus_sharing_a_cpu_from_vcpus_spread_over_cpus():
+    ms = 1_000_000
+
+    def timeline(cpu_of_second_vcpu):
+        rows = []
+        for w in range(4):  # four 100 ms windows, both vCPUs running 60 ms of each
+            at = w * 100 * ms
+            rows += [("a", 1, "guest", at, at + 60 * ms, 0), ("a", 2, "guest", at, at + 60 * ms, cpu_of_second_vcpu(w))]
+        # a one-vCPU VM does not count (it cannot be split)
+        rows.append(("b", 3, "guest", 0, 400 * ms, 1))
+        return pl.DataFrame(rows, schema={"vm": pl.String, "tid": pl.Int64, "state": pl.String, "start": pl.Int64, "end": pl.Int64, "pcpu": pl.Int32}, orient="row")
+
+    assert vm_cpu_concentration(timeline(lambda w: 0)) == 100.0  # packed
+    assert vm_cpu_concentration(timeline(lambda w: 1)) == 50.0  # spread
+    assert vm_cpu_concentration(timeline(lambda w: 0 if w < 1 else 1)) == 62.5  # packed a quarter of the time
+    assert vm_cpu_concentration(timeline(lambda w: 0).filter(pl.col("vm") == "b")) is None
+
+
 def test_metrics_set_the_replay_beside_the_recording(lab_capture, tmp_path):  # noqa: F811
     from cratrace.replay import replay_capture
 
@@ -45,6 +63,10 @@ def test_metrics_set_the_replay_beside_the_recording(lab_capture, tmp_path):  # 
     assert d["sibling_wakeup_preemption_pct"]["recorded"] == rec["preempted_pct"]
     assert 0 <= d["sibling_wakeup_preemption_pct"]["replayed"] <= 100
     assert set(d["preempted_s"]["recorded"]) == set(res["fair"]["vms"])
+    # the lab's VMs have 3 vCPUs on this machine's CPUs: between spread and packed
+    cpus = lab_capture.meta["cpus"]
+    for side in ("recorded", "replayed"):
+        assert 100 / cpus <= d["vm_cpu_concentration_pct"][side] <= 100
 
 
 def test_model_and_replay_hand_tables_over_without_pyarrow(lab_capture, tmp_path):  # noqa: F811
