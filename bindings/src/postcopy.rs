@@ -50,7 +50,8 @@ pub fn postcopy(
     }
     // what would divide by zero or never end (a 0 ns guest slice)
     if p.guest_slice_ns <= 0
-        || p.link_bytes_per_s.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
+        || p.link_bytes_per_s.is_nan()
+        || p.link_bytes_per_s <= 0.0
         || p.page_bytes == 0
         || p.max_inflight == 0
         || vcpus == 0

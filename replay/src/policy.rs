@@ -114,54 +114,45 @@ impl Policy {
         // each part names one of three things; a second of the same kind
         // would silently win over the first
         let (mut sched_part, mut spin_part, mut place_part) = (None, None, None);
-        let once = |seen: &mut Option<&'static str>, kind: &str, part: &'static str| match seen
-            .replace(part)
-        {
-            Some(first) => Err(format!(
-                "policy {name:?}: two {kind} ({first} and {part}); give one"
-            )),
-            None => Ok(()),
-        };
         for part in name.split('+') {
-            match part {
-                "energy-balance" => {
-                    once(&mut place_part, "placements", "energy-balance")?;
-                    placement = Placement::EnergyBalance
-                }
-                "recorded" => {
-                    once(&mut place_part, "placements", "recorded")?;
-                    placement = Placement::Recorded
-                }
-                "asymmetric" => {
-                    once(&mut place_part, "placements", "asymmetric")?;
-                    placement = Placement::Asymmetric;
+            let (seen, kind) = match part {
+                "energy-balance" | "recorded" | "asymmetric" => {
+                    placement = match part {
+                        "energy-balance" => Placement::EnergyBalance,
+                        "recorded" => Placement::Recorded,
+                        _ => Placement::Asymmetric,
+                    };
+                    (&mut place_part, "placements")
                 }
                 "fair" | "eevdf" | "credit" => {
-                    let (kind, p) = match part {
-                        "fair" => (SchedulerKind::Fair, "fair"),
-                        "eevdf" => (SchedulerKind::Eevdf, "eevdf"),
-                        _ => (SchedulerKind::Credit, "credit"),
+                    scheduler = match part {
+                        "fair" => SchedulerKind::Fair,
+                        "eevdf" => SchedulerKind::Eevdf,
+                        _ => SchedulerKind::Credit,
                     };
-                    once(&mut sched_part, "schedulers", p)?;
-                    scheduler = kind;
+                    (&mut sched_part, "schedulers")
                 }
                 "spin" | "yield" | "wapd" | "wopd" | "rslp" | "pv" => {
-                    let (kind, p) = match part {
-                        "spin" => (SpinResponse::Spin, "spin"),
-                        "yield" => (SpinResponse::Yield, "yield"),
-                        "wapd" => (SpinResponse::Wapd, "wapd"),
-                        "wopd" => (SpinResponse::Wopd, "wopd"),
-                        "rslp" => (SpinResponse::Rslp, "rslp"),
-                        _ => (SpinResponse::Pv, "pv"),
+                    spin = match part {
+                        "spin" => SpinResponse::Spin,
+                        "yield" => SpinResponse::Yield,
+                        "wapd" => SpinResponse::Wapd,
+                        "wopd" => SpinResponse::Wopd,
+                        "rslp" => SpinResponse::Rslp,
+                        _ => SpinResponse::Pv,
                     };
-                    once(&mut spin_part, "spin responses", p)?;
-                    spin = kind;
+                    (&mut spin_part, "spin responses")
                 }
                 other => {
                     return Err(format!(
                         "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, eevdf, credit, spin responses spin, yield, wapd, wopd, rslp, pv, and placements energy-balance, asymmetric, recorded (e.g. credit+wapd)"
                     ))
                 }
+            };
+            if let Some(first) = seen.replace(part) {
+                return Err(format!(
+                    "policy {name:?}: two {kind} ({first} and {part}); give one"
+                ));
             }
         }
         if placement == Placement::Asymmetric {

@@ -37,21 +37,19 @@ fn workload(threads: Vec<ThreadSpec>, vms: usize) -> Workload {
     }
 }
 
+/// One VM of one vCPU with these phases.
+fn one_vcpu(phases: Vec<Phase>) -> Workload {
+    workload(vec![vm_thread(0, 0, phases)], 1)
+}
+
 #[test]
 fn single_thread_runs_its_work_and_blocks_open_loop() {
-    let w = workload(
-        vec![vm_thread(
-            0,
-            0,
-            vec![
-                Phase::Work(1_000_000),
-                Phase::Block(5_000_000),
-                Phase::Work(1_000_000),
-                Phase::Mark,
-            ],
-        )],
-        1,
-    );
+    let w = one_vcpu(vec![
+        Phase::Work(1_000_000),
+        Phase::Block(5_000_000),
+        Phase::Work(1_000_000),
+        Phase::Mark,
+    ]);
     let out = replay(&w, &free_host(1), &Policy::parse("fair").unwrap(), i64::MAX);
     assert_eq!(out.cpu_ns[0], 2_000_000);
     assert_eq!(out.mark_ts, vec![7_000_000]);
@@ -61,18 +59,11 @@ fn single_thread_runs_its_work_and_blocks_open_loop() {
 fn a_switch_costs_the_cpu_time_of_the_thread_switched_to() {
     // a trace puts the switch inside the incoming thread's slice, and so
     // does the replay: its work starts after the cost, its slice before
-    let w = workload(
-        vec![vm_thread(
-            0,
-            0,
-            vec![
-                Phase::Work(1_000_000),
-                Phase::Block(1_000_000),
-                Phase::Work(1_000_000),
-            ],
-        )],
-        1,
-    );
+    let w = one_vcpu(vec![
+        Phase::Work(1_000_000),
+        Phase::Block(1_000_000),
+        Phase::Work(1_000_000),
+    ]);
     let mut h = free_host(1);
     h.costs.context_switch_ns = 2_000;
     let out = replay(&w, &h, &Policy::parse("fair").unwrap(), i64::MAX);
