@@ -616,13 +616,14 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise CollectError(f"{out}: exists and is not a directory")
-    if out.exists() and any(out.iterdir()) and not force:
+    occupied = out.exists() and any(out.iterdir())
+    if occupied and not force:
         raise CollectError(f"{out}: exists and is not empty; pass --force to overwrite")
     on = next(p for p in (out, *out.parents) if p.exists())
     free = shutil.disk_usage(on).free
     if free < limit + (64 << 20):
         raise CollectError(f"{out}: only {free >> 20} MiB free, need --max-size ({limit >> 20} MiB) plus 64 MiB")
-    if out.exists() and any(out.iterdir()):
+    if occupied:
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
     host = host_snapshot()

@@ -19,20 +19,21 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import UsageError
-from cratrace.replay.run import setting_number
+from cratrace.replay.run import Range, setting_in_range, setting_number
 
 MODEL = {"tasks": 4, "task_mb": 200, "vm_mb": 1024, "vcpus": 1, "compute_ns": 2000}
 
 INF = float("inf")
-#: each setting's range, whether it counts things, and what it is; values
-#: outside made the scenario divide by zero, never end (a 0 ns guest
-#: slice) or mean nothing (a fault fraction of 2)
-RANGES: dict[str, tuple[float, float, bool, str]] = {
+#: each setting's range, whether it counts things, and what it is (others:
+#: ns >= 0); values outside made the scenario divide by zero, never end (a
+#: 0 ns guest slice) or mean nothing (a fault fraction of 2)
+NS: Range = (0, INF, False, "ns >= 0")
+RANGES: dict[str, Range] = {
     "tasks": (1, 1e6, True, "a count of tasks >= 1"),
     "task_mb": (1, 1e7, True, "a whole number of MB >= 1"),
     "vm_mb": (1, 1e8, True, "a whole number of MB >= 1"),
     "vcpus": (1, 1024, True, "a count of vCPUs from 1 to 1024"),
-    "compute_ns": (0, INF, False, "ns >= 0"),
+    "compute_ns": NS,
     "page_bytes": (512, 1 << 30, True, "a page size in bytes, at least 512"),
     "link_bytes_per_s": (1, INF, False, "a bandwidth in bytes/s above 0"),
     "max_inflight": (1, 1e6, True, "a count >= 1"),
@@ -62,28 +63,19 @@ def _touches(cap: Capture | None, m: dict) -> tuple[list, list, int, int]:
     return tasks, [], vm_pages, int(m["vcpus"])
 
 
-def _in_range(k: str, v: str) -> float:
-    """A `--set k=v` number within its RANGES entry (others: ns >= 0)."""
-    lo, hi, whole, what = RANGES.get(k, (0, INF, False, "ns >= 0"))
-    x = setting_number(k, v, what)
-    if not lo <= x <= hi or (whole and x != int(x)):
-        raise UsageError(f"--set {k}={v}: expected {what}")
-    return x
-
-
 def run_postcopy(cap: Capture | None, out: Path, settings: dict[str, str], force: bool = False) -> dict:
     m = dict(MODEL)
     engine = {}
     for k, v in settings.items():
         if k in MODEL:
-            m[k] = _in_range(k, v)
+            m[k] = setting_in_range(k, v, RANGES, NS)
         elif k == "seed":
             seed = setting_number(k, v)
             if not (seed == int(seed) and 0 <= seed < 2**53):
                 raise UsageError(f"seed {v} (--seed or --set seed=): expected a whole number from 0 to 2^53 - 1")
             engine[k] = seed
         elif k in ENGINE:
-            engine[k] = _in_range(k, v)
+            engine[k] = setting_in_range(k, v, RANGES, NS)
         else:
             raise UsageError(f"--set {k}: not a postcopy setting (allowed: {', '.join(sorted(set(MODEL) | ENGINE))})")
     tasks, lists, vm_pages, vcpus = _touches(cap, m)

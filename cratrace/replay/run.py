@@ -50,22 +50,26 @@ def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
     return x
 
 
-#: the host and run settings' ranges: (low, high, what they are)
-RANGES = {
-    "pcpus": (1, 4096, "a whole number of pCPUs"),
-    "freq_khz": (1, 1e9, "a frequency in kHz above 0"),
-    "recorded_khz": (1, 1e9, "a frequency in kHz above 0"),
-    "elasticity": (-1, 0, "an elasticity from -1 (CPU bound) to 0 (insensitive to frequency)"),
-    "limit_s": (1e-9, 1e7, "a simulated time limit in seconds above 0"),
-    "fidelity_tolerance_pct": (0, 1e6, "a tolerance in percent >= 0"),
+#: a setting's range: low, high, whether it counts things, what it is
+Range = tuple[float, float, bool, str]
+
+#: the host and run settings' ranges (elasticity.VM as elasticity)
+RANGES: dict[str, Range] = {
+    "pcpus": (1, 4096, True, "a whole number of pCPUs"),
+    "freq_khz": (1, 1e9, False, "a frequency in kHz above 0"),
+    "recorded_khz": (1, 1e9, False, "a frequency in kHz above 0"),
+    "elasticity": (-1, 0, False, "an elasticity from -1 (CPU bound) to 0 (insensitive to frequency)"),
+    "limit_s": (1e-9, 1e7, False, "a simulated time limit in seconds above 0"),
+    "fidelity_tolerance_pct": (0, 1e6, False, "a tolerance in percent >= 0"),
 }
 
 
-def setting_in_range(k: str, v: str) -> float:
-    """A `--set k=v` number within `k`'s range (RANGES; costs: >= 0)."""
-    lo, hi, what = RANGES.get(k.split(".")[0], (0, float("inf"), "a number >= 0"))
+def setting_in_range(k: str, v: str, ranges: dict[str, Range] = RANGES, default: Range = (0, math.inf, False, "a number >= 0")) -> float:
+    """A `--set k=v` number within `k`'s range in `ranges` (else
+    `default`'s: costs and times are >= 0)."""
+    lo, hi, whole, what = ranges.get(k.split(".")[0], default)
     x = setting_number(k, v, what)
-    if not lo <= x <= hi or (k == "pcpus" and x != int(x)):
+    if not lo <= x <= hi or (whole and x != int(x)):
         raise UsageError(f"--set {k}={v}: expected {what}")
     return x
 

@@ -80,10 +80,8 @@ def throughput_series(runs: list[Run], bin_ms: float = 100.0) -> pl.DataFrame:
 
 def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
     cap = capture if isinstance(capture, Capture) else Capture(capture)
-    from cratrace.errors import CaptureError, OutputExistsError
+    from cratrace.errors import OutputExistsError
 
-    if "cpu_slices" not in cap.model_paths:
-        raise CaptureError(f"{cap.path}: no model tables; run `cratrace model {cap.path}` first")
     # every model table the report reads, there and intact
     cap.require_model(sorted(set(cap.model_paths) | {"cpu_slices", "threads"}))
     runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
