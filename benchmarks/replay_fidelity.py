@@ -56,11 +56,12 @@ from cratrace.replay import replay_capture
 from cratrace.replay.run import baseline_policy
 
 
-def stranded_wait(cap: Path, step_ns: int = 20_000) -> tuple[float, float]:
+def stranded_wait(cap: Path, states: pl.DataFrame, step_ns: int = 20_000) -> tuple[float, float]:
     """(vCPU thread-seconds runnable but waiting, of them while a CPU was
-    idle), sampled every `step_ns` over the vCPU timelines."""
+    idle), sampled every `step_ns` over the vCPU timelines (`states`: the
+    capture's vcpu_states)."""
     slices = pl.read_parquet(cap / "model" / "cpu_slices.parquet").filter(pl.col("tid") == 0)
-    waits = pl.read_parquet(cap / "model" / "vcpu_states.parquet").filter(pl.col("state") == "preempted")
+    waits = states.filter(pl.col("state") == "preempted")
     if waits.height == 0:
         return 0.0, 0.0
     grid = range(waits["start"].min(), waits["end"].max(), step_ns)
@@ -88,8 +89,9 @@ def measure(d: Path, setting: dict, cpus: int) -> tuple[str, dict]:
     mode = ms[policy]["host"]["sched_groups_mode"]
     flip = "off" if mode == "recorded" else "recorded"
     grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": flip})[policy]["fidelity"]
-    wait_s, stranded_s = stranded_wait(cap)
-    on_cpu = per_vm_on_cpu(cap)
+    states = pl.read_parquet(cap / "model" / "vcpu_states.parquet")
+    wait_s, stranded_s = stranded_wait(cap, states)
+    on_cpu = per_vm_on_cpu(states)
     k = setting["vcpus"]
     n = 2 * k[0] if len(k) == 1 else sum(k)
     sizes = "" if len(k) == 1 else f", VMs of {'+'.join(map(str, k))} vCPUs"
@@ -124,10 +126,10 @@ def measure(d: Path, setting: dict, cpus: int) -> tuple[str, dict]:
     }
 
 
-def per_vm_on_cpu(cap: Path) -> dict[str, tuple[float, float]]:
-    """Per VM, its vCPUs' recorded (guest, spinning) seconds on a CPU."""
-    states = pl.read_parquet(cap / "model" / "vcpu_states.parquet").filter(pl.col("state").is_in(["guest", "spinning"]))
-    sums = states.group_by("vm").agg(
+def per_vm_on_cpu(states: pl.DataFrame) -> dict[str, tuple[float, float]]:
+    """Per VM, its vCPUs' recorded (guest, spinning) seconds on a CPU
+    (`states`: the capture's vcpu_states)."""
+    sums = states.filter(pl.col("state").is_in(["guest", "spinning"])).group_by("vm").agg(
         (pl.col("dur").filter(pl.col("state") == "guest").sum() / 1e9).alias("guest"),
         (pl.col("dur").filter(pl.col("state") == "spinning").sum() / 1e9).alias("spin"),
     )
