@@ -73,6 +73,7 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("base_slice_ns", 0.0, "eevdf: base slice (0: Linux's default before 6.15, 0.75 ms × (1 + log2 CPUs), CPUs capped at 8; `cratrace replay` sets 0.70 ms × the same for captures of 6.15 and later)"),
     ("tick_hz", 250.0, "eevdf: scheduler tick rate; an expired slice is noticed at the next tick (Debian's HZ=250; 0: exactly, as with HRTICK)"),
     ("migration_cost_ns", 0.5e6, "eevdf: a thread that ran within this is cache-hot and not pulled by an idle CPU (Linux's sched_migration_cost)"),
+    ("busy_balance_ns", 32e6, "eevdf: busy CPUs balance their run queues this often, moving a thread that is not cache-hot from a CPU with two or more threads more (Linux: balance interval × busy_factor, 2 ms × 16 with two CPUs; 0: never)"),
     ("credit_slice_ns", 30e6, "credit: time slice"),
     ("credit_tick_ns", 10e6, "credit: tick (BOOST ends, credits burn)"),
     ("credit_acct_ns", 30e6, "credit: accounting period (credits refill)"),

@@ -212,7 +212,7 @@ impl<'a> Engine<'a> {
                 } else {
                     Eevdf::default_slice_ns(h.freq_khz.len())
                 };
-                Box::new(Eevdf::with_groups(
+                let mut s = Eevdf::with_groups(
                     weights.iter().map(|_| 1024).collect(),
                     w.threads
                         .iter()
@@ -223,7 +223,13 @@ impl<'a> Engine<'a> {
                     slice,
                     tick,
                     migration_cost,
-                ))
+                );
+                // pinned, pooled or recorded placements say where threads
+                // run; the kernel's balancing is for floating ones
+                if p.placement == Placement::Floating {
+                    s.set_busy_balance(p.param("busy_balance_ns") as i64);
+                }
+                Box::new(s)
             }
             SchedulerKind::Credit => Box::new(Credit::new(
                 weights,

@@ -15,8 +15,9 @@
 //! average catches up with it (then it leaves with zero lag); woken
 //! before that, it resumes where it was. An idle CPU pulls from the
 //! busiest other queue, but not a thread that ran within the migration
-//! cost unless a pull already failed that way; where woken threads go is
-//! the engine's part (`engine/per_cpu.rs`).
+//! cost unless a pull already failed that way; busy CPUs even out their
+//! queues the same way every few tens of ms (periodic load_balance);
+//! where woken threads go is the engine's part (`engine/per_cpu.rs`).
 //!
 //! Scheduling groups (autogroups, CPU cgroups; FAIR_GROUP_SCHED): a
 //! group's threads on a CPU share one run queue, which an entity of the
@@ -71,6 +72,10 @@ pub struct Eevdf {
     pull_failed: Vec<u32>,
     /// Directed yield: picked next if it may run.
     next: Option<u32>,
+    /// Busy CPUs' periodic load balancing: its interval (0: none) and
+    /// when it runs next.
+    busy_balance: i64,
+    next_busy_balance: i64,
 }
 
 impl Eevdf {
@@ -130,11 +135,65 @@ impl Eevdf {
             ran_until: vec![i64::MIN / 2; n],
             pull_failed: vec![0; cpus],
             next: None,
+            busy_balance: 0,
+            next_busy_balance: 0,
         };
         for i in 0..n {
             s.e.rq[i] = s.queue_of(i, 0);
         }
         s
+    }
+
+    /// Balance busy CPUs every `ns` (0: never): a CPU with at least two
+    /// threads more (running and ready) than another hands it one that
+    /// is not cache-hot (Linux's periodic load_balance between busy CPUs,
+    /// every balance interval × busy_factor: 2 ms × 16 in a 2-CPU domain).
+    pub fn set_busy_balance(&mut self, ns: i64) {
+        self.busy_balance = ns.max(0);
+        self.next_busy_balance = self.busy_balance;
+    }
+
+    /// Test helper: the next tick balances busy CPUs.
+    #[cfg(test)]
+    fn busy_balance_due_now(&mut self) {
+        self.next_busy_balance = i64::MIN;
+    }
+
+    fn nr_running(&self, c: usize) -> usize {
+        self.ready_on(c as u32) + usize::from(self.running[c].is_some())
+    }
+
+    fn balance_busy(&mut self, now: i64) {
+        for c in 0..self.cpus {
+            let Some(o) = (0..self.cpus)
+                .filter(|&o| o != c)
+                .max_by_key(|&o| (self.nr_running(o), std::cmp::Reverse(o)))
+            else {
+                return;
+            };
+            if self.nr_running(o) < self.nr_running(c) + 2 {
+                continue;
+            }
+            let (hot, cost) = (&self.ran_until, self.migration_cost);
+            let cold = self.best_thread(o, &mut |t| now - hot[t] >= cost);
+            let moved = match cold {
+                Some(i) => Some(i),
+                None => {
+                    self.pull_failed[c] += 1;
+                    if self.pull_failed[c] > CACHE_NICE_TRIES {
+                        self.best_thread(o, &mut |_| true)
+                    } else {
+                        None
+                    }
+                }
+            };
+            if let Some(i) = moved {
+                self.pull_failed[c] = 0;
+                self.settle(o);
+                self.move_thread(i, c);
+                self.settle(c);
+            }
+        }
     }
 
     /// Linux's default base slice: 0.75 ms scaled by 1 + log2(CPUs), CPUs
@@ -395,6 +454,13 @@ impl Scheduler for Eevdf {
 
     fn per_cpu_queues(&self) -> bool {
         true
+    }
+
+    fn tick(&mut self, now: i64) {
+        if self.busy_balance > 0 && now >= self.next_busy_balance {
+            self.next_busy_balance = now + self.busy_balance;
+            self.balance_busy(now);
+        }
     }
 
     fn tick_ns(&self) -> Option<i64> {

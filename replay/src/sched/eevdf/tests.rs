@@ -260,3 +260,62 @@ fn a_group_weighs_on_each_cpu_its_part_of_its_load() {
     assert_eq!(s.ready_on(0), 0);
     assert_eq!(s.pick_on(0, 0, false, &mut |_| true), None);
 }
+
+#[test]
+fn busy_cpus_balance_two_threads_apart_but_not_one_and_not_hot_at_first() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 4], 2, ms, 4 * ms, 2 * ms);
+    s.set_busy_balance(32 * ms);
+    for t in 0..3 {
+        s.migrate(ThreadId(t), 1);
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    s.migrate(ThreadId(3), 0);
+    s.enqueue(ThreadId(3), Sub::ProperReady, true);
+    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(3)));
+    // CPU 1 runs 0, 1 and 2 a slice each: 1 and 2 are hot until 4 and 5 ms
+    for (k, t) in [0u32, 1, 2].into_iter().enumerate() {
+        assert_eq!(
+            s.pick_on(1, k as i64 * ms, false, &mut |_| true),
+            Some(ThreadId(t))
+        );
+        s.charge(ThreadId(t), ms);
+        s.enqueue(ThreadId(t), Sub::SliceEnd, false);
+    }
+    assert_eq!(
+        s.pick_on(1, 3 * ms, false, &mut |_| true),
+        Some(ThreadId(0))
+    );
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
+    // not yet due; then due, but only cache-hot threads wait (one failure
+    // is allowed, as cache_nice_tries says)
+    s.tick(3 * ms);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
+    s.busy_balance_due_now();
+    s.tick(3 * ms + ms / 4);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
+    // past the migration cost one moves: three against one becomes two and two
+    s.busy_balance_due_now();
+    s.tick(5 * ms);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
+    // two against two: nothing to gain, nothing moves
+    s.busy_balance_due_now();
+    s.tick(40 * ms);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
+}
+
+#[test]
+fn busy_balancing_is_off_unless_set() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 3], 2, ms, 4 * ms, 0);
+    for t in 0..3 {
+        s.migrate(ThreadId(t), 1);
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    assert_eq!(s.pick_on(1, 0, false, &mut |_| true), Some(ThreadId(0)));
+    s.tick(100 * ms);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
+    s.set_busy_balance(32 * ms);
+    s.tick(100 * ms);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
+}
