@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -46,8 +47,13 @@ def resolve_params(name: str, overrides: Mapping[str, str]) -> dict[str, Any]:
             raise UsageError(f"--set {key}=...: {name} has no parameter {key!r} (has: {', '.join(mod.PARAMS)})")
         params[key] = mod.PARAMS[key].parse(key, text)
     for key, val in params.items():
-        if isinstance(val, (int, float)) and not isinstance(val, bool) and val <= 0 and key not in getattr(mod, "ALLOW_ZERO", ()):
-            raise UsageError(f"--set {key}={val}: must be positive")
+        if not isinstance(val, (int, float)) or isinstance(val, bool):
+            continue
+        # NaN and infinity parse as floats; a negative count or growth
+        # would generate nonsense rather than fail
+        zero_ok = key in getattr(mod, "ALLOW_ZERO", ())
+        if not math.isfinite(val) or val < 0 or (val == 0 and not zero_ok):
+            raise UsageError(f"--set {key}={val}: must be a finite number {'>= 0' if zero_ok else '> 0'}")
     check = getattr(mod, "check", None)
     if check:
         check(params)
