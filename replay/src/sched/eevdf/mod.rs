@@ -174,26 +174,42 @@ impl Eevdf {
             if self.nr_running(o) < self.nr_running(c) + 2 {
                 continue;
             }
-            let (hot, cost) = (&self.ran_until, self.migration_cost);
-            let cold = self.best_thread(o, &mut |t| now - hot[t] >= cost);
-            let moved = match cold {
-                Some(i) => Some(i),
-                None => {
-                    self.pull_failed[c] += 1;
-                    if self.pull_failed[c] > CACHE_NICE_TRIES {
-                        self.best_thread(o, &mut |_| true)
-                    } else {
-                        None
-                    }
-                }
-            };
-            if let Some(i) = moved {
+            if let Some(i) = self.pull_for(c, &[o], now, &mut |_| true) {
                 self.pull_failed[c] = 0;
                 self.settle(o);
                 self.move_thread(i, c);
                 self.settle(c);
             }
         }
+    }
+
+    /// A waiting thread CPU `c` may take from the first CPU of `from`
+    /// that has one `ok` accepts: one that is not cache-hot (ran at least
+    /// the migration cost ago) if any; else, once `c` has failed that way
+    /// more than CACHE_NICE_TRIES times in a row, a hot one. Idle pulls
+    /// and busy balancing both take threads this way.
+    fn pull_for(
+        &mut self,
+        c: usize,
+        from: &[usize],
+        now: i64,
+        ok: &mut dyn FnMut(usize) -> bool,
+    ) -> Option<usize> {
+        let (hot, cost) = (&self.ran_until, self.migration_cost);
+        let cold = from
+            .iter()
+            .find_map(|&o| self.best_thread(o, &mut |t| now - hot[t] >= cost && ok(t)));
+        if cold.is_some() {
+            return cold;
+        }
+        if from.iter().all(|&o| self.ready_on(o as u32) == 0) {
+            return None;
+        }
+        self.pull_failed[c] += 1;
+        if self.pull_failed[c] <= CACHE_NICE_TRIES {
+            return None;
+        }
+        from.iter().find_map(|&o| self.best_thread(o, &mut *ok))
     }
 
     /// Linux's default base slice: 0.75 ms scaled by 1 + log2(CPUs), CPUs
@@ -391,25 +407,7 @@ impl Scheduler for Eevdf {
                 }
                 let mut others: Vec<usize> = (0..self.cpus).filter(|&o| o != c).collect();
                 others.sort_by_key(|&o| std::cmp::Reverse(self.ready_on(o as u32)));
-                let (hot, cost) = (&self.ran_until, self.migration_cost);
-                let cold = others.iter().find_map(|&o| {
-                    self.best_thread(o, &mut |t| {
-                        now - hot[t] >= cost && eligible(ThreadId(t as u32))
-                    })
-                });
-                if cold.is_some() {
-                    return cold;
-                }
-                if others.iter().all(|&o| self.ready_on(o as u32) == 0) {
-                    return None;
-                }
-                self.pull_failed[c] += 1;
-                if self.pull_failed[c] <= CACHE_NICE_TRIES {
-                    return None;
-                }
-                others
-                    .into_iter()
-                    .find_map(|o| self.best_thread(o, &mut |t| eligible(ThreadId(t as u32))))
+                self.pull_for(c, &others, now, &mut |t| eligible(ThreadId(t as u32)))
             });
         let i = found?;
         if self.cpu[i] != c {
