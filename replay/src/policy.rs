@@ -106,6 +106,37 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("volt", 1.0, "power model: supply voltage, V"),
 ];
 
+/// Each policy part's name and what it selects (in the order the error
+/// for an unknown part lists them).
+const SCHEDULERS: &[(&str, SchedulerKind)] = &[
+    ("fair", SchedulerKind::Fair),
+    ("eevdf", SchedulerKind::Eevdf),
+    ("credit", SchedulerKind::Credit),
+];
+const SPIN_RESPONSES: &[(&str, SpinResponse)] = &[
+    ("spin", SpinResponse::Spin),
+    ("yield", SpinResponse::Yield),
+    ("wapd", SpinResponse::Wapd),
+    ("wopd", SpinResponse::Wopd),
+    ("rslp", SpinResponse::Rslp),
+    ("pv", SpinResponse::Pv),
+];
+const PLACEMENTS: &[(&str, Placement)] = &[
+    ("energy-balance", Placement::EnergyBalance),
+    ("asymmetric", Placement::Asymmetric),
+    ("recorded", Placement::Recorded),
+];
+
+/// What `part` names in `table`, if it is one of them.
+fn named<T: Copy>(table: &[(&str, T)], part: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == part).map(|&(_, v)| v)
+}
+
+/// The names in `table`, comma-separated.
+fn names<T>(table: &[(&str, T)]) -> String {
+    table.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
 impl Policy {
     /// Parse `scheduler[+spin]` or `spin` (default scheduler `fair`).
     pub fn parse(name: &str) -> Result<Policy, String> {
@@ -116,39 +147,22 @@ impl Policy {
         // would silently win over the first
         let (mut sched_part, mut spin_part, mut place_part) = (None, None, None);
         for part in name.split('+') {
-            let (seen, kind) = match part {
-                "energy-balance" | "recorded" | "asymmetric" => {
-                    placement = match part {
-                        "energy-balance" => Placement::EnergyBalance,
-                        "recorded" => Placement::Recorded,
-                        _ => Placement::Asymmetric,
-                    };
-                    (&mut place_part, "placements")
-                }
-                "fair" | "eevdf" | "credit" => {
-                    scheduler = match part {
-                        "fair" => SchedulerKind::Fair,
-                        "eevdf" => SchedulerKind::Eevdf,
-                        _ => SchedulerKind::Credit,
-                    };
-                    (&mut sched_part, "schedulers")
-                }
-                "spin" | "yield" | "wapd" | "wopd" | "rslp" | "pv" => {
-                    spin = match part {
-                        "spin" => SpinResponse::Spin,
-                        "yield" => SpinResponse::Yield,
-                        "wapd" => SpinResponse::Wapd,
-                        "wopd" => SpinResponse::Wopd,
-                        "rslp" => SpinResponse::Rslp,
-                        _ => SpinResponse::Pv,
-                    };
-                    (&mut spin_part, "spin responses")
-                }
-                other => {
-                    return Err(format!(
-                        "policy: unknown part {other:?} in {name:?}; allowed schedulers fair, eevdf, credit, spin responses spin, yield, wapd, wopd, rslp, pv, and placements energy-balance, asymmetric, recorded (e.g. credit+wapd)"
-                    ))
-                }
+            let (seen, kind) = if let Some(p) = named(PLACEMENTS, part) {
+                placement = p;
+                (&mut place_part, "placements")
+            } else if let Some(s) = named(SCHEDULERS, part) {
+                scheduler = s;
+                (&mut sched_part, "schedulers")
+            } else if let Some(r) = named(SPIN_RESPONSES, part) {
+                spin = r;
+                (&mut spin_part, "spin responses")
+            } else {
+                return Err(format!(
+                    "policy: unknown part {part:?} in {name:?}; allowed schedulers {}, spin responses {}, and placements {} (e.g. credit+wapd)",
+                    names(SCHEDULERS),
+                    names(SPIN_RESPONSES),
+                    names(PLACEMENTS)
+                ));
             };
             if let Some(first) = seen.replace(part) {
                 return Err(format!(
