@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
 
 import typer
 
@@ -70,10 +71,13 @@ def _register(argv: list[str]) -> None:
             mod.register(app)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI, mapping every cratrace error to one line and exit code 2."""
+def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None) -> None:
+    """Run the CLI, mapping every cratrace error to one line and exit code 2.
+    `ready` is called once the command is registered, before it runs."""
     argv = sys.argv[1:] if argv is None else argv
     _register(argv)
+    if ready is not None:
+        ready()
     try:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
         rc = app(args=argv, standalone_mode=False)

@@ -162,3 +162,30 @@ def test_a_damaged_perf_stat_line_is_a_one_line_error_naming_file_and_line(tmp_p
     assert len(err.splitlines()) == 1, err
     assert str(bad) in err and f"line {data[3] + 1}:" in err and "perf stat -A" in err and "Traceback" not in err
     assert not (tmp_path / "cap").exists()
+
+
+def test_the_entry_point_sets_up_without_collection_and_runs_the_command_with_it(tmp_path):
+    # cratrace.cli.entry keeps the cyclic collector off while typer and the
+    # command's modules load, freezes them, and turns it back on: a command
+    # that allocates cycles must still have them collected
+    code = (
+        "import gc, sys\n"
+        "import cratrace.cli.main as m\n"
+        "from cratrace.cli import entry\n"
+        "register = m._register\n"
+        "def spy(argv):\n"
+        "    print('setup', gc.isenabled())\n"
+        "    register(argv)\n"
+        "m._register = spy\n"
+        "@m.app.command('probe')\n"
+        "def probe():\n"
+        "    print('run', gc.isenabled(), gc.get_freeze_count() > 1000)\n"
+        "sys.argv = ['cratrace', 'probe']\n"
+        "entry.main()\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["setup", "False", "run", "True", "True"]
+    # and importing the CLI as a library leaves the collector alone
+    p = subprocess.run([sys.executable, "-c", "import gc, cratrace.cli.main; print(gc.isenabled())"], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "True"
