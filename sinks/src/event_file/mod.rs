@@ -24,8 +24,12 @@ use parquet::arrow::{add_encoded_arrow_schema_to_metadata, ArrowSchemaConverter}
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
 use std::fs::File;
+use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// Bytes written to the file at a time.
+const WRITE_BUFFER: usize = 256 << 10;
 
 /// How a column is encoded, from its name and type.
 fn plan(name: &str, ty: Option<&ColumnType>) -> Plan {
@@ -87,7 +91,7 @@ fn restore_common_columns(b: &mut RowBatch, common: [Column; 4]) {
 pub(crate) struct EventFile {
     path: PathBuf,
     group_rows: usize,
-    writer: SerializedFileWriter<File>,
+    writer: SerializedFileWriter<BufWriter<File>>,
     columns: Vec<ColumnWriter>,
     codec: Codec,
     comp: Compressor,
@@ -131,6 +135,7 @@ impl EventFile {
             })
             .collect();
         let file = File::create(path).map_err(|e| at(&e))?;
+        let file = BufWriter::with_capacity(WRITE_BUFFER, file);
         let writer = SerializedFileWriter::new(file, parquet.root_schema_ptr(), Arc::new(props))
             .map_err(|e| at(&e))?;
         Ok(EventFile {
