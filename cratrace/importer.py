@@ -172,7 +172,7 @@ def write_capture(
     force: bool = False,
     cpu_hz: float | None = None,
     progress: ProgressFactory | None = None,
-    batch_rows: int = 16384,
+    batch_rows: int = 4096,
     compression: str = "lz4",
 ) -> dict:
     """Import `sources` into the capture directory `out`; return its

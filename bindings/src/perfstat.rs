@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// `start_ns` is perf's start on the trace clock, if known. Returns rows,
 /// counters, CPUs and time range.
 #[pyfunction]
-#[pyo3(signature = (path, out_dir, *, start_ns = None, batch_rows = 16384, compression = "lz4"))]
+#[pyo3(signature = (path, out_dir, *, start_ns = None, batch_rows = 4096, compression = "lz4"))]
 pub fn read_perfstat(
     py: Python<'_>,
     path: PathBuf,

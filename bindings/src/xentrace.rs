@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 /// Read a xentrace file into `out_dir/<table>.parquet`; returns a summary.
 #[pyfunction]
-#[pyo3(signature = (path, out_dir, *, cpu_hz, batch_rows = 16384, compression = "lz4", progress = None))]
+#[pyo3(signature = (path, out_dir, *, cpu_hz, batch_rows = 4096, compression = "lz4", progress = None))]
 pub fn read_xentrace(
     py: Python<'_>,
     path: PathBuf,

@@ -20,7 +20,7 @@ IMPORTER_MODULES = ("tracedat", "xentrace", "perfdata", "perfstat")
 def sink_options(options: dict) -> dict:
     """The native readers' Parquet settings from an importer's `options`
     (the defaults are the readers' own)."""
-    return {"batch_rows": int(options.get("batch_rows", 16384)), "compression": str(options.get("compression", "lz4"))}
+    return {"batch_rows": int(options.get("batch_rows", 4096)), "compression": str(options.get("compression", "lz4"))}
 
 
 def polars_compression(codec: str) -> str:

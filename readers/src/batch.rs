@@ -397,6 +397,11 @@ impl RowBatch {
         self.ts.len()
     }
 
+    /// Rows it has room for without growing.
+    pub fn capacity(&self) -> usize {
+        self.ts.capacity()
+    }
+
     /// No rows.
     pub fn is_empty(&self) -> bool {
         self.ts.is_empty()
