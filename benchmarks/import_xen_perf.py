@@ -8,9 +8,10 @@
   tracepoints under `perf bench sched messaging` (--perf-loops), against
   `perf script > /dev/null` (target: at least 10x).
 
-For each file, records/s of our side measured two ways, medians of --runs:
-``cli`` is `cratrace import` as a command (Python start-up included:
-about 0.08 s here); ``api`` is the same import called in a running Python process
+For each file, records/s of our side measured two ways, medians of --runs
+rounds that each time ours and the peer's in turn: ``cli`` is `cratrace
+import` as a command (Python start-up included: a 23 kB trace's import
+takes 0.07 s here, of which 0.018 s is this sandbox's certifi hook); ``api`` is the same import called in a running Python process
 (`cratrace.importer.write_capture`, what a notebook pays). Peers are
 measured as commands. Ratios are peer time / our time. cratrace's
 bytecode is compiled first, as an installed package has it
@@ -55,33 +56,31 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - t
 
 
-def ours(path: Path, runs: int, cpu_hz: str | None) -> tuple[float, float, int]:
-    """(median CLI seconds, median in-process seconds, records)."""
+def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None) -> dict:
+    """Medians over `runs` rounds, each timing our command, our in-process
+    import and the peer one after the other: the machine's slow and fast
+    phases (seconds long here) then fall on all three alike."""
     cap = OUT / "bench-import.capture"
-    cli, api, n = [], [], 0
+    cli, api, theirs, n = [], [], [], 0
+    extra = ["--cpu-hz", cpu_hz] if cpu_hz else []
     for _ in range(runs):
         shutil.rmtree(cap, ignore_errors=True)
-        extra = ["--cpu-hz", cpu_hz] if cpu_hz else []
         cli.append(timed([sys.executable, "-m", "cratrace", "import", str(path), "-o", str(cap), "-q", *extra]))
         out = subprocess.run([sys.executable, "-c", API, str(path), str(cap), cpu_hz or ""], check=True, capture_output=True, text=True).stdout.split()
         api.append(float(out[0]))
         n = int(out[1])
+        theirs.append(timed(peer))
     shutil.rmtree(cap, ignore_errors=True)
-    return statistics.median(cli), statistics.median(api), n
-
-
-def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None) -> dict:
-    cli, api, n = ours(path, runs, cpu_hz)
-    theirs = statistics.median(timed(peer) for _ in range(runs))
+    cli_s, api_s, peer_s = (statistics.median(x) for x in (cli, api, theirs))
     return {
         "file": str(path),
         "records": n,
         "peer": peer_name,
-        "cli_records_per_s": n / cli,
-        "api_records_per_s": n / api,
-        "peer_records_per_s": n / theirs,
-        "ratio_cli": theirs / cli,
-        "ratio_api": theirs / api,
+        "cli_records_per_s": n / cli_s,
+        "api_records_per_s": n / api_s,
+        "peer_records_per_s": n / peer_s,
+        "ratio_cli": peer_s / cli_s,
+        "ratio_api": peer_s / api_s,
     }
 
 
