@@ -51,7 +51,7 @@ struct Table {
 /// Rows per row group, whatever the batch size. The writer holds each
 /// column chunk encoded until its group closes; groups of 65,536 rows
 /// (DuckDB writes 122,880) keep a table's chunks in cache where 262,144
-/// did not (README, "Performance").
+/// did not (docs/performance-log.md).
 pub(crate) const GROUP_ROWS: usize = 1 << 16;
 
 /// Rows of a table's first batch; after it, a batch is as large as all
