@@ -88,6 +88,8 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
             if k in ("fidelity_tolerance_pct", "limit_s"):
                 setting_in_range(k, v)
+            if k == "throughput_marker" and not v:
+                raise UsageError("--set throughput_marker=: expected the name of a marker the guests write (default txn_end)")
             other[k] = v
         elif k.startswith("class.") and len(k) > 6:
             # per-VM label for asymmetric placement
@@ -426,6 +428,11 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
     costs = {**_native.replay_default_costs(), **costs}
     w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"])
+    if "throughput_marker" in other and marker not in w.marker_names:
+        # asked for by name: a typo would otherwise turn every VM's
+        # throughput into useful guest seconds without a word
+        known = ", ".join(w.marker_names) or "none"
+        raise UsageError(f"--set throughput_marker={marker}: no marker of that name in {cap.path} (its markers: {known})")
     groups_mode = resolve_sched_groups(w, str(other.get("sched_groups", "auto")))
     if groups_mode == "off":
         w.group_of = [-1] * len(w.group_of)

@@ -62,6 +62,8 @@ class Workload:
     critical_ns: dict[str, int] = field(default_factory=dict)
     recorded_cpu_ns: list[int] = field(default_factory=list)
     recorded_marks: dict[str, int] = field(default_factory=dict)
+    #: every marker name the capture's guests wrote
+    marker_names: list[str] = field(default_factory=list)
     #: per VM, the vCPUs' recorded spinning time (ns), to set beside the
     #: replay's: the demand a spin policy may remove
     recorded_spin_ns: dict[str, int] = field(default_factory=dict)
@@ -265,6 +267,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
+    w.marker_names = sorted(n for n in markers["name"].unique().to_list() if n is not None)
     tx = markers.filter(pl.col("name") == throughput_marker)
     w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
     spun = states.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum())

@@ -301,6 +301,20 @@ def test_sched_groups_are_replayed_when_asked_and_bad_values_are_refused(lab_cap
     assert bad.returncode == 2 and "sched_groups=flat" in bad.stderr and bad.stderr.strip().count("\n") == 0
 
 
+def test_a_throughput_marker_asked_for_by_name_must_be_in_the_capture(lab_capture, tmp_path):  # noqa: F811
+    # a typo would otherwise turn every VM's throughput into useful guest
+    # seconds per second (the no-marker fallback) without a word
+    typo = run_cli("replay", lab_capture.path, "-o", tmp_path / "typo", "--set", "throughput_marker=txn_ned")
+    assert typo.returncode == 2 and typo.stderr.strip().count("\n") == 0, typo.stderr
+    assert "txn_ned" in typo.stderr and "txn_end" in typo.stderr  # the names it does have
+    empty = run_cli("replay", lab_capture.path, "-o", tmp_path / "empty", "--set", "throughput_marker=")
+    assert empty.returncode == 2 and "throughput_marker" in empty.stderr
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "empty").exists()
+    # the default, named explicitly, is accepted and counts marks
+    m = replay_capture(lab_capture, ["eevdf"], tmp_path / "named", settings={"throughput_marker": "txn_end"})["eevdf"]
+    assert all(v["throughput_unit"] == "marks/s" for v in m["vms"].values())
+
+
 def test_auto_groups_only_when_each_vm_has_a_group_of_its_own():
     from cratrace.replay.run import resolve_sched_groups
     from cratrace.replay.workload import Workload
