@@ -259,7 +259,8 @@ def data_problems(meta: dict) -> list[str]:
     for s in meta.get("sources", []):
         summ = s["summary"]
         stats = summ.get("stats", {})
-        if any(stats.get(k, 0) for k in DATA_PROBLEM_STATS):
+        # trace.dat counts truncation among its stats, xentrace and perf.data beside them
+        if summ.get("truncated_bytes") or any(stats.get(k, 0) for k in DATA_PROBLEM_STATS):
             out += [w for w in summ.get("warnings", []) if "at byte" in w]
         for d in summ.get("dropped_fields", []):
             out.append(f"{s['path']}: field {d['event']}.{d['field']} ({d['type']}) cannot be typed ({d['reason']}); column left out")

@@ -43,5 +43,6 @@ pub fn read_perfdata(
     d.set_item("time_range", s.time_range.map(|(a, b)| vec![a, b]))?;
     d.set_item("clock", "perf")?;
     d.set_item("warnings", s.warnings)?;
+    d.set_item("truncated_bytes", s.truncated_bytes)?;
     Ok(d.unbind())
 }

@@ -4,9 +4,11 @@ columns, same types) as the trace-cmd one."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 
 import polars as pl
@@ -88,3 +90,27 @@ def test_not_perf_data_and_cut_files(tmp_path, recorded):
     bad.write_bytes(data[:60])
     p = run_cli("import", bad, "-o", tmp_path / "c1")
     assert p.returncode == 2 and "cut.data" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_file_cut_inside_its_data_keeps_whole_records_and_exits_1(tmp_path, recorded):
+    # perf record killed, or a copy cut short: the header still promises
+    # the whole data section. Cut once between two records and once inside
+    # one: both import what is whole and say where the file ends.
+    f, cap = recorded
+    data = f.read_bytes()
+    data_off, data_size = struct.unpack_from("<QQ", data, 40)
+    ends, pos = [], data_off
+    while pos < data_off + data_size:
+        pos += struct.unpack_from("<H", data, pos + 6)[0]
+        ends.append(pos)
+    boundary = ends[len(ends) // 2]
+    full = sum(json.loads((cap / "capture.json").read_text())["events"].values())
+    for name, cut in (("between.data", boundary), ("inside.data", boundary + 5)):
+        (tmp_path / name).write_bytes(data[:cut])
+        p = run_cli("import", tmp_path / name, "-o", tmp_path / name.replace(".data", ""), "-q")
+        assert p.returncode == 1, p.stderr
+        (line,) = [x for x in p.stderr.splitlines() if x.strip()]
+        assert name in line and f"at byte {boundary}" in line and "truncated" in line
+        meta = json.loads((tmp_path / name.replace(".data", "") / "capture.json").read_text())
+        assert meta["sources"][0]["summary"]["truncated_bytes"] == data_off + data_size - boundary
+        assert 0 < sum(meta["events"].values()) < full

@@ -152,6 +152,22 @@ def test_damaged_window_header_names_the_offset(tmp_path):
     assert p.returncode == 2 and f"at byte {second}" in p.stderr and "cpu-change" in p.stderr
 
 
+def test_a_cut_file_keeps_whole_records_and_exits_1_naming_the_cut(tmp_path):
+    # records of 16 bytes (header, TSC, one word) in windows of four
+    w = XentraceWriter()
+    for i in range(10):
+        w.record(0, 0x00021011, [1], tsc=i + 1)
+    w.write(tmp_path / "x.bin", window_records=4)
+    data = (tmp_path / "x.bin").read_bytes()
+    (tmp_path / "cut.bin").write_bytes(data[:-20])  # the last window loses a record and a quarter
+    p = run_cli("import", tmp_path / "cut.bin", "-o", tmp_path / "cap", "--cpu-hz", "2e9", "-q")
+    assert p.returncode == 1, p.stderr
+    (line,) = [x for x in p.stderr.splitlines() if x.strip()]  # -q: the damage only
+    assert "cut.bin" in line and f"at byte {len(data) - 20}" in line and "truncated" in line
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert meta["events"]["xen_runstate_change"] == 8 and meta["sources"][0]["summary"]["truncated_bytes"] == 20
+
+
 @pytest.fixture(scope="module")
 def xen(fixtures_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("xen") / "cap"

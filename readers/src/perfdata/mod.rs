@@ -60,6 +60,9 @@ pub struct PerfSummary {
     pub time_range: Option<(i64, i64)>,
     /// Warnings.
     pub warnings: Vec<String>,
+    /// Bytes of the data section the header promised that the file does
+    /// not hold whole (a truncated file).
+    pub truncated_bytes: u64,
 }
 
 /// Read `path` into `sink`.
@@ -142,6 +145,15 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
         *s.records.entry(t as u32).or_default() += n;
     }
     tables.count_rows(&mut s);
+    s.truncated_bytes = data_len.saturating_sub(pos as u64);
+    if s.truncated_bytes > 0 && !s.warnings.iter().any(|w| w.contains("file truncated")) {
+        s.warnings.push(format!(
+            "{}: at byte {}: file truncated: {} bytes of the data section missing",
+            path.display(),
+            data_off + pos as u64,
+            s.truncated_bytes
+        ));
+    }
     progress(data_len, data_len);
     Ok(s)
 }
