@@ -21,10 +21,13 @@ def info_cmd(
 ) -> None:
     """Events per type, time range, CPUs, clock, lost events and sources.
 
-    Exits 1 when the capture lost events (the kernel dropped records), so
-    scripts can refuse to plan on an incomplete trace.
+    Exits 1 when the capture is incomplete: the kernel dropped records
+    (lost events) or the import salvaged a damaged file (truncated, corrupt
+    pages, fields that could not be typed; listed under `damaged`), so
+    scripts can refuse to plan on it.
     """
     import cratrace
+    from cratrace.importer import data_problems
 
     cap = cratrace.open(capture)
     m = cap.meta
@@ -45,6 +48,7 @@ def info_cmd(
         "model_tables": sorted(cap.model_paths),
         "vms": [v.get("name") for v in m.get("vms", [])],
         "warnings": m.get("warnings", []),
+        "damaged": data_problems(m),
     }
     if as_json:
         print(json.dumps(summary, indent=2))
@@ -69,7 +73,7 @@ def info_cmd(
             console.print("model: " + ", ".join(summary["model_tables"]))
         for w in summary["warnings"]:
             console.print(f"[yellow]warning:[/] {w}", highlight=False)
-    if lost:
+    if lost or summary["damaged"]:
         raise typer.Exit(1)
 
 

@@ -71,6 +71,10 @@ def test_truncated_file_salvages_complete_pages(v6, fixtures_dir, tmp_path):
     lost = meta["sources"][0]["summary"]["truncated_bytes"]
     assert lost >= 10_000 and lost % 4096 == 0  # whole pages are lost, partial ones dropped
     assert 0 < _events(tmp_path / "cap") < _events(full)
+    # and `info` says the capture is incomplete, as it does for lost events
+    shown = cratrace("info", tmp_path / "cap", "--json")
+    assert shown.returncode == 1 and json.loads(shown.stdout)["damaged"] == [line.split("warning: ", 1)[1]]
+    assert cratrace("info", full).returncode == 0
 
 
 def test_corrupted_page_header_skips_only_that_page(v6, fixtures_dir, tmp_path):
