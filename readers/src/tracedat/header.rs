@@ -162,7 +162,8 @@ impl Seq<'_> {
             format!("{what}: file ends early"),
         )
     }
-    fn take(&mut self, n: u64, what: &str, limit: u64) -> ReadResult<Vec<u8>> {
+    /// Fails unless `n` more bytes lie before `limit`.
+    fn room(&self, n: u64, what: &str, limit: u64) -> ReadResult<()> {
         if n > limit.saturating_sub(self.pos) {
             return Err(ReadError::corrupt(
                 self.path,
@@ -171,6 +172,10 @@ impl Seq<'_> {
                 format!("{what}: size {n} runs past the end of the file"),
             ));
         }
+        Ok(())
+    }
+    fn take(&mut self, n: u64, what: &str, limit: u64) -> ReadResult<Vec<u8>> {
+        self.room(n, what, limit)?;
         let mut v = vec![0u8; n as usize];
         self.r.read_exact(&mut v).map_err(|_| self.err(what))?;
         self.pos += n;
@@ -178,14 +183,7 @@ impl Seq<'_> {
     }
     /// Step over `n` bytes without reading them.
     fn skip(&mut self, n: u64, what: &str, limit: u64) -> ReadResult<()> {
-        if n > limit.saturating_sub(self.pos) {
-            return Err(ReadError::corrupt(
-                self.path,
-                self.pos,
-                "past-eof",
-                format!("{what}: size {n} runs past the end of the file"),
-            ));
-        }
+        self.room(n, what, limit)?;
         self.r.seek_relative(n as i64).map_err(|_| self.err(what))?;
         self.pos += n;
         Ok(())
