@@ -249,7 +249,9 @@ def write_capture(
     return meta
 
 
-DATA_PROBLEM_STATS = ("truncated_bytes", "corrupt_pages", "corrupt_records", "unparseable_formats")
+#: damage a trace.dat read counts in its stats; every reader's summary
+#: says how many bytes a cut file lacked in `truncated_bytes`
+DATA_PROBLEM_STATS = ("corrupt_pages", "corrupt_records", "unparseable_formats")
 
 
 def data_problems(meta: dict) -> list[str]:
@@ -259,7 +261,6 @@ def data_problems(meta: dict) -> list[str]:
     for s in meta.get("sources", []):
         summ = s["summary"]
         stats = summ.get("stats", {})
-        # trace.dat counts truncation among its stats, xentrace and perf.data beside them
         if summ.get("truncated_bytes") or any(stats.get(k, 0) for k in DATA_PROBLEM_STATS):
             out += [w for w in summ.get("warnings", []) if "at byte" in w]
         for d in summ.get("dropped_fields", []):

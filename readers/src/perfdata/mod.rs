@@ -85,6 +85,8 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     let len = data_len.min(size.saturating_sub(data_off)) as usize;
     let mut data = MappedRange::new(&f, path, data_off, len)?;
     let mut pos = 0usize;
+    // the data section ends inside a record (warned about where it is met)
+    let mut cut_record = false;
     let mut last_progress = 0;
     while pos + 8 <= len {
         let bytes = data.bytes();
@@ -104,6 +106,7 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
                 "{}: at byte {at}: last record cut off; file truncated",
                 path.display()
             ));
+            cut_record = true;
             break;
         }
         let rec = &bytes[pos..pos + rsize];
@@ -146,7 +149,7 @@ pub fn read_perfdata<S: EventSink + ?Sized>(
     }
     tables.count_rows(&mut s);
     s.truncated_bytes = data_len.saturating_sub(pos as u64);
-    if s.truncated_bytes > 0 && !s.warnings.iter().any(|w| w.contains("file truncated")) {
+    if s.truncated_bytes > 0 && !cut_record {
         s.warnings.push(format!(
             "{}: at byte {}: file truncated: {} bytes of the data section missing",
             path.display(),
