@@ -88,3 +88,33 @@ def test_native_bprint_text_matches_trace_cmd(tmp_path, long_size, endian):
     run_cli("import", f, "-o", cap, "-q", check=True)
     text = pl.read_parquet(cap / "events" / "bprint.parquet")["text"][0]
     assert text == "lock -3 by holder n=1099511627776\n"
+
+
+@pytest.mark.parametrize("version,comp", [(6, "none"), (7, "zstd"), (7, "zlib")])
+def test_more_cpu_buffers_than_open_file_limit(tmp_path, version, comp):
+    # 300 CPUs, two buffers with data on each: 600 CPU streams, under a
+    # limit of 128 open files. The reader opened the file once per CPU
+    # stream, and ran out of descriptors.
+    import resource
+    import sys
+
+    w = TraceDatWriter(version=version, compression=comp, cpus=300).add_bundled_formats()
+    for cpu in range(300):
+        for k in range(3):
+            w.event(1_000 + 10 * k + cpu, cpu, "print", pid=100 + cpu, ip=0, buf=f"cpu {cpu} n={k}\n")
+        w.event(2_000 + cpu, cpu, "print", pid=100 + cpu, ip=0, buf="second\n", instance="second")
+    f = tmp_path / "many.dat"
+    w.write(f)
+    cap = tmp_path / "cap"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
+
+    r = subprocess.run([sys.executable, "-m", "cratrace", "import", str(f), "-o", str(cap), "-q"], preexec_fn=limit, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    pr = pl.read_parquet(cap / "events" / "print.parquet")
+    assert pr.height == 1200
+    top = pr.filter(pl.col("instance") == "")
+    assert top.group_by("cpu").len()["len"].to_list() == [3] * 300
+    assert top["buf"].to_list()[:3] == ["cpu 0 n=0\n", "cpu 1 n=0\n", "cpu 2 n=0\n"]
+    assert pr.filter(pl.col("instance") == "second").height == 300

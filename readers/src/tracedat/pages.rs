@@ -5,18 +5,66 @@
 //! chunk), decompressed one chunk at a time. Either way memory per CPU is
 //! bounded, whatever the trace length. Data cut off by a truncated file is
 //! not an error: complete pages are salvaged and the shortfall reported.
+//!
+//! Every CPU's source reads through one [`TraceFile`]: one descriptor and
+//! one zstd context for the whole file, however many CPUs and instances it
+//! holds. A descriptor per CPU buffer ran out of them on a file of 1,024
+//! buffers under the usual limit of 1,024 open files (which `trace-cmd
+//! report` reads); a context per CPU buffer cost 600 buffers 8 MB. Read-ahead
+//! shares a fixed budget likewise.
 
 use super::header::{decompress, CpuData, TraceDatMeta};
 use crate::error::{ReadError, ReadResult};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
-const BATCH_PAGES: u64 = 64;
+/// Bytes read ahead per CPU: a batch of whole pages, or a run of
+/// compressed chunks. Chunks are a few kilobytes: with one `pread` per
+/// chunk header and one per body, the 2.8 M-event benchmark trace took
+/// 6,300 system calls.
+const READ_AHEAD: u64 = 256 << 10;
+/// ... but all CPUs together hold at most this much read ahead (a 1,024-CPU
+/// file gets 64 KiB per CPU) ...
+const READ_AHEAD_BUDGET: u64 = 64 << 20;
+/// ... and never less than this per CPU.
+const MIN_READ_AHEAD: u64 = 16 << 10;
 
-/// Bytes of a CPU's compressed chunk list read at a time. Chunks are a few
-/// kilobytes: with one `pread` per chunk header and one per body, the
-/// 2.8 M-event benchmark trace took 6,300 system calls.
-const CHUNK_READ_AHEAD: u64 = 256 << 10;
+/// The read-ahead of each of `streams` sources.
+pub fn read_ahead_for(streams: usize) -> u64 {
+    (READ_AHEAD_BUDGET / streams.max(1) as u64).clamp(MIN_READ_AHEAD, READ_AHEAD)
+}
+
+/// The file every CPU's pages are read from, and what decoding a chunk
+/// needs: shared by all the sources of one read.
+pub struct TraceFile {
+    file: File,
+    path: std::path::PathBuf,
+    size: u64,
+    endian: crate::bytes::Endian,
+    compression: String,
+    /// One decompression context for the file (one per chunk showed up at
+    /// 3% of the import profile).
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+impl TraceFile {
+    /// Open the file `meta` describes.
+    pub fn open(meta: &TraceDatMeta) -> ReadResult<Self> {
+        let file = File::open(&meta.path).map_err(|e| ReadError::io(&meta.path, e))?;
+        Ok(TraceFile {
+            file,
+            path: meta.path.clone(),
+            size: meta.file_size,
+            endian: meta.endian,
+            compression: meta.compression.clone(),
+            zstd: if meta.compression == "zstd" {
+                zstd::bulk::Decompressor::new().ok()
+            } else {
+                None
+            },
+        })
+    }
+}
 
 enum Kind {
     Plain { next: u64, end: u64 },
@@ -25,7 +73,6 @@ enum Kind {
 
 /// Pages of one CPU of one buffer.
 pub struct PageSource {
-    file: File,
     kind: Kind,
     page_size: usize,
     buf: Vec<u8>,
@@ -45,23 +92,20 @@ pub struct PageSource {
     /// File offset of the last page handed out (of its chunk when compressed).
     pub last_offset: u64,
     batch_offset: u64,
-    compression: String,
-    zstd: Option<zstd::bulk::Decompressor<'static>>,
-    path: std::path::PathBuf,
-    endian: crate::bytes::Endian,
-    file_size: u64,
+    /// Bytes read at a time ([`read_ahead_for`]).
+    read_ahead: u64,
 }
 
 impl PageSource {
-    /// Open the pages of `cpu`.
+    /// The pages of `cpu`, read `read_ahead` bytes at a time.
     pub fn new(
-        meta: &TraceDatMeta,
+        file: &TraceFile,
         cpu: &CpuData,
         page_size: u32,
         compressed: bool,
+        read_ahead: u64,
     ) -> ReadResult<Self> {
-        let file = File::open(&meta.path).map_err(|e| ReadError::io(&meta.path, e))?;
-        let fs = meta.file_size;
+        let fs = file.size;
         let page = page_size as u64;
         let mut missing = 0;
         let kind = if compressed {
@@ -78,10 +122,11 @@ impl PageSource {
                     next: 0,
                 }
             } else {
-                file.read_exact_at(&mut b, cpu.offset)
-                    .map_err(|e| ReadError::io(&meta.path, e))?;
+                file.file
+                    .read_exact_at(&mut b, cpu.offset)
+                    .map_err(|e| ReadError::io(&file.path, e))?;
                 Kind::Compressed {
-                    chunks_left: meta.endian.u32(b),
+                    chunks_left: file.endian.u32(b),
                     next: cpu.offset + 4,
                 }
             }
@@ -95,7 +140,6 @@ impl PageSource {
             }
         };
         Ok(PageSource {
-            file,
             kind,
             page_size: page_size as usize,
             buf: Vec::new(),
@@ -108,19 +152,11 @@ impl PageSource {
             consumed: 0,
             last_offset: cpu.offset,
             batch_offset: cpu.offset,
-            compression: meta.compression.clone(),
-            zstd: if meta.compression == "zstd" {
-                zstd::bulk::Decompressor::new().ok()
-            } else {
-                None
-            },
-            path: meta.path.clone(),
-            endian: meta.endian,
-            file_size: fs,
+            read_ahead,
         })
     }
 
-    fn refill(&mut self) -> ReadResult<bool> {
+    fn refill(&mut self, f: &mut TraceFile) -> ReadResult<bool> {
         self.pos = 0;
         self.buf.clear();
         match &mut self.kind {
@@ -128,11 +164,12 @@ impl PageSource {
                 if *next >= *end {
                     return Ok(false);
                 }
-                let n = (*end - *next).min(BATCH_PAGES * self.page_size as u64);
+                let page = self.page_size as u64;
+                let n = (*end - *next).min((self.read_ahead / page).max(1) * page);
                 self.buf.resize(n as usize, 0);
-                self.file
+                f.file
                     .read_exact_at(&mut self.buf, *next)
-                    .map_err(|e| ReadError::io(&self.path, e))?;
+                    .map_err(|e| ReadError::io(&f.path, e))?;
                 self.batch_offset = *next;
                 *next += n;
                 self.consumed += n;
@@ -143,60 +180,50 @@ impl PageSource {
                     return Ok(false);
                 }
                 let at = *next;
-                if at.checked_add(8).is_none_or(|e| e > self.file_size) {
+                if at.checked_add(8).is_none_or(|e| e > f.size) {
                     self.missing_bytes += 1;
                     *chunks_left = 0;
                     return Ok(false);
                 }
-                let h = window(
-                    &self.file,
-                    &self.path,
-                    &mut self.compressed,
-                    &mut self.window_at,
-                    self.section_end,
-                    at,
-                    8,
-                )?;
-                let csize = self.endian.u32([h[0], h[1], h[2], h[3]]) as u64;
-                let usize_ = self.endian.u32([h[4], h[5], h[6], h[7]]) as usize;
-                if at + 8 + csize > self.file_size {
+                let mut ahead = Window {
+                    file: &f.file,
+                    path: &f.path,
+                    buf: &mut self.compressed,
+                    buf_at: &mut self.window_at,
+                    end: self.section_end,
+                    size: self.read_ahead,
+                };
+                let h = ahead.get(at, 8)?;
+                let csize = f.endian.u32([h[0], h[1], h[2], h[3]]) as u64;
+                let usize_ = f.endian.u32([h[4], h[5], h[6], h[7]]) as usize;
+                if at + 8 + csize > f.size {
                     // Truncated inside this chunk: what is left cannot be decompressed.
-                    self.missing_bytes += (at + 8 + csize) - self.file_size;
+                    self.missing_bytes += (at + 8 + csize) - f.size;
                     *chunks_left = 0;
                     return Ok(false);
                 }
                 if usize_ > 1 << 30 {
                     return Err(ReadError::corrupt(
-                        &self.path,
+                        &f.path,
                         at,
                         "corrupt-compressed",
                         format!("chunk claims {usize_} uncompressed bytes"),
                     ));
                 }
-                let c = window(
-                    &self.file,
-                    &self.path,
-                    &mut self.compressed,
-                    &mut self.window_at,
-                    self.section_end,
-                    at + 8,
-                    csize,
-                )?;
-                match (&mut self.zstd, self.compression.as_str()) {
-                    // One decompression context per stream: creating one per
-                    // chunk showed up at 3% of the import profile.
+                let c = ahead.get(at + 8, csize)?;
+                match (&mut f.zstd, f.compression.as_str()) {
                     (Some(z), _) => {
                         self.buf.reserve(usize_);
                         z.decompress_to_buffer(c, &mut self.buf).map_err(|e| {
                             ReadError::corrupt(
-                                &self.path,
+                                &f.path,
                                 at + 8,
                                 "corrupt-compressed",
                                 format!("cannot decompress zstd chunk: {e}"),
                             )
                         })?;
                     }
-                    _ => self.buf = decompress(&self.compression, c, usize_, &self.path, at + 8)?,
+                    (None, algo) => self.buf = decompress(algo, c, usize_, &f.path, at + 8)?,
                 }
                 self.batch_offset = at;
                 *next = at + 8 + csize;
@@ -208,9 +235,9 @@ impl PageSource {
     }
 
     /// Move to the next full page; false at the end.
-    pub fn next_page(&mut self) -> ReadResult<bool> {
+    pub fn next_page(&mut self, file: &mut TraceFile) -> ReadResult<bool> {
         while self.pos + self.page_size > self.buf.len() {
-            if !self.refill()? {
+            if !self.refill(file)? {
                 self.page_at = None;
                 return Ok(false);
             }
@@ -236,28 +263,35 @@ impl PageSource {
     }
 }
 
-/// `len` bytes of the file at `at`, from the read-ahead window `buf`
-/// (which holds the file's bytes from `*buf_at`), refilled from `at` when
-/// they are not all in it: with [`CHUNK_READ_AHEAD`] bytes, or up to
-/// `end` (this CPU's data) if sooner, but never fewer than `len`. Both
-/// buffers live as long as the stream: a fresh pair per chunk cost an
-/// allocation and page faults every few pages.
-fn window<'a>(
-    file: &File,
-    path: &std::path::Path,
+/// A CPU's read-ahead over the file: `buf` holds the file's bytes from
+/// `*buf_at`. It and its buffer live as long as the stream: a fresh pair
+/// per chunk cost an allocation and page faults every few pages.
+struct Window<'a> {
+    file: &'a File,
+    path: &'a std::path::Path,
     buf: &'a mut Vec<u8>,
-    buf_at: &mut u64,
+    buf_at: &'a mut u64,
+    /// Where this CPU's data ends.
     end: u64,
-    at: u64,
-    len: u64,
-) -> ReadResult<&'a [u8]> {
-    if at < *buf_at || at + len > *buf_at + buf.len() as u64 {
-        let n = CHUNK_READ_AHEAD.min(end.saturating_sub(at)).max(len);
-        buf.resize(n as usize, 0);
-        file.read_exact_at(buf, at)
-            .map_err(|e| ReadError::io(path, e))?;
-        *buf_at = at;
+    /// Bytes to read at a time.
+    size: u64,
+}
+
+impl Window<'_> {
+    /// `len` bytes of the file at `at`, refilling the window from `at` when
+    /// they are not all in it: with `size` bytes, or up to `end` if sooner,
+    /// but never fewer than `len`.
+    fn get(&mut self, at: u64, len: u64) -> ReadResult<&[u8]> {
+        let buf_at = *self.buf_at;
+        if at < buf_at || at + len > buf_at + self.buf.len() as u64 {
+            let n = self.size.min(self.end.saturating_sub(at)).max(len);
+            self.buf.resize(n as usize, 0);
+            self.file
+                .read_exact_at(self.buf, at)
+                .map_err(|e| ReadError::io(self.path, e))?;
+            *self.buf_at = at;
+        }
+        let from = (at - *self.buf_at) as usize;
+        Ok(&self.buf[from..from + len as usize])
     }
-    let from = (at - *buf_at) as usize;
-    Ok(&buf[from..from + len as usize])
 }

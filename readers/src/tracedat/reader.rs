@@ -16,7 +16,7 @@
 //! printk formats stored in the file.
 
 use super::header::{read_metadata, TraceDatMeta};
-use super::pages::PageSource;
+use super::pages::{read_ahead_for, PageSource, TraceFile};
 use super::records::{Missed, PageCursor, Record};
 use crate::bytes::Endian;
 use crate::error::{ReadError, ReadResult};
@@ -257,6 +257,7 @@ impl Stream {
     /// Move to the next record; false at the end of the stream.
     fn advance(
         &mut self,
+        file: &mut TraceFile,
         long: usize,
         data_start: usize,
         endian: Endian,
@@ -283,7 +284,7 @@ impl Stream {
                     }
                 }
             }
-            if !self.source.next_page()? {
+            if !self.source.next_page(file)? {
                 self.cur = None;
                 return Ok(false);
             }
@@ -356,6 +357,15 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     let names: Vec<String> = meta.buffers.iter().map(|b| b.name.clone()).collect();
     sink.set_instances(&names);
     let mut plans = plan_events(&meta, &mut s);
+    let mut file = TraceFile::open(&meta)?;
+    let read_ahead = read_ahead_for(
+        meta.buffers
+            .iter()
+            .filter(|b| !b.latency)
+            .flat_map(|b| &b.cpus)
+            .filter(|c| c.size > 0)
+            .count(),
+    );
     let mut streams = Vec::new();
     let mut total = 0u64;
     for (i, b) in meta.buffers.iter().enumerate() {
@@ -377,7 +387,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
                 continue;
             }
             total += c.size;
-            let source = PageSource::new(&meta, c, b.page_size, b.compressed)?;
+            let source = PageSource::new(&file, c, b.page_size, b.compressed, read_ahead)?;
             streams.push(Stream {
                 source,
                 pages: 0,
@@ -402,6 +412,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::with_capacity(streams.len());
     for (i, st) in streams.iter_mut().enumerate() {
         if st.advance(
+            &mut file,
             long,
             data_start,
             endian,
@@ -512,7 +523,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         }
         let st = &mut streams[i];
         let inst = &names[st.instance as usize];
-        current = if st.advance(long, data_start, endian, &mut s, inst)? {
+        current = if st.advance(&mut file, long, data_start, endian, &mut s, inst)? {
             let key = (st.cur.map_or(0, |r| r.ts), i);
             match heap.peek() {
                 Some(&Reverse(other)) if other < key => {
