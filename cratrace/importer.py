@@ -208,6 +208,7 @@ def write_capture(
     if cpu_hz is None:
         cpu_hz = host.get("cpu_hz") or next((m.get("cpu_hz") for m in manifests if m.get("cpu_hz")), None)
     out.parent.mkdir(parents=True, exist_ok=True)
+    _allow_open_files()
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
     try:
         events_dir = tmp / "events"
@@ -247,6 +248,24 @@ def write_capture(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return meta
+
+
+def _allow_open_files() -> None:
+    """Raise this process's soft limit on open files to its hard limit.
+
+    Every event table's file stays open while a trace is read, so a trace
+    with more event types than the soft limit (often 1,024; `trace-cmd
+    record -e all` can come near) failed with "Too many open files". Go
+    programs do the same at start; only the soft limit moves."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < want:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):
+            pass  # the import may still fit; if not, it says so
 
 
 #: damage a trace.dat read counts in its stats; every reader's summary

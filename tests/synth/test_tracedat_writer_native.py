@@ -118,3 +118,31 @@ def test_more_cpu_buffers_than_open_file_limit(tmp_path, version, comp):
     assert top.group_by("cpu").len()["len"].to_list() == [3] * 300
     assert top["buf"].to_list()[:3] == ["cpu 0 n=0\n", "cpu 1 n=0\n", "cpu 2 n=0\n"]
     assert pr.filter(pl.col("instance") == "second").height == 300
+
+
+def test_more_event_tables_than_the_soft_open_file_limit(tmp_path):
+    # Each event table's file is open while the trace is read: 300 event
+    # types under a soft limit of 128 (hard 4096) failed with "Too many
+    # open files"; the import raises the soft limit to the hard one.
+    import resource
+    import sys
+
+    field = "\tfield:{};\toffset:{};\tsize:{};\tsigned:{};\n"
+    common = "".join(field.format(*f) for f in [("unsigned short common_type", 0, 2, 0), ("unsigned char common_flags", 2, 1, 0), ("unsigned char common_preempt_count", 3, 1, 0), ("int common_pid", 4, 4, 1)])
+    w = TraceDatWriter(version=7, compression="zstd", cpus=2).add_bundled_formats()
+    for i in range(300):
+        w.add_format("test", f"name: ev{i}\nID: {5000 + i}\nformat:\n{common}\n{field.format('int v', 8, 4, 1)}\nprint fmt: \"v=%d\", REC->v\n")
+        for k in range(2):
+            w.event(1_000 + 10 * i + k, k, f"test:ev{i}", pid=1, v=i * 2 + k)
+    f = tmp_path / "types.dat"
+    w.write(f)
+    cap = tmp_path / "cap"
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 4096))
+
+    r = subprocess.run([sys.executable, "-m", "cratrace", "import", str(f), "-o", str(cap), "-q"], preexec_fn=limit, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    meta = json.loads((cap / "capture.json").read_text())
+    assert meta["events"] == {f"ev{i}": 2 for i in range(300)}
+    assert pl.read_parquet(cap / "events" / "ev299.parquet")["v"].to_list() == [598, 599]
