@@ -67,7 +67,7 @@ def replay_cmd(
         # the legend below says what each column is
         from rich.table import Table
 
-        t = Table(box=None, pad_edge=False, caption="ETR/ITR: transactions per second of wall / busy time; calls: hypervisor calls per busy s; ovh: scheduling overhead; exc: excessive spins; fidelity: CPU-time / throughput error against the recording (gate 5%, checked for the policy that produced the capture)", caption_justify="left")
+        t = Table(box=None, pad_edge=False, caption="ETR/ITR: transactions per second of wall / busy time (–: the guests wrote no throughput markers); calls: hypervisor calls per busy s; ovh: scheduling overhead; exc: excessive spins; fidelity: CPU-time / throughput error against the recording (gate 5%, checked for the policy that produced the capture)", caption_justify="left")
         t.add_column("policy", no_wrap=True)
         for name in ("ETR/s", "ITR/s", "guest%", "spin s", "calls", "ovh%", "exc", "fidelity %"):
             t.add_column(name, justify="right", no_wrap=True)
@@ -77,7 +77,11 @@ def replay_cmd(
             # it departs from the recording, which is no pass or fail
             mark = (" [green]✓[/]" if f["passed"] else " [red]✗[/]") if f["gate_applies"] else ""
             fid = f"{f['cpu_time_err_pct']:.1f}/{f['throughput_err_pct']:.1f}" + mark
-            t.add_row(p, f"{h['etr']:.0f}", f"{h['itr'] or 0:.0f}", f"{h['guest_util_pct']:.1f}", f"{sum(v['spin_s'] for v in m['vms'].values()):.3f}", f"{h['hypercalls_per_busy_s'] or 0:.0f}", f"{h['sched_overhead_pct']:.2f}", str(sum(v['excessive_spins'] for v in m['vms'].values())), fid)
+            # no VM's transactions counted (no markers): a rate of 0 would
+            # read as a host that did no work
+            counted = any(v["marks"] or v["recorded_throughput_per_s"] for v in m["vms"].values())
+            etr, itr = (f"{h['etr']:.0f}", f"{h['itr'] or 0:.0f}") if counted else ("–", "–")
+            t.add_row(p, etr, itr, f"{h['guest_util_pct']:.1f}", f"{sum(v['spin_s'] for v in m['vms'].values()):.3f}", f"{h['hypercalls_per_busy_s'] or 0:.0f}", f"{h['sched_overhead_pct']:.2f}", str(sum(v['excessive_spins'] for v in m['vms'].values())), fid)
         console.print(t)
         for p, m in res.items():
             if "energy_balance" in m:

@@ -103,3 +103,17 @@ def test_report_renders_in_headless_chromium(report, tmp_path):
     subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={prof}", "--window-size=1280,2400", "--virtual-time-budget=5000", f"--screenshot={shot}", page], capture_output=True, timeout=120)
     assert shot.is_file() and shot.stat().st_size > 20_000
     shutil.copy(shot, d / "report.png")
+
+
+def test_a_capture_without_markers_shows_no_transaction_rate(repo_root, tmp_path):
+    # kvm-io-billing writes no trace_marker lines: its ETR was printed as 0
+    # and every policy's throughput as "+0.0% vs recorded"
+    cap, reps = tmp_path / "cap", tmp_path / "reps"
+    run_cli("import", repo_root / "sample-traces" / "kvm-io-billing.dat", "-o", cap, "-q", check=True)
+    run_cli("model", cap, check=True)
+    r = run_cli("replay", cap, "-p", "fair", "-p", "wapd", "-o", reps, check=True)
+    rows = {line.split()[0]: line.split()[1:3] for line in r.stdout.splitlines() if line.split()[:1] in (["fair"], ["wapd"])}
+    assert rows == {"fair": ["–", "–"], "wapd": ["–", "–"]}
+    rep = build_report(cap, reps, tmp_path / "r.md", fmt="md")
+    assert rep["summary"]["ETR /s"].null_count() == 3
+    assert all("throughput not compared (no transaction markers)" in s for s in rep["sentences"])
