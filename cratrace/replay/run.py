@@ -185,7 +185,8 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
     vm_names = w.vm_names
     th = pl.DataFrame({"_t": range(len(w.tids)), "tid": tid, "vm": [vm_names[v] if v >= 0 else None for v in w.vm_of], "vcpu": [c if c >= 0 else None for c in w.vcpu_of]}, schema={"_t": pl.UInt32, "tid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32})
     st = pl.DataFrame(r["states"])
-    st = st.join(th, on="_t").filter(pl.col("vm").is_not_null()).with_columns(
+    # a Xen domain's vCPU states have no thread id, as in the recording
+    st = st.join(th.with_columns(pl.when(pl.col("tid") >= 0).then(pl.col("tid")).alias("tid")), on="_t").filter(pl.col("vm").is_not_null()).with_columns(
         pl.col("code").replace_strict(STATE_NAMES, return_dtype=pl.String).alias("state"),
         (pl.col("start") + t0).alias("start"),
         (pl.col("end") + t0).alias("end"),
@@ -203,7 +204,7 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
         (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("replay").alias("source")
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
     out = {
-        "threads": conform(cap.model["threads"].collect().filter(pl.col("tid").is_in(w.tids + [0])), "threads"),
+        "threads": _replayed_threads(w, cap, th),
         "cpu_slices": conform(sl, "cpu_slices"),
         "vcpu_states": conform(st.sort("vm", "vcpu", "start"), "vcpu_states"),
         "spin_episodes": conform(ep.sort("vm", "vcpu", "start"), "spin_episodes"),
@@ -219,6 +220,17 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
         )
         out["power"] = conform(e, "power")
     return out
+
+
+def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFrame:
+    """The capture's rows of the replayed threads (and idle), with a row
+    for each Xen vCPU's stand-in id (see `domain_vcpus`), so that its
+    slices belong to its domain."""
+    rec = cap.model["threads"].collect().filter(pl.col("tid").is_in(w.tids + [0]))
+    dom = th.filter(pl.col("tid") < 0).select(
+        "tid", "vm", "vcpu", pl.format("{} vCPU {}", "vm", "vcpu").alias("comm"), pl.lit("vcpu").alias("role")
+    )
+    return conform(pl.concat([rec, dom], how="diagonal_relaxed").sort("tid"), "threads")
 
 
 def _with_idle(sl: pl.DataFrame, end: int, t0: int, pcpus: int) -> pl.DataFrame:

@@ -98,6 +98,9 @@ class Workload:
         self.phase_b.append(int(b))
 
 
+#: the vCPU states in which a vCPU runs on a CPU
+RUNNING = ("guest", "vmm", "spinning")
+
 #: a thread whose runtime the kernel updated at least this often (median
 #: gap between its `sched_stat_runtime` events) made system calls while it
 #: worked; ticks and switches alone update it every few milliseconds
@@ -206,11 +209,11 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
 
     on_cpu, last_cpu, owed = False, None, 0
     for start, end, state, in_spin, cpu in segs:
-        if state in ("guest", "vmm", "spinning") and not on_cpu:
+        if state in RUNNING and not on_cpu:
             # a new run: its first work paid what the replay charges again
             owed = _switch_paid(switch_ns, migration_ns, last_cpu, cpu)
             last_cpu = cpu if cpu is not None else last_cpu
-        on_cpu = state in ("guest", "vmm", "spinning")
+        on_cpu = state in RUNNING
         if state == "spinning":
             owed = 0  # paid while spinning, which is not demand
         if state in ("guest", "vmm"):
@@ -239,6 +242,15 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
     flush_work()
 
 
+def domain_vcpus(states: pl.DataFrame) -> pl.DataFrame:
+    """A Xen capture's vCPUs (`vm`, `vcpu`, `tid`): a domain's vCPU is no
+    host thread, and its states have no tid. The replay gives each a
+    stand-in id below zero (-1, -2, ... in (vm, vcpu) order), which its
+    output tables carry where a thread id goes."""
+    xen = states.filter(pl.col("tid").is_null()).select("vm", "vcpu").unique().sort("vm", "vcpu")
+    return xen.with_columns((-pl.int_range(1, xen.height + 1)).cast(pl.Int64).alias("tid"))
+
+
 def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
     """The replay workload of a modelled capture."""
     optional = [t for t in ("spin_episodes",) if t in cap.model_paths]
@@ -265,6 +277,15 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         w.group_names.append(name)
         w.group_shares.append(int((recorded_groups.get(name) or {}).get("shares") or 1024))
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
+    xen = domain_vcpus(states)
+    if xen.height:
+        # their running time and first CPU come from their states, as the
+        # host's threads' come from cpu_slices
+        run = states.filter(pl.col("tid").is_null() & pl.col("state").is_in(RUNNING)).drop("tid").join(xen, on=["vm", "vcpu"])
+        per = run.sort("start").group_by("tid").agg((pl.col("end") - pl.col("start")).sum().alias("dur"), pl.col("pcpu").first())
+        cpu_by_tid.update(zip(per["tid"], per["dur"]))
+        first_cpu.update((t, c) for t, c in zip(per["tid"], per["pcpu"]) if c is not None)
+        vcpus = pl.concat([vcpus.select("tid", "vm", "vcpu"), xen.select("tid", "vm", "vcpu")]).sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
     w.marker_names = sorted(n for n in markers["name"].unique().to_list() if n is not None)

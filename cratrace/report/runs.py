@@ -50,7 +50,8 @@ def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
             vms[vm[0]] = {"cpu_s": run / 1e9, "spin_s": spin / 1e9, "marks": n, "throughput_per_s": n / dur if n else (run - spin) / 1e9 / dur}
     ends = sum(v["marks"] for v in vms.values())
     sl = tables.get("cpu_slices", pl.DataFrame())
-    pcpus = int(sl["cpu"].max() + 1) if sl.height else 1
+    # a Xen capture has no host threads' slices: the CPUs it recorded
+    pcpus = int(sl["cpu"].max() + 1) if sl.height else int(cap.meta.get("cpus") or 1)
     busy = sl.filter(pl.col("tid") != 0)["dur"].sum() / 1e9 if sl.height else 0
     guest = sum(v["cpu_s"] - v["spin_s"] for v in vms.values())
     U = busy / (pcpus * dur) if dur else 0
