@@ -22,6 +22,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import OutputExistsError, UsageError
+from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.frames import conform
 from cratrace.replay import diagnostics
 from cratrace.replay.workload import Workload, extract_workload
@@ -194,7 +195,7 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
     sl = pl.DataFrame(r["slices"])
     sl = sl.join(th.select("_t", "tid"), on="_t").with_columns((pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"))
-    sl = _with_idle(sl.select("cpu", "tid", "start", "end"), int(r["end_ns"]) + t0, t0, w.pcpus)
+    sl = with_idle(sl.select("cpu", "tid", "start", "end"), int(r["end_ns"]) + t0, t0, w.pcpus)
     mk = pl.DataFrame(r["marks"]).join(th, on="_t").with_columns(
         (pl.col("ts") + t0).alias("ts"), pl.lit(marker).alias("name"), pl.lit(marker).alias("text"), pl.lit("{}").alias("fields")
     )
@@ -223,28 +224,10 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
 
 
 def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFrame:
-    """The capture's rows of the replayed threads (and idle), with a row
-    for each Xen vCPU's stand-in id (see `domain_vcpus`), so that its
-    slices belong to its domain."""
+    """The capture's rows of the replayed threads (and idle), and one for
+    each Xen vCPU's stand-in id, so that its slices belong to its domain."""
     rec = cap.model["threads"].collect().filter(pl.col("tid").is_in(w.tids + [0]))
-    dom = th.filter(pl.col("tid") < 0).select(
-        "tid", "vm", "vcpu", pl.format("{} vCPU {}", "vm", "vcpu").alias("comm"), pl.lit("vcpu").alias("role")
-    )
-    return conform(pl.concat([rec, dom], how="diagonal_relaxed").sort("tid"), "threads")
-
-
-def _with_idle(sl: pl.DataFrame, end: int, t0: int, pcpus: int) -> pl.DataFrame:
-    """Fill each CPU's gaps with idle (tid 0) slices, covering [t0, end)."""
-    parts = [sl]
-    for c in range(pcpus):
-        s = sl.filter(pl.col("cpu") == c).sort("start")
-        starts = [t0] + s["end"].to_list()
-        ends = s["start"].to_list() + [end]
-        gaps = [(c, 0, a, b) for a, b in zip(starts, ends) if b > a]
-        if gaps:
-            parts.append(pl.DataFrame(gaps, schema={"cpu": pl.Int32, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row"))
-    out = pl.concat(parts).sort("cpu", "start")
-    return out.with_columns((pl.col("end") - pl.col("start")).alias("dur"))
+    return pl.concat([rec, domain_threads(th.filter(pl.col("tid") < 0))]).sort("tid")
 
 
 def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, tolerance: float, gate: bool) -> dict[str, Any]:

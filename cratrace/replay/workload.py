@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from cratrace.capture import Capture
+from cratrace.model.domains import RUNNING, domain_runs, domain_vcpus
 from cratrace.replay import diagnostics
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
@@ -97,9 +98,6 @@ class Workload:
         self.phase_a.append(int(a))
         self.phase_b.append(int(b))
 
-
-#: the vCPU states in which a vCPU runs on a CPU
-RUNNING = ("guest", "vmm", "spinning")
 
 #: a thread whose runtime the kernel updated at least this often (median
 #: gap between its `sched_stat_runtime` events) made system calls while it
@@ -242,15 +240,6 @@ def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int 
     flush_work()
 
 
-def domain_vcpus(states: pl.DataFrame) -> pl.DataFrame:
-    """A Xen capture's vCPUs (`vm`, `vcpu`, `tid`): a domain's vCPU is no
-    host thread, and its states have no tid. The replay gives each a
-    stand-in id below zero (-1, -2, ... in (vm, vcpu) order), which its
-    output tables carry where a thread id goes."""
-    xen = states.filter(pl.col("tid").is_null()).select("vm", "vcpu").unique().sort("vm", "vcpu")
-    return xen.with_columns((-pl.int_range(1, xen.height + 1)).cast(pl.Int64).alias("tid"))
-
-
 def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
     """The replay workload of a modelled capture."""
     optional = [t for t in ("spin_episodes",) if t in cap.model_paths]
@@ -281,10 +270,9 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     if xen.height:
         # their running time and first CPU come from their states, as the
         # host's threads' come from cpu_slices
-        run = states.filter(pl.col("tid").is_null() & pl.col("state").is_in(RUNNING)).drop("tid").join(xen, on=["vm", "vcpu"])
-        per = run.sort("start").group_by("tid").agg((pl.col("end") - pl.col("start")).sum().alias("dur"), pl.col("pcpu").first())
+        per = domain_runs(states).sort("start").group_by("tid").agg((pl.col("end") - pl.col("start")).sum().alias("dur"), pl.col("cpu").first())
         cpu_by_tid.update(zip(per["tid"], per["dur"]))
-        first_cpu.update((t, c) for t, c in zip(per["tid"], per["pcpu"]) if c is not None)
+        first_cpu.update((t, c) for t, c in zip(per["tid"], per["cpu"]) if c is not None)
         vcpus = pl.concat([vcpus.select("tid", "vm", "vcpu"), xen.select("tid", "vm", "vcpu")]).sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}

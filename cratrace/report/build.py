@@ -11,6 +11,8 @@ from pathlib import Path
 import polars as pl
 
 from cratrace.capture import Capture
+from cratrace.model.domains import domain_runs, domain_threads, domain_vcpus, with_idle
+from cratrace.model.frames import conform
 from cratrace.report.billing import BillingRule, billing
 from cratrace.report.energy import PowerModel, energy
 from cratrace.report.render import render_html, render_markdown
@@ -39,6 +41,21 @@ def summary_table(runs: list[Run], energies: dict[str, float]) -> pl.DataFrame:
             "fidelity err %": round(max(fid["cpu_time_err_pct"], fid["throughput_err_pct"]), 2) if fid else None,
         })
     return pl.DataFrame(rows)
+
+
+def owned_slices(r: Run, cap: Capture) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The slices a run's energy is split by, and the threads owning them.
+    A recorded Xen run has no slices (its domains' vCPUs are no host
+    threads): their running intervals, under the stand-in ids a replay
+    gives them, and idle between (billing keeps to the runstates)."""
+    sl = r.table("cpu_slices")
+    th = r.table("threads") if r.table("threads").height else cap.model["threads"].collect()
+    st = r.table("vcpu_states")
+    if sl.height or not st.height or not st["tid"].is_null().any():
+        return sl, th
+    lo, hi = cap.meta.get("time_range_ns") or [0, 1]
+    sl = conform(with_idle(domain_runs(st), hi + 1, lo, int(r.metrics["host"]["pcpus"])), "cpu_slices")
+    return sl, pl.concat([th, domain_threads(domain_vcpus(st))], how="diagonal_relaxed")
 
 
 def best_marks(summary: pl.DataFrame) -> dict[str, str]:
@@ -96,7 +113,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         missing.append("no replays given (--replays OUT): only the recorded run is shown")
     energies, energy_rows, core_rows, energy_series = {}, [], [], []
     for r in runs:
-        per, tot = energy(r.table("cpu_slices"), r.table("threads") if r.table("threads").height else cap.model["threads"].collect(), PowerModel())
+        per, tot = energy(*owned_slices(r, cap), PowerModel())
         energies[r.name] = tot["total_j"]
         energy_rows += [{"run": r.name, "owner": o, "joules": round(j, 6)} for o, j in per.iter_rows()]
         energy_rows.append({"run": r.name, "owner": "TOTAL (per core, independent)", "joules": round(tot["total_j"], 6)})

@@ -63,3 +63,16 @@ def test_the_report_counts_the_recorded_cpus(xen_replay):
     util = dict(zip(rep["summary"]["run"], rep["summary"]["guest util %"]))
     assert util["recorded"] == pytest.approx(100 * running / (truth["file"]["cpus"] * (hi - lo)), rel=0.01)
     assert util["credit"] == pytest.approx(util["recorded"], rel=0.01)
+
+
+def test_the_recorded_run_has_energy_per_domain(xen_replay):
+    # a recorded Xen run has no host slices: its energy was 0 J beside the
+    # replays' (which ran the same domains for the same time)
+    from cratrace.report import build_report
+
+    _, d = xen_replay
+    rep = build_report(d / "cap", d / "out", d / "e.md", fmt="md", force=True)
+    e = {(run, owner): j for run, owner, j in rep["energy"].iter_rows()}
+    for owner in ("dom0", "dom1", "dom2", "idle"):
+        assert e[("recorded", owner)] > 0
+        assert e[("recorded", owner)] == pytest.approx(e[("credit", owner)], rel=0.01), owner
