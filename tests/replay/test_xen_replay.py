@@ -76,3 +76,13 @@ def test_the_recorded_run_has_energy_per_domain(xen_replay):
     for owner in ("dom0", "dom1", "dom2", "idle"):
         assert e[("recorded", owner)] > 0
         assert e[("recorded", owner)] == pytest.approx(e[("credit", owner)], rel=0.01), owner
+
+
+def test_a_real_credit2_host_replays_within_the_gate(fixtures_dir, tmp_path):
+    # dom0 and an HVM guest on a real credit2 host (xenalyze's TSC rate)
+    run_cli("import", fixtures_dir / "xen_credit2.bin", "-o", tmp_path / "cap", "-q", "--cpu-hz", "2.4e9", check=True)
+    run_cli("model", tmp_path / "cap", check=True)
+    run_cli("replay", tmp_path / "cap", "-p", "credit", "-o", tmp_path / "out", check=True)
+    m = json.loads((tmp_path / "out" / "credit" / "metrics.json").read_text())
+    assert len(m["vms"]) >= 2 and all(v["cpu_s"] > 0 for v in m["vms"].values())
+    assert m["fidelity"]["gate_applies"] and m["fidelity"]["passed"]
