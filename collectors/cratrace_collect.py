@@ -695,6 +695,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
         "preset": preset["name"],
         "question": preset.get("question"),
         "events": {"requested": wanted, "recorded": present, "missing": missing},
+        "not_captured": not_captured(perf_record),
         "started": started.isoformat(timespec="seconds"),
         "duration_s": round(elapsed, 3),
         "stop_reason": cap.stop_reason,
@@ -713,6 +714,18 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     }
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2))
     return manifest
+
+
+#: what `perf record` cannot take from a host, which trace-cmd does
+PERF_RECORD_GAPS = [
+    "trace_marker lines: perf cannot record ftrace:print (it records none), so the capture has no markers:"
+    " no transaction throughput and no marker-delimited spin episodes; record without --perf-record for them"
+]
+
+
+def not_captured(perf_record: bool) -> list[str]:
+    """What this capture's tools leave out that the model can use."""
+    return list(PERF_RECORD_GAPS) if perf_record else []
 
 
 def _stop_group(proc: subprocess.Popen, own_group: bool) -> None:
@@ -780,6 +793,8 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     print(f"captured {len(m['files'])} files in {m['duration_s']} s ({m['stop_reason']}); missing events: {', '.join(m['events']['missing']) or 'none'}; "
           f"overruns: {m['lost_events']['trace_cmd_overruns']}; collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU")
+    for gap in m["not_captured"]:
+        print(f"cratrace-collect: note: not captured: {gap}", file=sys.stderr)
     if lost_total(m):
         print(f"cratrace-collect: warning: {lost_total(m)} events lost; raise --buffer-kb", file=sys.stderr)
         return 1

@@ -57,6 +57,8 @@ def _summary(out: Path, m: dict) -> None:
     console.print(f"[green]captured[/] {', '.join(f['path'] for f in m['files'])} into [bold]{out}[/] in {m['duration_s']} s ({m['stop_reason']})")
     if m["events"]["missing"]:
         console.print(f"[yellow]not on this host, skipped:[/] {', '.join(m['events']['missing'])}")
+    for gap in m.get("not_captured", []):
+        console.print(f"[yellow]not captured:[/] {gap}")
     console.print(f"lost events {m['lost_events'].get('trace_cmd_overruns')} overrun + {m['lost_events'].get('dropped') or 0} dropped, collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU, tracing state restored: {m['tracing_state_restored']}")
 
 

@@ -78,6 +78,9 @@ def test_perf_backend_records_tracepoints_and_counters(tmp_path):
     assert "perfdata" in kinds
     out = subprocess.run(["perf", "script", "-i", str(raw / "perf.data")], capture_output=True, text=True).stdout
     assert "CPU 0/KVM" in out and "sched:sched_switch" in out
+    # the lab wrote trace_marker lines; perf takes none of them, and says so
+    assert "ftrace:print" not in out and "txn_end" not in out
+    assert any("trace_marker" in gap for gap in m["not_captured"])
     if "perfstat" in kinds:
         lines = (raw / "perf-stat.csv").read_text().splitlines()
         assert any(",CPU0," in line for line in lines)
