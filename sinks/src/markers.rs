@@ -639,6 +639,14 @@ mod tests {
         WriterVms::from_batches(&[threads]).unwrap()
     }
 
+    fn i32s(b: &RecordBatch, name: &str) -> Vec<Option<i32>> {
+        b.column_by_name(name)
+            .unwrap()
+            .as_primitive::<Int32Type>()
+            .iter()
+            .collect()
+    }
+
     fn strs(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
         b.column_by_name(name)
             .unwrap()
@@ -707,12 +715,7 @@ mod tests {
         );
         assert_eq!(strs(&t, "vm"), [Some("a".into()), None, Some("w".into())]);
         // `vcpu=x` is not a number: the writer's vCPU stands
-        let vcpu: Vec<Option<i32>> = t
-            .column_by_name("vcpu")
-            .unwrap()
-            .as_primitive::<Int32Type>()
-            .iter()
-            .collect();
+        let vcpu = i32s(&t, "vcpu");
         assert_eq!(vcpu, [Some(2), None, Some(5)]);
         assert_eq!(
             strs(&t, "fields")[2].as_deref(),
@@ -756,12 +759,7 @@ mod tests {
                 Some("vm0".into())
             ]
         );
-        let vcpu: Vec<Option<i32>> = t
-            .column_by_name("vcpu")
-            .unwrap()
-            .as_primitive::<Int32Type>()
-            .iter()
-            .collect();
+        let vcpu = i32s(&t, "vcpu");
         assert_eq!(vcpu, [Some(3), Some(1), Some(7), None]);
         assert_eq!(
             strs(&t, "fields")[0].as_deref(),

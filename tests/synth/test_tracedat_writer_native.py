@@ -90,14 +90,21 @@ def test_native_bprint_text_matches_trace_cmd(tmp_path, long_size, endian):
     assert text == "lock -3 by holder n=1099511627776\n"
 
 
+def _import_with_open_file_limit(f, cap, soft: int, hard: int) -> subprocess.CompletedProcess:
+    import resource
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return subprocess.run([sys.executable, "-m", "cratrace", "import", str(f), "-o", str(cap), "-q"], preexec_fn=limit, capture_output=True, text=True)
+
+
 @pytest.mark.parametrize("version,comp", [(6, "none"), (7, "zstd"), (7, "zlib")])
 def test_more_cpu_buffers_than_open_file_limit(tmp_path, version, comp):
     # 300 CPUs, two buffers with data on each: 600 CPU streams, under a
     # limit of 128 open files. The reader opened the file once per CPU
     # stream, and ran out of descriptors.
-    import resource
-    import sys
-
     w = TraceDatWriter(version=version, compression=comp, cpus=300).add_bundled_formats()
     for cpu in range(300):
         for k in range(3):
@@ -106,11 +113,7 @@ def test_more_cpu_buffers_than_open_file_limit(tmp_path, version, comp):
     f = tmp_path / "many.dat"
     w.write(f)
     cap = tmp_path / "cap"
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 128))
-
-    r = subprocess.run([sys.executable, "-m", "cratrace", "import", str(f), "-o", str(cap), "-q"], preexec_fn=limit, capture_output=True, text=True)
+    r = _import_with_open_file_limit(f, cap, 128, 128)
     assert r.returncode == 0, r.stderr
     pr = pl.read_parquet(cap / "events" / "print.parquet")
     assert pr.height == 1200
@@ -124,9 +127,6 @@ def test_more_event_tables_than_the_soft_open_file_limit(tmp_path):
     # Each event table's file is open while the trace is read: 300 event
     # types under a soft limit of 128 (hard 4096) failed with "Too many
     # open files"; the import raises the soft limit to the hard one.
-    import resource
-    import sys
-
     field = "\tfield:{};\toffset:{};\tsize:{};\tsigned:{};\n"
     common = "".join(field.format(*f) for f in [("unsigned short common_type", 0, 2, 0), ("unsigned char common_flags", 2, 1, 0), ("unsigned char common_preempt_count", 3, 1, 0), ("int common_pid", 4, 4, 1)])
     w = TraceDatWriter(version=7, compression="zstd", cpus=2).add_bundled_formats()
@@ -137,11 +137,7 @@ def test_more_event_tables_than_the_soft_open_file_limit(tmp_path):
     f = tmp_path / "types.dat"
     w.write(f)
     cap = tmp_path / "cap"
-
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (128, 4096))
-
-    r = subprocess.run([sys.executable, "-m", "cratrace", "import", str(f), "-o", str(cap), "-q"], preexec_fn=limit, capture_output=True, text=True)
+    r = _import_with_open_file_limit(f, cap, 128, 4096)
     assert r.returncode == 0, r.stderr
     meta = json.loads((cap / "capture.json").read_text())
     assert meta["events"] == {f"ev{i}": 2 for i in range(300)}
