@@ -109,6 +109,12 @@ def snapshot_state(tfs: Path) -> dict:
             state[f] = (tfs / f).read_text()
         except OSError:
             pass
+    # A ring buffer nothing has traced into yet reads "7 (expanded: 1408)":
+    # the first recording grows it to 1408 KB and the kernel never shrinks
+    # it back, so the size to restore is the one it would have grown to.
+    m = re.fullmatch(r"\d+ \(expanded: (\d+)\)\n?", state.get("buffer_size_kb", ""))
+    if m:
+        state["buffer_size_kb"] = m.group(1) + "\n"
     try:
         state["set_event"] = (tfs / "set_event").read_text()
     except OSError:

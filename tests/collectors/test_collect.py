@@ -69,6 +69,19 @@ def test_restore_reenables_the_events_and_keeps_the_instances_the_host_had(traci
         assert cc.restore_state(tfs, original) == []
 
 
+def test_a_ring_buffer_never_traced_into_is_restored_at_the_size_it_grows_to(tmp_path):
+    # A freshly booted kernel's buffer reads "7 (expanded: 1408)" until the
+    # first recording grows it; it never shrinks back, so restoring means
+    # writing the grown size (a tracefs lookalike: only the file matters).
+    (tmp_path / "buffer_size_kb").write_text("7 (expanded: 1408)\n")
+    before = cc.snapshot_state(tmp_path)
+    assert before["buffer_size_kb"] == "1408\n"
+    (tmp_path / "buffer_size_kb").write_text("8195\n")  # what a recording left
+    assert cc.restore_state(tmp_path, before) == []
+    assert (tmp_path / "buffer_size_kb").read_text() == "1408\n"
+    assert cc.snapshot_state(tmp_path) == before
+
+
 def test_perf_backend_records_tracepoints_and_counters(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root")
