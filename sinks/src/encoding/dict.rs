@@ -101,26 +101,48 @@ impl Table {
     }
 }
 
+/// Slots of [`IntDict`]'s cache of recent values.
+const RECENT: usize = 256;
+
 /// A dictionary of integers (their bits).
-#[derive(Default)]
 pub(crate) struct IntDict {
     table: Table,
     /// Distinct values in order of first appearance.
     pub(crate) values: Vec<u64>,
-    /// The last value looked up and its index: trace columns repeat in
-    /// runs (one thread's events, one call site), which skip the table.
-    last: Option<(u64, u32)>,
+    /// Recently looked-up values and their indices, direct-mapped by the
+    /// value's low bits (index `u32::MAX`: empty). Trace columns hold a
+    /// few values that repeat (domains, CPUs, states, one thread's PID):
+    /// most look-ups end here, without hashing or probing the table. A
+    /// cache of the last value only missed whenever the value changed:
+    /// at 57% of the rows of the generated xentrace file's grant `dom`
+    /// column, 97-100% of a recorded trace's `sched_switch` PIDs.
+    recent: Box<[(u64, u32); RECENT]>,
+}
+
+impl Default for IntDict {
+    fn default() -> Self {
+        IntDict {
+            table: Table::default(),
+            values: Vec::new(),
+            recent: Box::new([(0, u32::MAX); RECENT]),
+        }
+    }
 }
 
 impl IntDict {
     /// `v`'s index, adding it if new; None once the dictionary is full.
     #[inline]
     pub(crate) fn index(&mut self, v: u64) -> Option<u32> {
-        if let Some((lv, li)) = self.last {
-            if lv == v {
-                return Some(li);
-            }
+        let r = (v ^ (v >> 8)) as usize % RECENT;
+        let (rv, ri) = self.recent[r];
+        if rv == v && ri != u32::MAX {
+            return Some(ri);
         }
+        self.index_slow(v, r)
+    }
+
+    #[inline(never)]
+    fn index_slow(&mut self, v: u64, r: usize) -> Option<u32> {
         if self.table.slots.is_empty() {
             self.table.reserve_one(0);
         }
@@ -131,7 +153,7 @@ impl IntDict {
             Some(i) => i,
             None => self.insert(h, v, slot)?,
         };
-        self.last = Some((v, i));
+        self.recent[r] = (v, i);
         Some(i)
     }
 

@@ -13,7 +13,7 @@
 //! states) have those names as their dictionary and the reader's indices
 //! as theirs.
 
-use super::compress::Compressor;
+use super::compress::{Compressor, Lz4Probe};
 use crate::encoding::dict::{BytesDict, IntDict};
 use crate::encoding::{bit_width, bitpack, delta, hybrid};
 use bytes::Bytes;
@@ -120,6 +120,8 @@ pub(crate) struct ColumnWriter {
     levels: Vec<u32>,
     reps: Vec<u32>,
     lengths: Vec<i32>,
+    /// Whether LZ4 has been paying on this column's pages.
+    lz4: Lz4Probe,
 }
 
 /// Integer column types, as Parquet stores them.
@@ -130,10 +132,27 @@ trait IntValue: Copy + Ord {
     fn bits(self) -> u64;
     /// The value in its own order (signed or unsigned), for statistics.
     fn order(self) -> i128;
+    /// The value of stored bits (the inverse of [`IntValue::bits`]).
+    fn from_bits(bits: u64) -> Self;
+    /// Append `v` DELTA_BINARY_PACKED (in its stored width).
+    fn delta_encode(out: &mut Vec<u8>, v: &[Self]);
 }
 
 macro_rules! int_value {
-    ($t:ty, $wide:expr, $bits:expr) => {
+    // a type the delta encoder takes as it is
+    ($t:ty, $wide:expr, $bits:expr, direct) => {
+        int_value!($t, $wide, $bits, |out: &mut Vec<u8>, v: &[$t]| {
+            delta::encode(out, v)
+        });
+    };
+    // one it takes widened to its stored width
+    ($t:ty, $wide:expr, $bits:expr, widened) => {
+        int_value!($t, $wide, $bits, |out: &mut Vec<u8>, v: &[$t]| {
+            let d: Vec<i32> = v.iter().map(|x| x.bits() as u32 as i32).collect();
+            delta::encode(out, &d)
+        });
+    };
+    ($t:ty, $wide:expr, $bits:expr, $delta:expr) => {
         impl IntValue for $t {
             const WIDE: bool = $wide;
             #[inline(always)]
@@ -144,17 +163,24 @@ macro_rules! int_value {
             fn order(self) -> i128 {
                 self as i128
             }
+            #[inline(always)]
+            fn from_bits(bits: u64) -> Self {
+                bits as $t
+            }
+            fn delta_encode(out: &mut Vec<u8>, v: &[Self]) {
+                $delta(out, v)
+            }
         }
     };
 }
-int_value!(i8, false, |v: i8| v as i32 as u32 as u64);
-int_value!(i16, false, |v: i16| v as i32 as u32 as u64);
-int_value!(i32, false, |v: i32| v as u32 as u64);
-int_value!(u8, false, |v: u8| v as u64);
-int_value!(u16, false, |v: u16| v as u64);
-int_value!(u32, false, |v: u32| v as u64);
-int_value!(i64, true, |v: i64| v as u64);
-int_value!(u64, true, |v: u64| v);
+int_value!(i8, false, |v: i8| v as i32 as u32 as u64, widened);
+int_value!(i16, false, |v: i16| v as i32 as u32 as u64, widened);
+int_value!(i32, false, |v: i32| v as u32 as u64, direct);
+int_value!(u8, false, |v: u8| v as u64, widened);
+int_value!(u16, false, |v: u16| v as u64, widened);
+int_value!(u32, false, |v: u32| v as u64, direct);
+int_value!(i64, true, |v: i64| v as u64, direct);
+int_value!(u64, true, |v: u64| v, direct);
 
 /// The smallest and largest of `v`, in one pass the compiler vectorizes.
 fn min_max<T: IntValue>(v: &[T]) -> Option<(T, T)> {
@@ -224,6 +250,7 @@ impl ColumnWriter {
             levels: Vec::new(),
             reps: Vec::new(),
             lengths: Vec::new(),
+            lz4: Lz4Probe::default(),
         }
     }
 
@@ -231,7 +258,15 @@ impl ColumnWriter {
     /// current chunk.
     pub(crate) fn write(&mut self, col: &Column, comp: &mut Compressor) -> Result<(), String> {
         let n = col.len();
+        let list = matches!(col.data, ColumnData::ListI64(_) | ColumnData::ListU64(_));
         for (a, b) in page_ranges(&col.data, n) {
+            if col.null_rows.len() == n && !list && self.descr.max_def_level() > 0 {
+                // all null (xentrace's pid): levels of one run, no values
+                self.page.clear();
+                self.null_levels(b - a);
+                self.finish_page(b - a, b - a, b - a, Encoding::PLAIN, comp)?;
+                continue;
+            }
             let lo = col.null_rows.partition_point(|&r| (r as usize) < a);
             let hi = col.null_rows.partition_point(|&r| (r as usize) < b);
             let nulls: Vec<usize> = col.null_rows[lo..hi]
@@ -285,16 +320,30 @@ impl ColumnWriter {
                 }
             }
         };
+        // (a page of nulls only is no probe of the dictionary)
+        self.pages_written += 1;
+        self.finish_page(rows, nulls.len(), num_values, encoding, comp)
+    }
+
+    /// Account for the page in `self.page` (`rows` rows, `nulls` of them
+    /// null, `num_values` levels), compress it and add it to the chunk.
+    fn finish_page(
+        &mut self,
+        rows: usize,
+        nulls: usize,
+        num_values: usize,
+        encoding: Encoding,
+        comp: &mut Compressor,
+    ) -> Result<(), String> {
         self.chunk.uses(encoding);
         self.chunk.rows += rows as u64;
-        self.chunk.nulls += nulls.len() as u64;
+        self.chunk.nulls += nulls as u64;
         self.chunk.num_values += num_values as i64;
-        self.pages_written += 1;
         if encoding == Encoding::RLE_DICTIONARY {
             self.chunk.dict_pages += 1;
         }
         let uncompressed = self.page.len();
-        let body = Bytes::copy_from_slice(comp.compress(&self.page)?);
+        let body = Bytes::copy_from_slice(comp.compress(&self.page, &mut self.lz4)?);
         let page = Page::DataPage {
             buf: body,
             num_values: num_values as u32,
@@ -308,6 +357,16 @@ impl ColumnWriter {
             .map_err(|e| format!("page: {e}"))?;
         self.chunk.uncompressed += spec.uncompressed_size as i64;
         Ok(())
+    }
+
+    /// Definition levels of `rows` nulls: one run.
+    fn null_levels(&mut self, rows: usize) {
+        let at = self.page.len();
+        self.page.extend_from_slice(&[0; 4]);
+        hybrid::encode_run(&mut self.page, rows, 0, 1);
+        self.chunk.uses(Encoding::RLE);
+        let len = (self.page.len() - at - 4) as u32;
+        self.page[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
 
     /// Definition levels of a flat column (none for a required one).
@@ -394,21 +453,28 @@ impl ColumnWriter {
 
     fn ints<T: IntValue>(&mut self, v: &[T], nulls: &[usize]) -> Encoding {
         let v = &*without(v, nulls);
-        if let Some((lo, hi)) = min_max(v) {
+        let known = self.chunk.ints.values.len();
+        let dictionary =
+            self.plan == Plan::Dictionary && self.dictionary && self.dictionary_indices(v);
+        // The statistics: a dictionary page's values are its dictionary's
+        // (only the entries it added are new), so the page itself need not
+        // be scanned again
+        let bounds = if dictionary {
+            let new: Vec<T> = self.chunk.ints.values[known..]
+                .iter()
+                .map(|&b| T::from_bits(b))
+                .collect();
+            min_max(&new)
+        } else {
+            min_max(v)
+        };
+        if let Some((lo, hi)) = bounds {
             self.chunk
                 .bounds(Bound::Int(lo.order()), Bound::Int(hi.order()));
         }
-        let dictionary =
-            self.plan == Plan::Dictionary && self.dictionary && self.dictionary_indices(v);
         match self.plan {
             Plan::Delta => {
-                if T::WIDE {
-                    let d: Vec<i64> = v.iter().map(|x| x.bits() as i64).collect();
-                    delta::encode(&mut self.page, &d);
-                } else {
-                    let d: Vec<i32> = v.iter().map(|x| x.bits() as u32 as i32).collect();
-                    delta::encode(&mut self.page, &d);
-                }
+                T::delta_encode(&mut self.page, v);
                 Encoding::DELTA_BINARY_PACKED
             }
             Plan::Dictionary if dictionary => self.indices(),
@@ -564,7 +630,7 @@ impl ColumnWriter {
             };
             let raw = self.page.len();
             let page = Page::DictionaryPage {
-                buf: Bytes::copy_from_slice(comp.compress(&self.page)?),
+                buf: Bytes::copy_from_slice(comp.compress(&self.page, &mut Lz4Probe::default())?),
                 num_values: entries as u32,
                 encoding: Encoding::PLAIN,
                 is_sorted: false,
