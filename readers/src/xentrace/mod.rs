@@ -177,71 +177,63 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
         }
         match r.ev {
             ev if ev & 0xffff_f00f == 0x0002_1001 && r.n >= 1 => {
-                let tid = t.get(
-                    sink,
-                    Table::RunstateChange,
-                    &[
+                let tid = t.get(sink, Table::RunstateChange, || {
+                    vec![
                         ("dom", I64),
                         ("vcpu", I64),
                         ("old_state", Enum(&RUNSTATES)),
                         ("new_state", Enum(&RUNSTATES)),
-                    ],
-                )?;
+                    ]
+                })?;
                 let (d, v) = dom_vcpu(w[0]);
                 let state = |n: u32| (n as usize).min(RUNSTATES.len() - 1);
                 let (old, new) = (state((ev >> 8) & 0xf), state((ev >> 4) & 0xf));
                 row!(tid; int(r.tsc), int(d), int(v), key(old), key(new));
             }
             0x0002_1002 if r.n >= 1 => {
-                let tid = t.get(sink, Table::ContinueRunning, &[("dom", I64), ("vcpu", I64)])?;
+                let tid = t.get(sink, Table::ContinueRunning, || {
+                    vec![("dom", I64), ("vcpu", I64)]
+                })?;
                 let (d, v) = dom_vcpu(w[0]);
                 row!(tid; int(r.tsc), int(d), int(v));
             }
             0x0002_800a if r.n >= 4 => {
-                let tid = t.get(
-                    sink,
-                    Table::Switch,
-                    &[
+                let tid = t.get(sink, Table::Switch, || {
+                    vec![
                         ("prev_dom", I64),
                         ("prev_vcpu", I64),
                         ("next_dom", I64),
                         ("next_vcpu", I64),
-                    ],
-                )?;
+                    ]
+                })?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as i64), int(w[3] as i64));
             }
             0x0002_800e if r.n >= 3 => {
-                let tid = t.get(
-                    sink,
-                    Table::SwitchInfprev,
-                    &[("dom", I64), ("vcpu", I64), ("runtime", U64)],
-                )?;
+                let tid = t.get(sink, Table::SwitchInfprev, || {
+                    vec![("dom", I64), ("vcpu", I64), ("runtime", U64)]
+                })?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64));
             }
             0x0002_800f if r.n >= 4 => {
-                let tid = t.get(
-                    sink,
-                    Table::SwitchInfnext,
-                    &[("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)],
-                )?;
+                let tid = t.get(sink, Table::SwitchInfnext, || {
+                    vec![("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)]
+                })?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
                 let table = [Table::Sleep, Table::Wake, Table::Yield, Table::Block]
                     [(r.ev - 0x0002_8003) as usize];
-                let tid = t.get(sink, table, &[("dom", I64), ("vcpu", I64)])?;
+                let tid = t.get(sink, table, || vec![("dom", I64), ("vcpu", I64)])?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64));
             }
             0x0008_1001 | 0x0008_1101 => {
-                let tid = t.get(sink, Table::HvmVmentry, &[])?;
+                let tid = t.get(sink, Table::HvmVmentry, Vec::new)?;
                 row!(tid; int(r.tsc));
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
-                let tid = t.get(
-                    sink,
-                    Table::HvmVmexit,
-                    &[("exit_reason", U32), ("rip", U64)],
-                )?;
+                let tid = t.get(sink, Table::HvmVmexit, || {
+                    vec![("exit_reason", U32), ("rip", U64)]
+                })?;
                 let rip = if r.ev & 0x100 != 0 && r.n >= 3 {
                     wide(w, 1)
                 } else {
@@ -250,11 +242,9 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 row!(tid; int(r.tsc), int(w[0] as u64), int(rip));
             }
             0x0080_1001 if r.n >= 2 => {
-                let tid = t.get(
-                    sink,
-                    Table::PmFreqChange,
-                    &[("old_mhz", U32), ("new_mhz", U32)],
-                )?;
+                let tid = t.get(sink, Table::PmFreqChange, || {
+                    vec![("old_mhz", U32), ("new_mhz", U32)]
+                })?;
                 row!(tid; int(r.tsc), int(w[0] as u64), int(w[1] as u64));
             }
             0x0080_1002 | 0x0080_1003 if r.n >= 1 => {
@@ -263,16 +253,14 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 } else {
                     Table::PmIdleExit
                 };
-                let tid = t.get(sink, table, &[("cstate", U32)])?;
+                let tid = t.get(sink, table, || vec![("cstate", U32)])?;
                 row!(tid; int(r.tsc), int(w[0] as u64));
             }
             0x0010_0001..=0x0010_0003 if r.n >= 1 => {
                 // grant_table.c: TRACE_1D(event, domid of the granting domain)
-                let tid = t.get(
-                    sink,
-                    Table::Grant,
-                    &[("op", Enum(&GRANT_OPS)), ("dom", I64)],
-                )?;
+                let tid = t.get(sink, Table::Grant, || {
+                    vec![("op", Enum(&GRANT_OPS)), ("dom", I64)]
+                })?;
                 let op = (r.ev - 0x0010_0001) as usize;
                 row!(tid; int(r.tsc), key(op), int(w[0] as i64));
             }
@@ -282,7 +270,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 } else {
                     Table::DomRemove
                 };
-                let tid = t.get(sink, table, &[("dom", I64)])?;
+                let tid = t.get(sink, table, || vec![("dom", I64)])?;
                 row!(tid; int(r.tsc), int(w[0] as i64));
             }
             // typed handler records (x86 hvm code, Xen 4.x): HLT [intpending],
@@ -293,20 +281,18 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     0x0008_2012 => (Table::HvmVmcall, "eax"),
                     _ => (Table::HvmIntr, "vector"),
                 };
-                let tid = t.get(sink, table, &[(col, U32)])?;
+                let tid = t.get(sink, table, || vec![(col, U32)])?;
                 row!(tid; int(r.tsc), int(w[0] as u64));
             }
             0x0008_2021 if r.n >= 6 => {
-                let tid = t.get(
-                    sink,
-                    Table::HvmNpf,
-                    &[
+                let tid = t.get(sink, Table::HvmNpf, || {
+                    vec![
                         ("gpa", U64),
                         ("mfn", U64),
                         ("qualification", U32),
                         ("p2mt", U32),
-                    ],
-                )?;
+                    ]
+                })?;
                 let gpa = wide(w, 0);
                 let mfn = wide(w, 2);
                 row!(tid; int(r.tsc), int(gpa), int(mfn), int(w[4] as u64), int(w[5] as u64));
@@ -319,16 +305,14 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             ) && r.n > ((ev >> 8) & 1) as usize =>
             {
                 let na = 1 + ((ev >> 8) & 1) as usize;
-                let tid = t.get(
-                    sink,
-                    Table::HvmIo,
-                    &[
+                let tid = t.get(sink, Table::HvmIo, || {
+                    vec![
                         ("space", Enum(&IO_SPACES)),
                         ("op", Enum(&IO_OPS)),
                         ("addr", U64),
                         ("data", U64),
-                    ],
-                )?;
+                    ]
+                })?;
                 let addr = if na == 2 { wide(w, 0) } else { w[0] as u64 };
                 let data = if r.n > na { Some(w[na] as u64) } else { None };
                 let space = (ev & 0xff != 0x16) as usize;
@@ -336,11 +320,9 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 row!(tid; int(r.tsc), key(space), key(op), int(addr), opt(data));
             }
             ev if ev & 0xffff_f000 == 0x0008_2000 => {
-                let tid = t.get(
-                    sink,
-                    Table::HvmHandler,
-                    &[("handler", Enum(&HVM_HANDLERS)), ("words", ListU64)],
-                )?;
+                let tid = t.get(sink, Table::HvmHandler, || {
+                    vec![("handler", Enum(&HVM_HANDLERS)), ("words", ListU64)]
+                })?;
                 fill_words(&mut list, &w[..r.n]);
                 row!(tid; int(r.tsc), name(hvm_handler_name(ev)), list(&list));
             }
@@ -351,24 +333,20 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 } else {
                     w[r.n - 1]
                 };
-                let tid = t.get(
-                    sink,
-                    Table::PvHypercall,
-                    &[("op", U32), ("op_name", Enum(&HYPERCALLS))],
-                )?;
+                let tid = t.get(sink, Table::PvHypercall, || {
+                    vec![("op", U32), ("op_name", Enum(&HYPERCALLS))]
+                })?;
                 row!(tid; int(r.tsc), int(op as u64), name(hypercall_name(op)));
             }
             ev if ev & 0xffff_f000 == 0x0002_2000 => {
                 // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
-                let tid = t.get(
-                    sink,
-                    Table::SchedClass,
-                    &[
+                let tid = t.get(sink, Table::SchedClass, || {
+                    vec![
                         ("scheduler", Enum(&SCHEDULERS)),
                         ("event", U32),
                         ("words", ListU64),
-                    ],
-                )?;
+                    ]
+                })?;
                 let sched = ((ev >> 9) & 7) as usize;
                 fill_words(&mut list, &w[..r.n]);
                 row!(tid; int(r.tsc), key(sched), int((ev & 0x1ff) as u64), list(&list));
@@ -378,7 +356,9 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             }
             WRAP_BUFFER => {}
             _ => {
-                let tid = t.get(sink, Table::Record, &[("id", U32), ("words", ListU64)])?;
+                let tid = t.get(sink, Table::Record, || {
+                    vec![("id", U32), ("words", ListU64)]
+                })?;
                 fill_words(&mut list, &w[..r.n]);
                 row!(tid; int(r.tsc), int(r.ev as u64), list(&list));
             }

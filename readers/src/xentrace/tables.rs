@@ -89,18 +89,22 @@ pub(super) struct Tables {
 }
 
 impl Tables {
-    /// The id of `table`, declared with `cols` (after `tsc`) the first time.
+    /// The id of `table`, declared with `cols()` (after `tsc`) the first
+    /// time: the columns are only built then. Passed as a slice, they
+    /// were built for every record (their names are statics, which the
+    /// compiler does not promote to constants): 11 instructions a grant
+    /// record, 2.4% of the reader's.
     #[inline(always)]
     pub(super) fn get<S: EventSink + ?Sized>(
         &mut self,
         sink: &mut S,
         table: Table,
-        cols: &[(&str, ColumnType)],
+        cols: impl FnOnce() -> Vec<(&'static str, ColumnType)>,
     ) -> ReadResult<TableId> {
         self.rows[table as usize] += 1;
         match self.ids[table as usize] {
             Some(id) => Ok(id),
-            None => self.declare(sink, table, cols),
+            None => self.declare(sink, table, &cols()),
         }
     }
 

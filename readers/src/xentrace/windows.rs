@@ -76,7 +76,7 @@ pub(super) fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<W
 pub(super) struct Rec {
     pub(super) ev: u32,
     pub(super) tsc: u64,
-    /// Words used of `words`.
+    /// Words used of `words` (the rest hold whatever followed).
     pub(super) n: usize,
     pub(super) words: [u32; 7],
     /// Size in the file.
@@ -147,10 +147,20 @@ impl Stream {
                         off = 12;
                     }
                     let mut words = [0u32; 7];
-                    for (i, wd) in words.iter_mut().enumerate().take(n) {
-                        *wd = u32::from_le_bytes(
-                            b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"),
-                        );
+                    if let Some(all) = b.get(off..off + 28) {
+                        // seven words whatever `n` (a fixed-size copy, where
+                        // a loop of `n` steps cost a branch per word); those
+                        // past `n` are the next record's bytes, and every
+                        // use of `words` stops at `n`
+                        for (wd, x) in words.iter_mut().zip(all.chunks_exact(4)) {
+                            *wd = u32::from_le_bytes(x.try_into().expect("4"));
+                        }
+                    } else {
+                        for (i, wd) in words.iter_mut().enumerate().take(n) {
+                            *wd = u32::from_le_bytes(
+                                b[off + 4 * i..off + 4 * i + 4].try_into().expect("4"),
+                            );
+                        }
                     }
                     self.pos += size;
                     return Ok(Some(Rec {
