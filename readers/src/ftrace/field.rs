@@ -345,14 +345,61 @@ fn uint_at<E: Order>(p: &[u8], off: usize, size: usize) -> Option<u64> {
     }
 }
 
+/// Texts up to this long are scanned by [`short_text`].
+const SHORT_TEXT: usize = 64;
+
+/// The length of `bytes` up to its first NUL, and whether those bytes are
+/// ASCII, in one pass of eight bytes at a time. Comm names (16 bytes) and
+/// trace_marker lines are this short, and `memchr`'s set-up per call
+/// outweighed its search: on the 2.77 M-event benchmark trace
+/// [`push_text`] took 322 M instructions with `memchr` and `is_ascii`,
+/// 250 M with this (of the reader's 2.88 G).
+#[inline]
+fn short_text(bytes: &[u8]) -> (usize, bool) {
+    const LOW: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut high = 0u64;
+    let mut chunks = bytes.chunks_exact(8);
+    for (i, c) in (&mut chunks).enumerate() {
+        let w = u64::from_le_bytes(c.try_into().expect("8"));
+        // the lowest set bit marks the first zero byte (higher ones may
+        // be false, from the borrow)
+        let zero = w.wrapping_sub(LOW) & !w & HIGH;
+        if zero != 0 {
+            let k = (zero.trailing_zeros() / 8) as usize;
+            let before = if k == 0 {
+                0
+            } else {
+                w & (u64::MAX >> (64 - 8 * k))
+            };
+            return (8 * i + k, (high | before) & HIGH == 0);
+        }
+        high |= w;
+    }
+    let at = bytes.len() - chunks.remainder().len();
+    let mut ascii = high & HIGH == 0;
+    for (k, &b) in chunks.remainder().iter().enumerate() {
+        if b == 0 {
+            return (at + k, ascii);
+        }
+        ascii &= b.is_ascii();
+    }
+    (bytes.len(), ascii)
+}
+
 /// Append the text in `bytes` up to its first NUL to column `c`; bytes that
 /// are not UTF-8 are replaced. Returns the bytes appended.
 #[inline]
 fn push_text(c: &mut Column, row: u32, bytes: &[u8]) -> usize {
-    let n = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+    let (n, ascii) = if bytes.len() <= SHORT_TEXT {
+        short_text(bytes)
+    } else {
+        let n = memchr::memchr(0, bytes).unwrap_or(bytes.len());
+        (n, bytes[..n].is_ascii())
+    };
     let b = &bytes[..n];
     // ASCII (comm names, nearly all text) needs no further check
-    if b.is_ascii() || std::str::from_utf8(b).is_ok() {
+    if ascii || std::str::from_utf8(b).is_ok() {
         if let ColumnData::Str(t) = &mut c.data {
             t.push(b);
             return b.len();
@@ -512,6 +559,20 @@ fn ints<E: Order>(c: &mut Column, row: u32, b: &[u8], elem: usize, signed: bool)
         _ => c.push_null(row),
     }
     n * elem
+}
+
+#[cfg(test)]
+mod short_text_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn agrees_with_memchr_and_is_ascii(bytes in proptest::collection::vec(prop_oneof![Just(0u8), 1u8..0x80, 0x80u8..=0xff, Just(b'a')], 0..=SHORT_TEXT)) {
+            let n = memchr::memchr(0, &bytes).unwrap_or(bytes.len());
+            prop_assert_eq!(short_text(&bytes), (n, bytes[..n].is_ascii()));
+        }
+    }
 }
 
 #[cfg(test)]
