@@ -53,35 +53,27 @@ impl DeltaInt for i64 {
     }
 }
 
-impl DeltaInt for u32 {
-    #[inline]
-    fn delta(self, prev: Self) -> i64 {
-        (self as i32).delta(prev as i32)
-    }
-    #[inline]
-    fn above(d: i64, min: i64) -> u64 {
-        i32::above(d, min)
-    }
-    #[inline]
-    fn wide(self) -> i64 {
-        (self as i32).wide()
-    }
+/// An unsigned type encodes as the signed one of its width: the same bits,
+/// wrapping the same way.
+macro_rules! delta_as_signed {
+    ($($u:ty => $s:ty),+) => {$(
+        impl DeltaInt for $u {
+            #[inline]
+            fn delta(self, prev: Self) -> i64 {
+                (self as $s).delta(prev as $s)
+            }
+            #[inline]
+            fn above(d: i64, min: i64) -> u64 {
+                <$s>::above(d, min)
+            }
+            #[inline]
+            fn wide(self) -> i64 {
+                (self as $s).wide()
+            }
+        }
+    )+};
 }
-
-impl DeltaInt for u64 {
-    #[inline]
-    fn delta(self, prev: Self) -> i64 {
-        (self as i64).delta(prev as i64)
-    }
-    #[inline]
-    fn above(d: i64, min: i64) -> u64 {
-        i64::above(d, min)
-    }
-    #[inline]
-    fn wide(self) -> i64 {
-        self as i64
-    }
-}
+delta_as_signed!(u32 => i32, u64 => i64);
 
 /// Append `values` DELTA_BINARY_PACKED.
 pub(crate) fn encode<T: DeltaInt>(out: &mut Vec<u8>, values: &[T]) {
