@@ -309,6 +309,61 @@ mod tests {
     }
 
     #[test]
+    fn batches_of_nulls_only_read_back_as_nulls_beside_batches_with_values() {
+        // a batch whose pid and `a` are null in every row is written as
+        // levels only; the next batch has values again
+        let dir = std::env::temp_dir().join(format!("cratrace-sink-nulls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = ParquetSink::new(&dir, 4, Codec::Lz4);
+        let t = sink.declare_table(&one_u64_column()).unwrap();
+        let rows: Vec<(Option<i32>, Option<u64>)> = (0..12)
+            .map(|i| {
+                if i < 8 {
+                    (None, None)
+                } else {
+                    (Some(i), Some(i as u64 * 3))
+                }
+            })
+            .collect();
+        for (i, (pid, a)) in rows.iter().enumerate() {
+            let head = RowHeader {
+                ts: i as i64,
+                cpu: 0,
+                pid: *pid,
+                instance: 0,
+            };
+            sink.write_row(t, &head, &[a.map_or(Value::Null, Value::U64)])
+                .unwrap();
+        }
+        let files = sink.finish().unwrap();
+        let f = File::open(&files[0].1).unwrap();
+        let r = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap();
+        let (mut pids, mut a) = (Vec::new(), Vec::new());
+        for b in r.map(|b| b.unwrap()) {
+            let p = b
+                .column(2)
+                .as_any()
+                .downcast_ref::<arrow_array::Int32Array>()
+                .unwrap();
+            pids.extend(p.iter());
+            let x = b
+                .column(4)
+                .as_any()
+                .downcast_ref::<arrow_array::UInt64Array>()
+                .unwrap();
+            a.extend(x.iter());
+        }
+        let want_pids: Vec<Option<i32>> = rows.iter().map(|r| r.0).collect();
+        let want_a: Vec<Option<u64>> = rows.iter().map(|r| r.1).collect();
+        assert_eq!(pids, want_pids);
+        assert_eq!(a, want_a);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn writes_typed_columns_in_batches() {
         let dir = std::env::temp_dir().join(format!("cratrace-sink-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
