@@ -193,6 +193,16 @@ fn min_max<T: IntValue>(v: &[T]) -> Option<(T, T)> {
     Some((lo, hi))
 }
 
+/// Append what `encode` writes, after its length as four little-endian
+/// bytes (how a V1 data page frames its repetition and definition levels).
+fn length_prefixed(out: &mut Vec<u8>, encode: impl FnOnce(&mut Vec<u8>)) {
+    let at = out.len();
+    out.extend_from_slice(&[0; 4]);
+    encode(out);
+    let len = (out.len() - at - 4) as u32;
+    out[at..at + 4].copy_from_slice(&len.to_le_bytes());
+}
+
 /// Append `v` PLAIN: each value's stored bits, little-endian, 4 or 8
 /// bytes.
 fn plain_ints<T: IntValue>(out: &mut Vec<u8>, v: &[T]) {
@@ -361,12 +371,8 @@ impl ColumnWriter {
 
     /// Definition levels of `rows` nulls: one run.
     fn null_levels(&mut self, rows: usize) {
-        let at = self.page.len();
-        self.page.extend_from_slice(&[0; 4]);
-        hybrid::encode_run(&mut self.page, rows, 0, 1);
+        length_prefixed(&mut self.page, |p| hybrid::encode_run(p, rows, 0, 1));
         self.chunk.uses(Encoding::RLE);
-        let len = (self.page.len() - at - 4) as u32;
-        self.page[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
 
     /// Definition levels of a flat column (none for a required one).
@@ -374,21 +380,18 @@ impl ColumnWriter {
         if self.descr.max_def_level() == 0 {
             return;
         }
-        let at = self.page.len();
-        self.page.extend_from_slice(&[0; 4]);
         if nulls.is_empty() {
-            hybrid::encode_run(&mut self.page, rows, 1, 1);
+            length_prefixed(&mut self.page, |p| hybrid::encode_run(p, rows, 1, 1));
         } else {
             self.levels.clear();
             self.levels.resize(rows, 1);
             for &r in nulls {
                 self.levels[r] = 0;
             }
-            hybrid::encode(&mut self.page, &self.levels, 1);
+            let levels = &self.levels;
+            length_prefixed(&mut self.page, |p| hybrid::encode(p, levels, 1));
         }
         self.chunk.uses(Encoding::RLE);
-        let len = (self.page.len() - at - 4) as u32;
-        self.page[at..at + 4].copy_from_slice(&len.to_le_bytes());
     }
 
     /// Repetition and definition levels of a list column (an optional list
@@ -414,11 +417,7 @@ impl ColumnWriter {
             }
         }
         for (levels, width) in [(&self.reps, 1u8), (&self.levels, 2u8)] {
-            let at = self.page.len();
-            self.page.extend_from_slice(&[0; 4]);
-            hybrid::encode(&mut self.page, levels, width);
-            let len = (self.page.len() - at - 4) as u32;
-            self.page[at..at + 4].copy_from_slice(&len.to_le_bytes());
+            length_prefixed(&mut self.page, |p| hybrid::encode(p, levels, width));
         }
         self.chunk.uses(Encoding::RLE);
         self.levels.len()
