@@ -85,20 +85,20 @@ def count_events(dat: Path) -> int:
     return n
 
 
-def trace_of(seconds: float, name: str, at_least: int, again: bool) -> Path:
-    """The benchmark trace `name`: the one recorded before unless `again`;
-    recorded (longer, as often as needed) until it holds `at_least`
-    events. How many events a second of the workload makes depends on the
-    machine's speed at the time (0.9 M to 2.9 M in 3.5 s seen here), and
-    runs compare only on the same file."""
+def trace_of(seconds: float, name: str, at_least: int, again: bool) -> tuple[Path, int]:
+    """The benchmark trace `name` and its event count: the one recorded
+    before unless `again`; recorded (longer, as often as needed) until it
+    holds `at_least` events. How many events a second of the workload
+    makes depends on the machine's speed at the time (0.9 M to 2.9 M in
+    3.5 s seen here), and runs compare only on the same file."""
     dat = OUT / f"{name}.dat"
-    if dat.exists() and not again and count_events(dat) >= at_least:
-        return dat
+    if dat.exists() and not again and (n := count_events(dat)) >= at_least:
+        return dat, n
     for _ in range(4):
         dat = record(seconds, name)
         n = count_events(dat)
         if n >= at_least:
-            return dat
+            return dat, n
         seconds *= 1.2 * at_least / max(n, 1)
     raise SystemExit(f"{name}: {n:,} events, fewer than the {at_least:,} needed, after four recordings")
 
@@ -146,8 +146,8 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     compile_cratrace()
-    one = trace_of(args.seconds, "bench1x", 2_000_000, args.record)
-    four = trace_of(4 * args.seconds, "bench4x", 4 * count_events(one), args.record)
+    one, n_one = trace_of(args.seconds, "bench1x", 2_000_000, args.record)
+    four, _ = trace_of(4 * args.seconds, "bench4x", 4 * n_one, args.record)
     r1, r4 = bench_file(one, args.runs), bench_file(four, args.runs)
     result = {"runs": args.runs, "1x": r1, "4x": r4, "rss_growth_4x": r4["import_peak_rss_mib"] / max(r1["import_peak_rss_mib"], 1)}
     if args.json:
