@@ -137,3 +137,24 @@ def test_existing_capture_is_kept_without_force_and_replaced_with_it(fixtures_di
     bad.write_bytes(b"\x17\x08\x44tracing6\0\0\x08")
     _one_line_error(cratrace("import", bad, "-o", out, "--force"))
     assert "bprint" in json.loads((out / "capture.json").read_text())["events"]
+
+
+@pytest.mark.parametrize("name", ["trappy_raw.v7.dat", "lisa_sched_load.v7zstd.dat"])
+def test_v7_file_cut_in_its_data_says_what_is_missing(name, fixtures_dir, tmp_path):
+    # trace-cmd writes the options section that says where each CPU's data
+    # lies (BUFFER) after the data, so a cut there leaves nothing to place
+    # events by (trace-cmd report prints nothing for such a file)
+    f = tmp_path / "cut.dat"
+    f.write_bytes((fixtures_dir / name).read_bytes()[:-3000])  # the sections after the data are < 1 kB
+    (line,) = _one_line_error(cratrace("import", f, "-o", tmp_path / "cap"))
+    assert "cut.dat: at byte" in line and "file is truncated" in line and "ring-buffer data" in line and "ERR:truncated" in line
+    assert not (tmp_path / "cap").exists()
+
+
+def test_v7_file_cut_before_its_data_is_refused(fixtures_dir, tmp_path):
+    # cut inside the metadata: nothing says where the data is
+    f = tmp_path / "cut.dat"
+    f.write_bytes((fixtures_dir / "trappy_raw.v7.dat").read_bytes()[:400_000])
+    (line,) = _one_line_error(cratrace("import", f, "-o", tmp_path / "cap"))
+    assert "cut.dat: at byte" in line and "past the end of the file" in line
+    assert not (tmp_path / "cap").exists()

@@ -870,7 +870,24 @@ fn read_v7(file: &File, meta: &mut TraceDatMeta, parts: &mut Parts, first: u64) 
                 "options sections form a loop",
             ));
         }
-        let (id, body, base) = section_body(file, meta, at)?;
+        let (id, body, base) = match section_body(file, meta, at) {
+            Ok(section) => section,
+            // trace-cmd writes the options section that locates each CPU's
+            // ring-buffer data (BUFFER) after that data: a file cut in the
+            // data has lost it, and nothing else says which bytes are whose
+            Err(ReadError::Corrupt { tag: "past-eof", .. }) if at != first => {
+                return Err(ReadError::corrupt(
+                    &path,
+                    at,
+                    "truncated",
+                    format!(
+                        "file is truncated ({} bytes): the options section here, written after the ring-buffer data to say where it lies, is missing",
+                        meta.file_size
+                    ),
+                ))
+            }
+            Err(e) => return Err(e),
+        };
         if id != opt::DONE {
             return Err(ReadError::corrupt(
                 &path,
