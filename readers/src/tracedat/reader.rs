@@ -254,8 +254,34 @@ fn summary_path(s: &TraceDatSummary) -> &str {
 }
 
 impl Stream {
-    /// Move to the next record; false at the end of the stream.
+    /// Move to the next record; false at the end of the stream. The common
+    /// case, another record on the current page, is inlined into the merge
+    /// loop; the rest (a page's end, a bad record, the next page) is not.
+    #[inline(always)]
     fn advance(
+        &mut self,
+        file: &mut TraceFile,
+        long: usize,
+        data_start: usize,
+        endian: Endian,
+        summary: &mut TraceDatSummary,
+        inst: &str,
+    ) -> ReadResult<bool> {
+        if let Some(c) = &mut self.cursor {
+            // an error leaves the cursor where it was: the slow path meets
+            // it again and reports it
+            if let Ok(Some(r)) = c.next_record(self.source.page()) {
+                self.cur = Some(r);
+                return Ok(true);
+            }
+        }
+        self.advance_page(file, long, data_start, endian, summary, inst)
+    }
+
+    /// [`Stream::advance`] past the current page's end.
+    #[cold]
+    #[inline(never)]
+    fn advance_page(
         &mut self,
         file: &mut TraceFile,
         long: usize,
