@@ -253,6 +253,16 @@ fn summary_path(s: &TraceDatSummary) -> &str {
     &s.path
 }
 
+/// What every page's header decoding needs to know of the file.
+#[derive(Clone, Copy)]
+struct PageLayout {
+    endian: Endian,
+    /// The kernel's long size.
+    long: usize,
+    /// Where a page's records start (header_page).
+    data_start: usize,
+}
+
 impl Stream {
     /// Move to the next record; false at the end of the stream. The common
     /// case, another record on the current page, is inlined into the merge
@@ -261,9 +271,7 @@ impl Stream {
     fn advance(
         &mut self,
         file: &mut TraceFile,
-        long: usize,
-        data_start: usize,
-        endian: Endian,
+        layout: PageLayout,
         summary: &mut TraceDatSummary,
         inst: &str,
     ) -> ReadResult<bool> {
@@ -275,7 +283,7 @@ impl Stream {
                 return Ok(true);
             }
         }
-        self.advance_page(file, long, data_start, endian, summary, inst)
+        self.advance_page(file, layout, summary, inst)
     }
 
     /// [`Stream::advance`] past the current page's end.
@@ -284,9 +292,7 @@ impl Stream {
     fn advance_page(
         &mut self,
         file: &mut TraceFile,
-        long: usize,
-        data_start: usize,
-        endian: Endian,
+        layout: PageLayout,
         summary: &mut TraceDatSummary,
         inst: &str,
     ) -> ReadResult<bool> {
@@ -315,7 +321,12 @@ impl Stream {
                 return Ok(false);
             }
             self.pages += 1;
-            match PageCursor::new(self.source.page(), endian, long, data_start) {
+            match PageCursor::new(
+                self.source.page(),
+                layout.endian,
+                layout.long,
+                layout.data_start,
+            ) {
                 Ok(c) => {
                     self.good_pages += 1;
                     match c.missed {
@@ -426,9 +437,13 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
             });
         }
     }
-    let long = meta.kernel_long_size;
-    let data_start = meta.header_page.data_offset;
     let endian = meta.endian;
+    let long = meta.kernel_long_size;
+    let layout = PageLayout {
+        endian,
+        long,
+        data_start: meta.header_page.data_offset,
+    };
     // The sorter: the stream with the earliest head record ("current")
     // emits records while its head stays ahead of every other stream's,
     // whose heads wait in a min-heap keyed by (raw timestamp, stream
@@ -437,14 +452,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     // the lower stream index.
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::with_capacity(streams.len());
     for (i, st) in streams.iter_mut().enumerate() {
-        if st.advance(
-            &mut file,
-            long,
-            data_start,
-            endian,
-            &mut s,
-            &names[st.instance as usize],
-        )? {
+        if st.advance(&mut file, layout, &mut s, &names[st.instance as usize])? {
             heap.push(Reverse((st.cur.map_or(0, |r| r.ts), i)));
         }
     }
@@ -549,7 +557,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         }
         let st = &mut streams[i];
         let inst = &names[st.instance as usize];
-        current = if st.advance(&mut file, long, data_start, endian, &mut s, inst)? {
+        current = if st.advance(&mut file, layout, &mut s, inst)? {
             let key = (st.cur.map_or(0, |r| r.ts), i);
             match heap.peek() {
                 Some(&Reverse(other)) if other < key => {
