@@ -66,6 +66,9 @@ def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str 
     for _ in range(runs):
         shutil.rmtree(cap, ignore_errors=True)
         cli.append(timed([sys.executable, "-m", "cratrace", "import", str(path), "-o", str(cap), "-q", *extra]))
+        # into a new directory too: replacing the command's capture (--force)
+        # would time deleting it as well
+        shutil.rmtree(cap, ignore_errors=True)
         out = subprocess.run([sys.executable, "-c", API, str(path), str(cap), cpu_hz or ""], check=True, capture_output=True, text=True).stdout.split()
         api.append(float(out[0]))
         n = int(out[1])
