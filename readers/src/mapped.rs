@@ -72,6 +72,24 @@ impl MappedRange {
         }
     }
 
+    /// Let the pages of `from..to` go from this process: a later read of
+    /// them faults them back in from the page cache (for readers whose
+    /// streams mostly, but not always, move forward).
+    pub fn release(&mut self, from: usize, to: usize) {
+        let Store::Mapped(m) = &self.bytes else {
+            return;
+        };
+        let to = to.min(m.len());
+        if from >= to {
+            return;
+        }
+        // SAFETY: as in `release_before`: DONTNEED on a read-only file
+        // mapping only unmaps pages, which a later access faults back in.
+        let _ = unsafe {
+            m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
+        };
+    }
+
     /// Nothing before `offset` will be looked at again: let its pages go
     /// from this process (in steps of [`RELEASE_STEP`]).
     pub fn release_before(&mut self, offset: usize) {
@@ -117,6 +135,9 @@ mod tests {
         assert_eq!(r.bytes(), &data[12_345..]);
         r.release_before(20 << 20);
         // released pages come back from the page cache with the same bytes
+        assert_eq!(r.bytes(), &data[12_345..]);
+        // and so do pages let go again after being read back
+        r.release(4096, 30 << 20);
         assert_eq!(r.bytes(), &data[12_345..]);
         std::fs::remove_file(&dir).unwrap();
     }

@@ -5,8 +5,8 @@
 //! words. xentrace writes per-pCPU *windows*: a `TRC_TRACE_CPU_CHANGE`
 //! record (cpu, byte count) followed by that many bytes of the pCPU's
 //! records. The **tokenizer** indexes the windows; the **sorter** walks
-//! every pCPU's windows in file order (all read where they lie in a
-//! mapping of the file) and
+//! every pCPU's windows in file order (a read buffer per pCPU holding its
+//! current window, often its next ones too) and
 //! merges the pCPUs by TSC with a heap, ties by pCPU number; a record
 //! without a TSC inherits the last TSC of its pCPU. The **parser** decodes
 //! scheduler, HVM and power-management records into typed tables and
@@ -24,7 +24,6 @@ pub use names::{
 
 use crate::error::{ReadError, ReadResult};
 use crate::input::open_nonempty;
-use crate::mapped::MappedRange;
 use crate::sink::{ColumnType, EventSink, RowHeader};
 use names::{class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS};
 use std::cmp::Reverse;
@@ -87,8 +86,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             what: format!("cpu frequency {cpu_hz} Hz; pass the host's (e.g. --cpu-hz 2.4e9)"),
         });
     }
-    let mut map = MappedRange::new(&file, path, 0, size as usize)?;
-    let (windows, truncated) = tokenize(path, map.bytes())?;
+    let (windows, truncated) = tokenize(path, &file, size)?;
     let mut s = XenSummary {
         truncated_bytes: truncated,
         ..Default::default()
@@ -115,7 +113,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
         .collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {
-        st.head = st.next(map.bytes(), path, &mut s);
+        st.head = st.next(&file, path, &mut s)?;
         if let Some(r) = &st.head {
             heap.push(Reverse((r.tsc, st.cpu, i)));
         }
@@ -368,14 +366,10 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
         tsc_lo = tsc_lo.min(r.tsc);
         tsc_hi = tsc_hi.max(r.tsc);
         done += r.bytes;
-        if done % (1 << 20) < r.bytes {
-            if !progress(done, size) {
-                return Err(ReadError::Interrupted);
-            }
-            let read_to = streams.iter().map(|st| st.position(size as usize)).min();
-            map.release_before(read_to.unwrap_or(0));
+        if done % (1 << 20) < r.bytes && !progress(done, size) {
+            return Err(ReadError::Interrupted);
         }
-        current = match streams[i].next(map.bytes(), path, &mut s) {
+        current = match streams[i].next(&file, path, &mut s)? {
             Some(next) => {
                 let key = (next.tsc, cpu, i);
                 match heap.peek() {

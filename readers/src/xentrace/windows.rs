@@ -1,15 +1,11 @@
 //! The tokenizer and the per-pCPU streams: where each pCPU's windows sit
 //! in the file, and the records of one pCPU in file order.
-//!
-//! Both read the file's bytes where they lie in a mapping of the whole
-//! file (see [`crate::mapped`]). Read with `pread`, the generated benchmark
-//! file (108 MB) was copied out of the page cache twice, by the tokenizer
-//! and by the streams' read buffers, and the kernel's copy was 6% of the
-//! import's samples.
 
 use super::names::CPU_CHANGE;
 use super::XenSummary;
 use crate::error::{ReadError, ReadResult};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 pub(super) struct Window {
@@ -18,14 +14,29 @@ pub(super) struct Window {
     pub(super) len: u64,
 }
 
-/// Index the per-pCPU windows (cpu, start, length) of the file `bytes`
-/// and the bytes the last one is missing.
-pub(super) fn tokenize(path: &Path, bytes: &[u8]) -> ReadResult<(Vec<Window>, u64)> {
-    let size = bytes.len() as u64;
+/// Bytes the tokenizer reads at a time.
+const TOKENIZE_CHUNK: u64 = 1 << 20;
+
+/// Index the per-pCPU windows (cpu, start, length) and the bytes the last
+/// one is missing. The headers are read from 1 MiB chunks of the file: a
+/// `pread` of each 12-byte header cost a system call per window (100 k on
+/// the benchmark's generated file, whose windows are a kilobyte), more than
+/// reading the whole file once.
+pub(super) fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64)> {
     let mut windows = Vec::new();
     let mut pos = 0u64;
+    // zeroed by calloc, never again: read_exact_at fills what is used
+    let mut chunk = vec![0u8; TOKENIZE_CHUNK.min(size) as usize];
+    let (mut chunk_at, mut chunk_len) = (0u64, 0usize);
     while pos + 12 <= size {
-        let head = &bytes[pos as usize..pos as usize + 12];
+        if pos < chunk_at || pos + 12 > chunk_at + chunk_len as u64 {
+            chunk_len = TOKENIZE_CHUNK.min(size - pos) as usize;
+            file.read_exact_at(&mut chunk[..chunk_len], pos)
+                .map_err(|e| ReadError::io(path, e))?;
+            chunk_at = pos;
+        }
+        let at = (pos - chunk_at) as usize;
+        let head = &chunk[at..at + 12];
         let w = u32::from_le_bytes(head[0..4].try_into().expect("4"));
         if w & 0x0fff_ffff != CPU_CHANGE || (w >> 28) & 7 != 2 || w >> 31 != 0 {
             return Err(ReadError::corrupt(
@@ -76,13 +87,22 @@ pub(super) struct Stream {
     pub(super) cpu: u32,
     windows: Vec<(u64, u64)>,
     next_window: usize,
-    /// The current window is the file's `pos..win_end`.
+    /// File bytes from `buf_start`: the current window and often the next
+    /// ones of this pCPU (see `fill`).
+    buf: Vec<u8>,
+    /// The bytes of `buf` read (the rest is left from larger reads).
+    buf_len: usize,
+    buf_start: u64,
+    /// The current window is `buf[pos..win_end]`.
     pos: usize,
     win_end: usize,
     last_tsc: u64,
     /// The head record while another stream leads the merge.
     pub(super) head: Option<Rec>,
 }
+
+/// Most bytes one read brings in for a stream.
+const READ_AHEAD: u64 = 1 << 20;
 
 impl Stream {
     /// The stream of one pCPU's windows, as (start, length) in file order.
@@ -91,20 +111,13 @@ impl Stream {
             cpu,
             windows,
             next_window: 0,
+            buf: Vec::new(),
+            buf_len: 0,
+            buf_start: 0,
             pos: 0,
             win_end: 0,
             last_tsc: 0,
             head: None,
-        }
-    }
-
-    /// Where in the file this stream reads now (the file's size at its
-    /// end): nothing before the least of the streams' is read again.
-    pub(super) fn position(&self, size: usize) -> usize {
-        if self.pos < self.win_end || self.next_window < self.windows.len() {
-            self.pos.min(self.win_end)
-        } else {
-            size
         }
     }
 
@@ -114,10 +127,15 @@ impl Stream {
     /// was stored field by field and reloaded whole, and the stalled reload
     /// was a seventh of the reader's time.
     #[inline(always)]
-    pub(super) fn next(&mut self, bytes: &[u8], path: &Path, s: &mut XenSummary) -> Option<Rec> {
+    pub(super) fn next(
+        &mut self,
+        file: &File,
+        path: &Path,
+        s: &mut XenSummary,
+    ) -> ReadResult<Option<Rec>> {
         loop {
             if self.pos + 4 <= self.win_end {
-                let b = &bytes[self.pos..self.win_end];
+                let b = &self.buf[self.pos..self.win_end];
                 let w = u32::from_le_bytes(b[0..4].try_into().expect("4"));
                 let n = ((w >> 28) & 7) as usize;
                 let has_tsc = w >> 31 == 1;
@@ -145,17 +163,17 @@ impl Stream {
                         }
                     }
                     self.pos += size;
-                    return Some(Rec {
+                    return Ok(Some(Rec {
                         ev: w & 0x0fff_ffff,
                         tsc: self.last_tsc,
                         n,
                         words,
                         bytes: size as u64,
-                    });
+                    }));
                 }
             }
-            if !self.next_window(path, s) {
-                return None;
+            if !self.next_window(file, path, s)? {
+                return Ok(None);
             }
         }
     }
@@ -164,7 +182,7 @@ impl Stream {
     /// the current one); false when there is none.
     #[cold]
     #[inline(never)]
-    fn next_window(&mut self, path: &Path, s: &mut XenSummary) -> bool {
+    fn next_window(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<bool> {
         if self.pos + 4 <= self.win_end {
             s.warnings.push(format!(
                 "{}: cpu {}: a record is cut at the end of its window; rest of window skipped",
@@ -174,11 +192,44 @@ impl Stream {
         }
         let Some(&(start, len)) = self.windows.get(self.next_window) else {
             self.pos = self.win_end;
-            return false;
+            return Ok(false);
         };
+        if start < self.buf_start || start + len > self.buf_start + self.buf_len as u64 {
+            self.fill(file, path)?;
+        }
         self.next_window += 1;
-        self.pos = start as usize;
-        self.win_end = (start + len) as usize;
-        true
+        self.pos = (start - self.buf_start) as usize;
+        self.win_end = self.pos + len as usize;
+        Ok(true)
+    }
+
+    /// Read the next window, with as many of this pCPU's following windows
+    /// as fit in [`READ_AHEAD`] bytes while at least a quarter of the bytes
+    /// read are this pCPU's. Windows can be a kilobyte (the generated
+    /// benchmark file's are): one `pread` each put the kernel's read path
+    /// at a few percent of the import, and with few pCPUs the windows
+    /// between this pCPU's are cheap to read past.
+    fn fill(&mut self, file: &File, path: &Path) -> ReadResult<()> {
+        let (start, len) = self.windows[self.next_window];
+        let (mut end, mut own) = (start + len, len);
+        for &(s2, l2) in &self.windows[self.next_window + 1..] {
+            let span = s2 + l2 - start;
+            if span > READ_AHEAD || 4 * (own + l2) < span {
+                break;
+            }
+            end = s2 + l2;
+            own += l2;
+        }
+        let n = (end - start) as usize;
+        if n > self.buf.len() {
+            // a fresh zeroed block (calloc: no memset, no copy of the old
+            // bytes as growing in place would do), kept for later windows
+            self.buf = vec![0u8; n.next_power_of_two().min(READ_AHEAD as usize).max(n)];
+        }
+        self.buf_len = n;
+        file.read_exact_at(&mut self.buf[..n], start)
+            .map_err(|e| ReadError::io(path, e))?;
+        self.buf_start = start;
+        Ok(())
     }
 }
