@@ -39,20 +39,25 @@ fn parquet_codec(path: std::path::PathBuf) -> PyResult<Option<&'static str>> {
 #[pyfunction]
 fn file_blake3(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
     py.detach(|| {
-        let f = std::fs::File::open(&path).map_err(|e| ReadError::io(&path, e))?;
+        let mut f = std::fs::File::open(&path).map_err(|e| ReadError::io(&path, e))?;
         let len = f.metadata().map_err(|e| ReadError::io(&path, e))?.len();
         // 64-bit hosts only (a file's length fits a usize)
         let len = len as usize;
-        let mut map = MappedRange::new(&f, &path, 0, len)?;
         let mut h = blake3::Hasher::new();
-        // 2 MiB at a time, each let go once hashed: the file's pages
-        // would otherwise count in the import's peak memory
-        let mut at = 0;
-        while at < len {
-            let end = (at + (2 << 20)).min(len);
-            h.update(&map.bytes()[at..end]);
-            map.release(at, end);
-            at = end;
+        if let Some(mut map) = MappedRange::map(&f, 0, len) {
+            // 2 MiB at a time, each let go once hashed: the file's pages
+            // would otherwise count in the import's peak memory
+            let mut at = 0;
+            while at < len {
+                let end = (at + (2 << 20)).min(len);
+                h.update(&map.bytes()[at..end]);
+                map.release(at, end);
+                at = end;
+            }
+        } else {
+            // a file system that cannot map: streamed, never whole in memory
+            h.update_reader(&mut f)
+                .map_err(|e| ReadError::io(&path, e))?;
         }
         Ok(h.finalize().to_hex().to_string())
     })

@@ -38,29 +38,37 @@ impl MappedRange {
     /// Map (or, failing that, read) `len` bytes of `f` at `offset`; the
     /// caller has checked that they lie within the file.
     pub fn new(f: &File, path: &Path, offset: u64, len: usize) -> ReadResult<Self> {
+        if let Some(m) = Self::map(f, offset, len) {
+            return Ok(m);
+        }
+        let mut v = vec![0u8; len];
+        f.read_exact_at(&mut v, offset)
+            .map_err(|e| ReadError::io(path, e))?;
+        Ok(MappedRange {
+            bytes: Store::Read(v),
+            released: 0,
+        })
+    }
+
+    /// Map `len` bytes of `f` at `offset`, or `None` where the file system
+    /// cannot (for a caller that would rather stream the bytes than read
+    /// them all into memory); an empty range is empty bytes.
+    pub fn map(f: &File, offset: u64, len: usize) -> Option<Self> {
         if len == 0 {
-            return Ok(MappedRange {
+            return Some(MappedRange {
                 bytes: Store::Read(Vec::new()),
                 released: 0,
             });
         }
         // SAFETY: the map is read-only and private to this reader; the one
         // hazard, the file being truncated meanwhile, is SIGBUS (module doc).
-        let mapped = unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map(f) };
-        let bytes = match mapped {
-            Ok(m) => {
-                // advice only: a kernel that ignores it reads the same bytes
-                let _ = m.advise(memmap2::Advice::Sequential);
-                Store::Mapped(m)
-            }
-            Err(_) => {
-                let mut v = vec![0u8; len];
-                f.read_exact_at(&mut v, offset)
-                    .map_err(|e| ReadError::io(path, e))?;
-                Store::Read(v)
-            }
-        };
-        Ok(MappedRange { bytes, released: 0 })
+        let m = unsafe { memmap2::MmapOptions::new().offset(offset).len(len).map(f) }.ok()?;
+        // advice only: a kernel that ignores it reads the same bytes
+        let _ = m.advise(memmap2::Advice::Sequential);
+        Some(MappedRange {
+            bytes: Store::Mapped(m),
+            released: 0,
+        })
     }
 
     /// The bytes.
@@ -83,8 +91,10 @@ impl MappedRange {
         if from >= to {
             return;
         }
-        // SAFETY: as in `release_before`: DONTNEED on a read-only file
-        // mapping only unmaps pages, which a later access faults back in.
+        // SAFETY: DONTNEED on a read-only file mapping only unmaps pages;
+        // a later access would fault them back in from the page cache.
+        // memmap2 rounds the start down to a page, which at worst drops a
+        // page still in use, to the same effect.
         let _ = unsafe {
             m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, from, to - from)
         };
@@ -93,24 +103,11 @@ impl MappedRange {
     /// Nothing before `offset` will be looked at again: let its pages go
     /// from this process (in steps of [`RELEASE_STEP`]).
     pub fn release_before(&mut self, offset: usize) {
-        let Store::Mapped(m) = &self.bytes else {
-            return;
-        };
-        let offset = offset.min(m.len());
+        let offset = offset.min(self.bytes().len());
         if offset < self.released + RELEASE_STEP {
             return;
         }
-        // SAFETY: DONTNEED on a read-only file mapping only unmaps pages;
-        // a later access would fault them back in from the page cache.
-        // memmap2 rounds the start down to a page, which at worst drops a
-        // page still in use, to the same effect.
-        let _ = unsafe {
-            m.unchecked_advise_range(
-                memmap2::UncheckedAdvice::DontNeed,
-                self.released,
-                offset - self.released,
-            )
-        };
+        self.release(self.released, offset);
         self.released = offset;
     }
 }
