@@ -112,7 +112,12 @@ impl PageCursor {
     }
 
     /// The next data record, skipping padding and time records.
-    #[inline]
+    ///
+    /// Always inlined: called out of line, its 32-byte result went back
+    /// through memory and the merge loop's wide reload of it waited on the
+    /// callee's narrower stores (a seventh of a one-core import's samples
+    /// on that one load; the command 7.6% faster inlined).
+    #[inline(always)]
     pub fn next_record(&mut self, page: &[u8]) -> Result<Option<Record>, PageError> {
         loop {
             if self.pos >= self.end {
