@@ -58,7 +58,7 @@ def info_cmd(
         for s in summary["sources"]:
             algorithm = next((a for a in ("sha256", "blake3") if s.get(a)), None)
             checksum = f", {algorithm} {s[algorithm][:12]}…" if algorithm else ""
-            console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes{checksum})", highlight=False)
+            console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes{checksum})", highlight=False, soft_wrap=True)
         from rich.table import Table
 
         t = Table("event", "rows", box=None, pad_edge=False)
@@ -68,11 +68,11 @@ def info_cmd(
         color = "red" if lost else "green"
         console.print(f"lost events: [{color}]{lost:,}[/]")
         for d in summary["dropped_fields"]:
-            console.print(f"[yellow]dropped field[/] {d['event']}.{d['field']} ({d['type']}): {d['reason']}", highlight=False)
+            console.print(f"[yellow]dropped field[/] {d['event']}.{d['field']} ({d['type']}): {d['reason']}", highlight=False, soft_wrap=True)
         if summary["model_tables"]:
             console.print("model: " + ", ".join(summary["model_tables"]))
         for w in summary["warnings"]:
-            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
     if lost or summary["damaged"]:
         raise typer.Exit(1)
 

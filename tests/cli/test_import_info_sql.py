@@ -74,3 +74,18 @@ def test_help_teaches_the_pipeline():
     assert p.returncode == 0
     for word in ("import", "info", "sql"):
         assert word in p.stdout
+
+
+def test_info_keeps_each_source_on_one_line_when_piped(tmp_path):
+    # piped output is 80 columns wide to Rich; a long path must not split
+    # the source line (a script greps it for the path and the checksum)
+    sample = Path(__file__).resolve().parents[2] / "sample-traces" / "kvm-io-billing.dat"
+    deep = tmp_path / ("a-directory-name-long-enough-to-push-the-line-past-80-columns" * 2)
+    deep.mkdir()
+    src = deep / "trace.dat"
+    src.write_bytes(sample.read_bytes())
+    out = tmp_path / "cap"
+    cratrace("import", src, "-o", out, "-q", check=True)
+    lines = cratrace("info", out, check=True).stdout.splitlines()
+    line = next(x for x in lines if x.startswith("source"))
+    assert str(src) in line and "blake3" in line and line.rstrip().endswith("…)")
