@@ -42,7 +42,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, .. ProptestConfig::default() })]
 
     #[test]
-    fn xentrace_never_panics(records in proptest::collection::vec((any::<u32>(), proptest::collection::vec(any::<u32>(), 0..8), proptest::option::of(any::<u64>())), 0..40), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6)) {
+    // ids: any, or a scheduler-class event (typed layouts of 0-6 words)
+    fn xentrace_never_panics(records in proptest::collection::vec((prop_oneof![any::<u32>(), (0u32..8, 0u32..32).prop_map(|(s, e)| 0x22000 | s << 9 | e)], proptest::collection::vec(any::<u32>(), 0..8), proptest::option::of(any::<u64>())), 0..40), flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6)) {
         let mut f = xen_file(&records);
         for (at, b) in flips { if !f.is_empty() { let n = f.len(); f[at % n] = b; } }
         let p = tmp("x.bin", &f);

@@ -13,6 +13,7 @@
 //! everything else into `xen_record` (id, words): nothing is dropped.
 
 mod names;
+mod sched_class;
 mod tables;
 mod tsc;
 mod windows;
@@ -26,6 +27,7 @@ use crate::error::{ReadError, ReadResult};
 use crate::input::open_nonempty;
 use crate::sink::{ColumnType, EventSink, RowHeader};
 use names::{class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS};
+use sched_class::SCHED_EVENTS;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::path::Path;
@@ -338,8 +340,30 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 })?;
                 row!(tid; int(r.tsc), int(op as u64), name(hypercall_name(op)));
             }
+            ev if ev & 0xffff_f000 == 0x0002_2000
+                && sched_class::lookup(ev).is_some_and(|k| r.n >= SCHED_EVENTS[k].words) =>
+            {
+                // a scheduler's own record whose layout is known: its table
+                let k = sched_class::lookup(ev).expect("matched above");
+                let tid = t.sched(sink, k)?;
+                let b = sink.batch(tid);
+                let at = b.push_header(&head);
+                let mut cols = b.columns.iter_mut();
+                cols.next()
+                    .expect("the tsc column")
+                    .push_int_bits(at, r.tsc);
+                for (c, f) in cols.zip(SCHED_EVENTS[k].fields) {
+                    match f.value(&w[..r.n]) {
+                        Some(v) => c.push_int_bits(at, v),
+                        None => c.push_null(at),
+                    }
+                }
+                sink.row_done(tid)
+                    .map_err(|what| ReadError::Sink { what })?;
+            }
             ev if ev & 0xffff_f000 == 0x0002_2000 => {
-                // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
+                // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits
+                // 0-8; an event without a known layout, or cut short
                 let tid = t.get(sink, Table::SchedClass, || {
                     vec![
                         ("scheduler", Enum(&SCHEDULERS)),
@@ -392,11 +416,8 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             *s.volume.entry((st.cpu, (*class).into())).or_default() += bytes;
         }
     }
-    s.rows.extend(
-        t.declared
-            .iter()
-            .map(|&table| (table.name().to_string(), t.rows[table as usize])),
-    );
+    s.rows
+        .extend(t.rows_by_name().map(|(name, n)| (name.to_string(), n)));
     if tsc_lo <= tsc_hi {
         s.tsc_range = Some((tsc_lo, tsc_hi));
     }

@@ -1,5 +1,6 @@
 //! The tables xentrace records decode into.
 
+use super::sched_class::SCHED_EVENTS;
 use crate::error::{ReadError, ReadResult};
 use crate::sink::{ColumnSpec, ColumnType, EventSink, TableId, TableSpec};
 
@@ -81,11 +82,26 @@ impl Table {
 
 /// The tables declared so far (in declaration order) and the rows each
 /// was given: every decode arm asks for its table once and writes one row.
-#[derive(Default)]
+/// Scheduler-class tables are indexed by their layout in
+/// [`SCHED_EVENTS`].
 pub(super) struct Tables {
     ids: [Option<TableId>; TABLES],
     pub(super) rows: [u64; TABLES],
     pub(super) declared: Vec<Table>,
+    sched_ids: Vec<Option<TableId>>,
+    pub(super) sched_rows: Vec<u64>,
+}
+
+impl Default for Tables {
+    fn default() -> Self {
+        Tables {
+            ids: [None; TABLES],
+            rows: [0; TABLES],
+            declared: Vec::new(),
+            sched_ids: vec![None; SCHED_EVENTS.len()],
+            sched_rows: vec![0; SCHED_EVENTS.len()],
+        }
+    }
 }
 
 impl Tables {
@@ -116,17 +132,64 @@ impl Tables {
         table: Table,
         cols: &[(&str, ColumnType)],
     ) -> ReadResult<TableId> {
-        let mut columns = vec![col("tsc", ColumnType::U64)];
-        columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
-        let id = sink
-            .declare_table(&TableSpec {
-                name: table.name().into(),
-                system: "xen".into(),
-                columns,
-            })
-            .map_err(|what| ReadError::Sink { what })?;
+        let id = declare(sink, table.name(), cols)?;
         self.ids[table as usize] = Some(id);
         self.declared.push(table);
         Ok(id)
     }
+
+    /// The id of the table of scheduler-class layout `k`, declared the
+    /// first time.
+    #[inline]
+    pub(super) fn sched<S: EventSink + ?Sized>(
+        &mut self,
+        sink: &mut S,
+        k: usize,
+    ) -> ReadResult<TableId> {
+        self.sched_rows[k] += 1;
+        match self.sched_ids[k] {
+            Some(id) => Ok(id),
+            None => {
+                let e = &SCHED_EVENTS[k];
+                let cols: Vec<(&str, ColumnType)> = e
+                    .fields
+                    .iter()
+                    .map(|f| (f.name, f.ty.column_type()))
+                    .collect();
+                let id = declare(sink, e.table, &cols)?;
+                self.sched_ids[k] = Some(id);
+                Ok(id)
+            }
+        }
+    }
+
+    /// Rows per declared table, by table name.
+    pub(super) fn rows_by_name(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        let fixed = self
+            .declared
+            .iter()
+            .map(|&t| (t.name(), self.rows[t as usize]));
+        let sched = SCHED_EVENTS
+            .iter()
+            .zip(&self.sched_rows)
+            .filter(|(_, &n)| n > 0)
+            .map(|(e, &n)| (e.table, n));
+        fixed.chain(sched)
+    }
+}
+
+/// Declare table `name`: `tsc`, then `cols`.
+fn declare<S: EventSink + ?Sized>(
+    sink: &mut S,
+    name: &str,
+    cols: &[(&str, ColumnType)],
+) -> ReadResult<TableId> {
+    let mut columns = vec![col("tsc", ColumnType::U64)];
+    columns.extend(cols.iter().map(|(n, t)| col(n, t.clone())));
+    sink.declare_table(&TableSpec {
+        name: name.into(),
+        system: "xen".into(),
+        columns,
+    })
+    .map_err(|what| ReadError::Sink { what })
 }
