@@ -229,7 +229,7 @@ def write_capture(
             bar = progress(src.path.name, src.path.stat().st_size) if progress else nullcontext(None)
             try:
                 with bar as cb:
-                    summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "batch_rows": batch_rows, "compression": compression}, progress=cb)
+                    summary = available[src.kind].read(src.path, stage, options={"cpu_hz": cpu_hz, "cpu_model": (host.get("host") or {}).get("cpu_model"), "batch_rows": batch_rows, "compression": compression}, progress=cb)
             finally:
                 # A file that differs from its manifest is reported as such,
                 # even when the difference also made the reader fail.

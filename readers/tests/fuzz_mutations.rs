@@ -117,7 +117,9 @@ fn read(kind: Kind, path: &Path) {
     let progress = &mut |_, _| true;
     let _ = match kind {
         Kind::TraceDat => read_tracedat(path, sink, &ReadOptions::default(), progress).map(|_| ()),
-        Kind::Xentrace => read_xentrace(path, 2.4e9, sink, progress).map(|_| ()),
+        Kind::Xentrace => {
+            read_xentrace(path, 2.4e9, Default::default(), sink, progress).map(|_| ())
+        }
         Kind::PerfData => read_perfdata(path, sink, progress).map(|_| ()),
     };
 }

@@ -47,7 +47,7 @@ proptest! {
         let mut f = xen_file(&records);
         for (at, b) in flips { if !f.is_empty() { let n = f.len(); f[at % n] = b; } }
         let p = tmp("x.bin", &f);
-        let _ = read_xentrace(&p, 2.4e9, &mut MemorySink::default(), &mut |_, _| true);
+        let _ = read_xentrace(&p, 2.4e9, Default::default(), &mut MemorySink::default(), &mut |_, _| true);
     }
 
     #[test]

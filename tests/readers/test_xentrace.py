@@ -17,6 +17,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -323,3 +324,69 @@ def test_credit2_records_equal_xenalyze_field_by_field(xen):
     compared += len(ours)
     # every scheduler-class record of this credit2 host has its typed table
     assert "xen_sched_class" not in meta["events"] and compared == 87_767
+
+
+KVM_EXIT_FORMAT = Path("/sys/kernel/tracing/events/kvm/kvm_exit/format")
+
+
+def _kernel_exit_names() -> dict[str, dict[int, str]]:
+    """The running kernel's VMX and SVM exit-reason names, from the print
+    format of its `kvm_exit` tracepoint (what trace-cmd report prints)."""
+    try:
+        fmt = KVM_EXIT_FORMAT.read_text()
+    except OSError:
+        pytest.skip(f"{KVM_EXIT_FORMAT} is not readable (no tracefs or no KVM in this kernel)")
+    vmx_part, _, svm_part = fmt.partition("REC->exit_reason & 0xffff,")[2].partition(": __print_symbolic(REC->exit_reason,")
+    # entries are `{ code, "name" }`; SVM's exceptions `{ 0x040 + vector, "DE excp" }`
+    num = r"-?(?:0x[0-9a-fA-F]+|\d+)"
+    pairs = lambda text: {(int(c, 0) + int(v or "0", 0)) & 0xFFFF_FFFF: n for c, v, n in re.findall(rf'\{{ ({num})(?: \+ ({num}))?, "([^"]+)" \}}', text)}  # noqa: E731
+    vmx, svm = pairs(vmx_part.split(") :")[0]), pairs(svm_part.split("),")[0])
+    # SEV-ES guest-request codes (0x8000_00xx) are KVM's own sub-exits; Xen traces hardware exit codes
+    svm = {c: n for c, n in svm.items() if c < 0x1000 or c == 0xFFFF_FFFF}
+    assert len(vmx) > 50 and len(svm) > 80, "the kvm_exit format changed shape"
+    return {"vmx": vmx, "svm": svm}
+
+
+def _raw_capture(dirpath: Path, trace: Path, cpu_model: str) -> Path:
+    """A raw capture (as `cratrace record` writes one) of `trace` and a host
+    snapshot naming the host's CPU."""
+    dirpath.mkdir()
+    shutil.copy(trace, dirpath / "x.bin")
+    (dirpath / "host.json").write_text(json.dumps({"cpu": {"model": cpu_model}, "cpu_hz": HZ}))
+    files = [{"path": "x.bin", "kind": "xentrace"}, {"path": "host.json", "kind": "host"}]
+    (dirpath / "manifest.json").write_text(json.dumps({"format": "cratrace-raw", "version": 1, "files": files}))
+    return dirpath
+
+
+@pytest.mark.parametrize("space, cpu_model", [("vmx", "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz"), ("svm", "AMD EPYC 7543 32-Core Processor")])
+def test_exit_reasons_are_named_as_the_kernel_names_them_in_the_hosts_space(tmp_path, space, cpu_model):
+    names = _kernel_exit_names()[space]
+    w = XentraceWriter()
+    codes = sorted(names) + [0xFFFE]  # and one code no one names
+    for i, code in enumerate(codes):
+        w.record(0, 0x00081002, [code, 0x1000 + i], tsc=10 + i)
+    w.write(tmp_path / "x.bin")
+    meta = _import(_raw_capture(tmp_path / "raw", tmp_path / "x.bin", cpu_model), tmp_path / "cap")
+    s = meta["sources"][0]["summary"]
+    assert s["exit_reasons"] == space and cpu_model in s["exit_reasons_from"]
+    got = pl.read_parquet(tmp_path / "cap" / "events" / "xen_hvm_vmexit.parquet").select("exit_reason", "exit_reason_name").rows()
+    assert got == [(c, names.get(c)) for c in codes]
+
+
+def test_exit_reason_counts_equal_xenalyze_but_for_each_vcpus_open_exit(xen):
+    # xenalyze (VMX by default, as our import without a host.json) counts an
+    # exit when its vCPU enters again: each HVM vCPU's last exit, still open
+    # at the end of the trace, is not in its totals
+    path, cap, meta = xen
+    assert meta["sources"][0]["summary"]["exit_reasons"] == "vmx"
+    text = _xenalyze(path)
+    theirs: dict[str, int] = {}
+    for section in text.split("Exit reasons:")[1:]:
+        for m in re.finditer(r"^ ([A-Z_]+)\s+(\d+) ", section.split("Guest interrupt counts:")[0], re.M):
+            name = {"PENDING_INTERRUPT": "INTERRUPT_WINDOW"}.get(m.group(1), m.group(1))  # xenalyze's older name for reason 7
+            theirs[name] = theirs.get(name, 0) + int(m.group(2))
+    hvm_vcpus = text.count("Exit reasons:")
+    ours = dict(pl.read_parquet(cap / "events" / "xen_hvm_vmexit.parquet").group_by("exit_reason_name").len().iter_rows())
+    assert set(ours) == set(theirs) and len(ours) >= 8
+    assert all(0 <= ours[k] - theirs[k] for k in ours)
+    assert sum(ours.values()) - sum(theirs.values()) == hvm_vcpus == 4

@@ -12,12 +12,14 @@
 //! scheduler, HVM and power-management records into typed tables and
 //! everything else into `xen_record` (id, words): nothing is dropped.
 
+mod exit_reasons;
 mod names;
 mod sched_class;
 mod tables;
 mod tsc;
 mod windows;
 
+pub use exit_reasons::ExitReasons;
 pub use names::{
     hvm_handler_name, hypercall_name, CPU_CHANGE, HVM_HANDLERS, HYPERCALLS, LOST_RECORDS,
     WRAP_BUFFER,
@@ -73,10 +75,12 @@ fn dom_vcpu(w: u32) -> (i64, i64) {
     ((w >> 16) as i64, (w & 0xffff) as i64)
 }
 
-/// Read `path` into `sink`. `cpu_hz` converts TSC to ns (required).
+/// Read `path` into `sink`. `cpu_hz` converts TSC to ns (required);
+/// `exits` names the VMEXIT records' reasons.
 pub fn read_xentrace<S: EventSink + ?Sized>(
     path: &Path,
     cpu_hz: f64,
+    exits: ExitReasons,
     sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<XenSummary> {
@@ -169,6 +173,12 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             (@ int, $c:expr, $at:expr, $v:expr) => { $c.push_int_bits($at, $v as u64) };
             (@ name, $c:expr, $at:expr, $v:expr) => { $c.push_name($at, $v) };
             (@ key, $c:expr, $at:expr, $v:expr) => { $c.push_key($at, $v) };
+            (@ optkey, $c:expr, $at:expr, $v:expr) => {
+                match $v {
+                    Some(k) => $c.push_key($at, k),
+                    None => $c.push_null($at),
+                }
+            };
             (@ list, $c:expr, $at:expr, $v:expr) => { $c.push_list_u64($at, $v) };
             (@ opt, $c:expr, $at:expr, $v:expr) => {
                 match $v {
@@ -234,14 +244,18 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
             }
             0x0008_1002 | 0x0008_1102 if r.n >= 2 => {
                 let tid = t.get(sink, Table::HvmVmexit, || {
-                    vec![("exit_reason", U32), ("rip", U64)]
+                    vec![
+                        ("exit_reason", U32),
+                        ("exit_reason_name", Enum(exits.names())),
+                        ("rip", U64),
+                    ]
                 })?;
                 let rip = if r.ev & 0x100 != 0 && r.n >= 3 {
                     wide(w, 1)
                 } else {
                     w[1] as u64
                 };
-                row!(tid; int(r.tsc), int(w[0] as u64), int(rip));
+                row!(tid; int(r.tsc), int(w[0] as u64), optkey(exits.key(w[0])), int(rip));
             }
             0x0080_1001 if r.n >= 2 => {
                 let tid = t.get(sink, Table::PmFreqChange, || {
