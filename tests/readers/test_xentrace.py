@@ -14,6 +14,7 @@ record and to its last (xenalyze's totals match exactly this); window
 from __future__ import annotations
 
 import json
+import platform
 import re
 import shutil
 import subprocess
@@ -370,7 +371,12 @@ def test_exit_reasons_are_named_as_the_kernel_names_them_in_the_hosts_space(tmp_
     s = meta["sources"][0]["summary"]
     assert s["exit_reasons"] == space and cpu_model in s["exit_reasons_from"]
     got = pl.read_parquet(tmp_path / "cap" / "events" / "xen_hvm_vmexit.parquet").select("exit_reason", "exit_reason_name").rows()
-    assert got == [(c, names.get(c)) for c in codes]
+    assert [c for c, _ in got] == codes and dict(got)[0xFFFE] is None
+    assert {c: n for c, n in got if n is not None and c in names} == {c: names[c] for c, n in got if n is not None and c in names}
+    # our tables follow Linux 6.18: a later kernel may name codes they do not
+    unnamed = [hex(c) for c, n in got if n is None and c in names]
+    release = tuple(int(x) for x in re.findall(r"\d+", platform.release())[:2])
+    assert not unnamed or release > (6, 18), f"kernel {platform.release()} names {unnamed}"
 
 
 def test_exit_reason_counts_equal_xenalyze_but_for_each_vcpus_open_exit(xen):
