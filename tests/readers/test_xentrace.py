@@ -132,6 +132,27 @@ def test_scheduler_records_decode_into_typed_tables(tmp_path):
     assert meta["events"]["xen_credit2_credit_burn"] == 2 and sum(meta["events"].values()) == 12
 
 
+def test_lost_records_become_per_pcpu_lost_intervals(tmp_path):
+    # Xen's insert_lost_records (common/trace.c): [count, did | vid << 16,
+    # first lost TSC as two words], stamped when the buffer had room again
+    w = XentraceWriter()
+    w.record(0, 0x00081001, [], tsc=1200)
+    w.record(0, 0x0001F001, [5, (7 << 16) | 3, 1500, 0], tsc=2000)  # pCPU 0 lost 5 records from TSC 1500 to 2000
+    w.record(1, 0x0001F001, [2, 0, 2400, 1], tsc=(1 << 32) + 4800)  # pCPU 1: 2 records, first TSC 2^32 + 2400
+    w.record(0, 0x00081001, [], tsc=2100)
+    w.write(tmp_path / "x.bin")
+    p = run_cli("import", tmp_path / "x.bin", "-o", tmp_path / "cap", "--cpu-hz", str(HZ), "-q")
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    lost = pl.read_parquet(tmp_path / "cap" / "events" / "xen_lost_records.parquet")
+    assert lost.select("cpu", "tsc", "lost", "first_tsc", "dom", "vcpu").rows() == [(0, 2000, 5, 1500, 3, 7), (1, (1 << 32) + 4800, 2, (1 << 32) + 2400, 0, 0)]
+    # the interval in ns, on the ts clock: 1500 and 2000 cycles at 2.4 GHz
+    assert lost.select("first_ts", "ts").row(0) == (625, 833)
+    assert meta["sources"][0]["summary"]["lost_records"] == {"0": 5, "1": 2} and meta["lost_events"]["total"] == 7
+    info = run_cli("info", tmp_path / "cap")
+    assert info.returncode == 1 and re.search(r"lost events: 7\b", info.stdout), info.stdout
+
+
 def test_one_id_in_two_shapes_lands_in_the_table_each_shape_belongs_to(tmp_path):
     # HLT with its word is xen_hvm_hlt; the same id without words is only a
     # handler record. The reader caches tables by id: it must not send the

@@ -10,7 +10,9 @@
 //! merges the pCPUs by TSC with a heap, ties by pCPU number; a record
 //! without a TSC inherits the last TSC of its pCPU. The **parser** decodes
 //! scheduler, HVM and power-management records into typed tables and
-//! everything else into `xen_record` (id, words): nothing is dropped.
+//! everything else into `xen_record` (id, words): nothing is dropped. Each
+//! lost-records record is a row of `xen_lost_records`: the pCPU's records
+//! lost between `first_ts` and `ts`.
 
 mod exit_reasons;
 mod names;
@@ -388,6 +390,24 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 let sched = ((ev >> 9) & 7) as usize;
                 fill_words(&mut list, &w[..r.n]);
                 row!(tid; int(r.tsc), key(sched), int((ev & 0x1ff) as u64), list(&list));
+            }
+            LOST_RECORDS if r.n >= 4 => {
+                // trace.c's insert_lost_records: [lost count, did | vid << 16,
+                // first lost TSC (2 words)], written with the TSC at which
+                // the buffer had room again: the pCPU lost `lost` records in
+                // [first_tsc, tsc]
+                *s.lost.entry(cpu).or_default() += w[0] as u64;
+                let tid = t.get(sink, Table::LostRecords, || {
+                    vec![
+                        ("lost", U32),
+                        ("first_tsc", U64),
+                        ("first_ts", I64),
+                        ("dom", I64),
+                        ("vcpu", I64),
+                    ]
+                })?;
+                let first = wide(w, 2);
+                row!(tid; int(r.tsc), int(w[0] as u64), int(first), int(ns(first)), int(w[1] & 0xffff), int(w[1] >> 16));
             }
             LOST_RECORDS => {
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };

@@ -41,6 +41,7 @@ pub(super) enum Table {
     Grant,
     PvHypercall,
     SchedClass,
+    LostRecords,
     Record,
 }
 
@@ -74,6 +75,7 @@ impl Table {
             "xen_grant",
             "xen_pv_hypercall",
             "xen_sched_class",
+            "xen_lost_records",
             "xen_record",
         ];
         NAMES[self as usize]
