@@ -132,6 +132,23 @@ def test_scheduler_records_decode_into_typed_tables(tmp_path):
     assert meta["events"]["xen_credit2_credit_burn"] == 2 and sum(meta["events"].values()) == 12
 
 
+def test_continue_switch_and_shutdown_records_decode(tmp_path):
+    # sched core: SWITCH_INFCONT [dom, unit, now - state_entry_time, next
+    # slice (-1: none)]; SCHEDOP_shutdown(_code) [dom, vcpu, reason]
+    w = XentraceWriter()
+    w.record(0, 0x00028011, [14, 2, 30_000_000, (1 << 32) - 1], tsc=10)
+    w.record(0, 0x00028007, [14, 0, 3], tsc=11)  # crash
+    w.record(0, 0x00028010, [9, 1, 1], tsc=12)  # reboot, via shutdown_code
+    w.record(0, 0x00028007, [9, 1, 77], tsc=13)  # a reason public/sched.h does not define
+    w.write(tmp_path / "x.bin")
+    meta = _import(tmp_path / "x.bin", tmp_path / "cap")
+    ev = tmp_path / "cap" / "events"
+    assert pl.read_parquet(ev / "xen_switch_infcont.parquet").select("tsc", "dom", "vcpu", "runtime", "slice").rows() == [(10, 14, 2, 30_000_000, -1)]
+    sd = pl.read_parquet(ev / "xen_shutdown.parquet").select("tsc", "dom", "vcpu", "reason", "shutdown_code").rows()
+    assert sd == [(11, 14, 0, "crash", False), (12, 9, 1, "reboot", True), (13, 9, 1, None, False)]
+    assert "xen_record" not in meta["events"]
+
+
 def test_lost_records_become_per_pcpu_lost_intervals(tmp_path):
     # Xen's insert_lost_records (common/trace.c): [count, did | vid << 16,
     # first lost TSC as two words], stamped when the buffer had room again

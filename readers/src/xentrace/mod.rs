@@ -30,7 +30,9 @@ pub use names::{
 use crate::error::{ReadError, ReadResult};
 use crate::input::open_nonempty;
 use crate::sink::{ColumnType, EventSink, RowHeader};
-use names::{class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS};
+use names::{
+    class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS, SHUTDOWN_REASONS,
+};
 use sched_class::SCHED_EVENTS;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -134,7 +136,7 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     let mut done = 0u64;
     let (mut tsc_lo, mut tsc_hi) = (u64::MAX, 0u64);
     let mut list: Vec<u64> = Vec::with_capacity(7);
-    use ColumnType::{Enum, ListU64, I64, U32, U64};
+    use ColumnType::{Bool, Enum, ListU64, I64, U32, U64};
     // The pCPU with the earliest head record ("current") emits records
     // while its head stays ahead of every other pCPU's, whose heads wait in
     // the heap: only a change of leader touches the heap, and the order is
@@ -233,6 +235,31 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     vec![("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)]
                 })?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
+            }
+            0x0002_8011 if r.n >= 4 => {
+                // the scheduler kept the vCPU: how long it has run, its next slice
+                let tid = t.get(sink, Table::SwitchInfcont, || {
+                    vec![
+                        ("dom", I64),
+                        ("vcpu", I64),
+                        ("runtime", U64),
+                        ("slice", I64),
+                    ]
+                })?;
+                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
+            }
+            0x0002_8007 | 0x0002_8010 if r.n >= 3 => {
+                // SCHEDOP_shutdown / SCHEDOP_shutdown_code: [dom, vcpu, reason]
+                let tid = t.get(sink, Table::Shutdown, || {
+                    vec![
+                        ("dom", I64),
+                        ("vcpu", I64),
+                        ("reason", Enum(&SHUTDOWN_REASONS)),
+                        ("shutdown_code", Bool),
+                    ]
+                })?;
+                let reason = (w[2] as usize) < SHUTDOWN_REASONS.len();
+                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), optkey(reason.then_some(w[2] as usize)), int(r.ev == 0x0002_8010));
             }
             0x0002_8003..=0x0002_8006 if r.n >= 2 => {
                 let table = [Table::Sleep, Table::Wake, Table::Yield, Table::Block]

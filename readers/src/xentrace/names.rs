@@ -11,6 +11,15 @@ pub const WRAP_BUFFER: u32 = 0x0001_f004;
 /// Run states by number (public/vcpu.h), then "unknown".
 pub(super) static RUNSTATES: [&str; 5] = ["running", "runnable", "blocked", "offline", "unknown"];
 pub(super) static GRANT_OPS: [&str; 3] = ["map", "unmap", "transfer"];
+/// Shutdown reasons by number (public/sched.h, `SHUTDOWN_*`).
+pub(super) static SHUTDOWN_REASONS: [&str; 6] = [
+    "poweroff",
+    "reboot",
+    "suspend",
+    "crash",
+    "watchdog",
+    "soft_reset",
+];
 pub(super) static IO_SPACES: [&str; 2] = ["port", "mem"];
 pub(super) static IO_OPS: [&str; 2] = ["read", "write"];
 pub(super) static SCHEDULERS: [&str; 8] = [
