@@ -364,7 +364,8 @@ pub struct RowBatch {
     pub ts: Vec<i64>,
     /// CPU of each row (as Parquet stores it: i32).
     pub cpu: Vec<i32>,
-    /// common_pid (0 where null; see `pid_null_rows`).
+    /// common_pid (0 where null; see `pid_null_rows`). Call
+    /// [`RowBatch::settle_pids`] before reading it or `pid_null_rows`.
     pub pid: Vec<i32>,
     /// Rows whose pid is null (xentrace, samples without a tid).
     pub pid_null_rows: Vec<u32>,
@@ -375,6 +376,11 @@ pub struct RowBatch {
     /// Bytes appended to text and list columns (a sink may take the batch
     /// early when rows are large).
     pub var_bytes: usize,
+    /// Rows (all of the batch's so far) whose null pid `pid` and
+    /// `pid_null_rows` do not hold yet: a table without pids (every
+    /// xentrace table) writes nothing per row for them, where the two
+    /// pushes per row were a tenth of the xentrace reader's time.
+    unsettled_null_pids: u32,
 }
 
 impl RowBatch {
@@ -388,6 +394,18 @@ impl RowBatch {
             instance: Vec::with_capacity(rows),
             columns: types.iter().map(|t| Column::new(t, rows)).collect(),
             var_bytes: 0,
+            unsettled_null_pids: 0,
+        }
+    }
+
+    /// Write the null pids of the rows before the first non-null one into
+    /// `pid` and `pid_null_rows` (see the field `unsettled_null_pids`).
+    pub fn settle_pids(&mut self) {
+        let n = std::mem::take(&mut self.unsettled_null_pids);
+        if n > 0 {
+            // only while no pid was written: both vectors are empty
+            self.pid.resize(n as usize, 0);
+            self.pid_null_rows.extend(0..n);
         }
     }
 
@@ -415,7 +433,14 @@ impl RowBatch {
         self.ts.push(head.ts);
         self.cpu.push(head.cpu as i32);
         match head.pid {
-            Some(p) => self.pid.push(p),
+            Some(p) => {
+                if self.unsettled_null_pids > 0 {
+                    self.settle_pids();
+                }
+                self.pid.push(p)
+            }
+            // every row so far without a pid: count it only
+            None if self.pid.is_empty() => self.unsettled_null_pids += 1,
             None => {
                 self.pid.push(0);
                 self.pid_null_rows.push(row);
@@ -450,7 +475,9 @@ impl RowBatch {
 
     /// Row `i`: its header and values (for tests and in-memory sinks).
     pub fn row(&self, i: usize) -> (RowHeader, Vec<Value<'_>>) {
-        let pid = if self.pid_null_rows.binary_search(&(i as u32)).is_ok() {
+        let pid = if i < self.unsettled_null_pids as usize
+            || self.pid_null_rows.binary_search(&(i as u32)).is_ok()
+        {
             None
         } else {
             Some(self.pid[i])
@@ -472,6 +499,7 @@ impl RowBatch {
         self.cpu.clear();
         self.pid.clear();
         self.pid_null_rows.clear();
+        self.unsettled_null_pids = 0;
         self.instance.clear();
         self.var_bytes = 0;
         for c in &mut self.columns {
@@ -516,6 +544,34 @@ mod tests {
             pid,
             instance: 0,
         }
+    }
+
+    #[test]
+    fn null_pids_before_the_first_pid_are_counted_then_settled() {
+        let mut b = RowBatch::new(&[], 8);
+        for pid in [None, None, Some(5), None, Some(6)] {
+            b.push_header(&head(1, pid));
+        }
+        let pids: Vec<Option<i32>> = (0..5).map(|i| b.row(i).0.pid).collect();
+        assert_eq!(pids, [None, None, Some(5), None, Some(6)]);
+        b.settle_pids();
+        assert_eq!(
+            (b.pid.clone(), b.pid_null_rows.clone()),
+            (vec![0, 0, 5, 0, 6], vec![0, 1, 3])
+        );
+        // a table without pids: nothing per row, all of them on settling
+        b.clear();
+        for _ in 0..3 {
+            b.push_header(&head(1, None));
+        }
+        assert!(b.pid.is_empty() && b.row(2).0.pid.is_none());
+        b.settle_pids();
+        assert_eq!(
+            (b.pid.clone(), b.pid_null_rows.clone()),
+            (vec![0; 3], vec![0, 1, 2])
+        );
+        b.settle_pids();
+        assert_eq!(b.pid.len(), 3, "settling twice adds nothing");
     }
 
     #[test]
