@@ -230,21 +230,16 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 })?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64));
             }
-            0x0002_800f if r.n >= 4 => {
-                let tid = t.get(sink, Table::SwitchInfnext, || {
-                    vec![("dom", I64), ("vcpu", I64), ("waited", U64), ("slice", I64)]
-                })?;
-                row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
-            }
-            0x0002_8011 if r.n >= 4 => {
-                // the scheduler kept the vCPU: how long it has run, its next slice
-                let tid = t.get(sink, Table::SwitchInfcont, || {
-                    vec![
-                        ("dom", I64),
-                        ("vcpu", I64),
-                        ("runtime", U64),
-                        ("slice", I64),
-                    ]
+            0x0002_800f | 0x0002_8011 if r.n >= 4 => {
+                // the vCPU the scheduler picks (infnext: how long it waited)
+                // or keeps (infcont: how long it has run), and its slice
+                let (table, spent) = if r.ev == 0x0002_800f {
+                    (Table::SwitchInfnext, "waited")
+                } else {
+                    (Table::SwitchInfcont, "runtime")
+                };
+                let tid = t.get(sink, table, || {
+                    vec![("dom", I64), ("vcpu", I64), (spent, U64), ("slice", I64)]
                 })?;
                 row!(tid; int(r.tsc), int(w[0] as i64), int(w[1] as i64), int(w[2] as u64), int(w[3] as i32 as i64));
             }
@@ -383,40 +378,41 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                 })?;
                 row!(tid; int(r.tsc), int(op as u64), name(hypercall_name(op)));
             }
-            ev if ev & 0xffff_f000 == 0x0002_2000
-                && sched_class::lookup(ev).is_some_and(|k| r.n >= SCHED_EVENTS[k].words) =>
-            {
-                // a scheduler's own record whose layout is known: its table
-                let k = sched_class::lookup(ev).expect("matched above");
-                let tid = t.sched(sink, k)?;
-                let b = sink.batch(tid);
-                let at = b.push_header(&head);
-                let mut cols = b.columns.iter_mut();
-                cols.next()
-                    .expect("the tsc column")
-                    .push_int_bits(at, r.tsc);
-                for (c, f) in cols.zip(SCHED_EVENTS[k].fields) {
-                    match f.value(&w[..r.n]) {
-                        Some(v) => c.push_int_bits(at, v),
-                        None => c.push_null(at),
+            ev if ev & 0xffff_f000 == 0x0002_2000 => {
+                // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits 0-8
+                match sched_class::lookup(ev).filter(|&k| r.n >= SCHED_EVENTS[k].words) {
+                    // a scheduler's own record whose layout is known: its table
+                    Some(k) => {
+                        let tid = t.sched(sink, k)?;
+                        let b = sink.batch(tid);
+                        let at = b.push_header(&head);
+                        let mut cols = b.columns.iter_mut();
+                        cols.next()
+                            .expect("the tsc column")
+                            .push_int_bits(at, r.tsc);
+                        for (c, f) in cols.zip(SCHED_EVENTS[k].fields) {
+                            match f.value(&w[..r.n]) {
+                                Some(v) => c.push_int_bits(at, v),
+                                None => c.push_null(at),
+                            }
+                        }
+                        sink.row_done(tid)
+                            .map_err(|what| ReadError::Sink { what })?;
+                    }
+                    // an event without a known layout, or cut short: raw words
+                    None => {
+                        let tid = t.get(sink, Table::SchedClass, || {
+                            vec![
+                                ("scheduler", Enum(&SCHEDULERS)),
+                                ("event", U32),
+                                ("words", ListU64),
+                            ]
+                        })?;
+                        let sched = ((ev >> 9) & 7) as usize;
+                        fill_words(&mut list, &w[..r.n]);
+                        row!(tid; int(r.tsc), key(sched), int((ev & 0x1ff) as u64), list(&list));
                     }
                 }
-                sink.row_done(tid)
-                    .map_err(|what| ReadError::Sink { what })?;
-            }
-            ev if ev & 0xffff_f000 == 0x0002_2000 => {
-                // TRC_SCHED_CLASS: scheduler id in bits 9-11, event in bits
-                // 0-8; an event without a known layout, or cut short
-                let tid = t.get(sink, Table::SchedClass, || {
-                    vec![
-                        ("scheduler", Enum(&SCHEDULERS)),
-                        ("event", U32),
-                        ("words", ListU64),
-                    ]
-                })?;
-                let sched = ((ev >> 9) & 7) as usize;
-                fill_words(&mut list, &w[..r.n]);
-                row!(tid; int(r.tsc), key(sched), int((ev & 0x1ff) as u64), list(&list));
             }
             LOST_RECORDS if r.n >= 4 => {
                 // trace.c's insert_lost_records: [lost count, did | vid << 16,

@@ -95,7 +95,7 @@ pub(super) struct Tables {
     pub(super) rows: [u64; TABLES],
     pub(super) declared: Vec<Table>,
     sched_ids: Vec<Option<TableId>>,
-    pub(super) sched_rows: Vec<u64>,
+    sched_rows: Vec<u64>,
 }
 
 impl Default for Tables {
