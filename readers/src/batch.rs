@@ -365,11 +365,12 @@ pub struct RowBatch {
     /// CPU of each row (as Parquet stores it: i32).
     pub cpu: Vec<i32>,
     /// common_pid (0 where null; see `pid_null_rows`). Call
-    /// [`RowBatch::settle_pids`] before reading it or `pid_null_rows`.
+    /// [`RowBatch::settle`] before reading it or `pid_null_rows`.
     pub pid: Vec<i32>,
     /// Rows whose pid is null (xentrace, samples without a tid).
     pub pid_null_rows: Vec<u32>,
-    /// Index into the sink's instance names.
+    /// Index into the sink's instance names. Call
+    /// [`RowBatch::settle`] before reading it.
     pub instance: Vec<u16>,
     /// The event's own columns, as declared.
     pub columns: Vec<Column>,
@@ -381,6 +382,10 @@ pub struct RowBatch {
     /// xentrace table) writes nothing per row for them, where the two
     /// pushes per row were a tenth of the xentrace reader's time.
     unsettled_null_pids: u32,
+    /// Rows (all of the batch's so far) from the top instance (0) that
+    /// `instance` does not hold yet: most traces have no other buffer
+    /// instance, and xentrace none at all.
+    unsettled_top_instances: u32,
 }
 
 impl RowBatch {
@@ -395,17 +400,33 @@ impl RowBatch {
             columns: types.iter().map(|t| Column::new(t, rows)).collect(),
             var_bytes: 0,
             unsettled_null_pids: 0,
+            unsettled_top_instances: 0,
         }
     }
 
     /// Write the null pids of the rows before the first non-null one into
-    /// `pid` and `pid_null_rows` (see the field `unsettled_null_pids`).
-    pub fn settle_pids(&mut self) {
+    /// `pid` and `pid_null_rows`, and the instance of the rows before the
+    /// first from another instance than the top one into `instance` (see
+    /// the fields `unsettled_null_pids` and `unsettled_top_instances`).
+    pub fn settle(&mut self) {
+        self.settle_pids();
+        self.settle_instances();
+    }
+
+    fn settle_pids(&mut self) {
         let n = std::mem::take(&mut self.unsettled_null_pids);
         if n > 0 {
             // only while no pid was written: both vectors are empty
             self.pid.resize(n as usize, 0);
             self.pid_null_rows.extend(0..n);
+        }
+    }
+
+    fn settle_instances(&mut self) {
+        let n = std::mem::take(&mut self.unsettled_top_instances);
+        if n > 0 {
+            // only while no instance was written: `instance` is empty
+            self.instance.resize(n as usize, 0);
         }
     }
 
@@ -446,7 +467,16 @@ impl RowBatch {
                 self.pid_null_rows.push(row);
             }
         }
-        self.instance.push(head.instance);
+        match head.instance {
+            // every row so far from the top instance: count it only
+            0 if self.instance.is_empty() => self.unsettled_top_instances += 1,
+            i => {
+                if self.unsettled_top_instances > 0 {
+                    self.settle_instances();
+                }
+                self.instance.push(i)
+            }
+        }
         row
     }
 
@@ -487,7 +517,11 @@ impl RowBatch {
                 ts: self.ts[i],
                 cpu: self.cpu[i] as u32,
                 pid,
-                instance: self.instance[i],
+                instance: if i < self.unsettled_top_instances as usize {
+                    0
+                } else {
+                    self.instance[i]
+                },
             },
             self.columns.iter().map(|c| c.value(i)).collect(),
         )
@@ -500,6 +534,7 @@ impl RowBatch {
         self.pid.clear();
         self.pid_null_rows.clear();
         self.unsettled_null_pids = 0;
+        self.unsettled_top_instances = 0;
         self.instance.clear();
         self.var_bytes = 0;
         for c in &mut self.columns {
@@ -554,7 +589,7 @@ mod tests {
         }
         let pids: Vec<Option<i32>> = (0..5).map(|i| b.row(i).0.pid).collect();
         assert_eq!(pids, [None, None, Some(5), None, Some(6)]);
-        b.settle_pids();
+        b.settle();
         assert_eq!(
             (b.pid.clone(), b.pid_null_rows.clone()),
             (vec![0, 0, 5, 0, 6], vec![0, 1, 3])
@@ -565,13 +600,38 @@ mod tests {
             b.push_header(&head(1, None));
         }
         assert!(b.pid.is_empty() && b.row(2).0.pid.is_none());
-        b.settle_pids();
+        b.settle();
         assert_eq!(
             (b.pid.clone(), b.pid_null_rows.clone()),
             (vec![0; 3], vec![0, 1, 2])
         );
-        b.settle_pids();
+        b.settle();
         assert_eq!(b.pid.len(), 3, "settling twice adds nothing");
+    }
+
+    #[test]
+    fn top_instance_rows_before_another_instance_are_counted_then_settled() {
+        let mut b = RowBatch::new(&[], 8);
+        for inst in [0u16, 0, 2, 0, 1] {
+            b.push_header(&RowHeader {
+                instance: inst,
+                ..head(1, Some(3))
+            });
+        }
+        let seen: Vec<u16> = (0..5).map(|i| b.row(i).0.instance).collect();
+        assert_eq!(seen, [0, 0, 2, 0, 1]);
+        b.settle();
+        assert_eq!(b.instance, [0, 0, 2, 0, 1]);
+        // one instance only: nothing per row, all of them on settling
+        b.clear();
+        for _ in 0..3 {
+            b.push_header(&head(1, None));
+        }
+        assert!(b.instance.is_empty() && b.row(2).0.instance == 0);
+        b.settle();
+        assert_eq!(b.instance, [0; 3]);
+        b.settle();
+        assert_eq!(b.instance.len(), 3, "settling twice adds nothing");
     }
 
     #[test]

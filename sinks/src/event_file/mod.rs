@@ -59,7 +59,7 @@ fn plan(name: &str, ty: Option<&ColumnType>) -> Plan {
 /// The common columns of a batch as [`Column`]s (moved out of it; see
 /// [`restore_common_columns`]).
 fn common_columns(b: &mut RowBatch) -> [Column; 4] {
-    b.settle_pids();
+    b.settle();
     let col = |data, null_rows| Column { data, null_rows };
     [
         col(ColumnData::I64(std::mem::take(&mut b.ts)), Vec::new()),
