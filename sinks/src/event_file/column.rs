@@ -74,9 +74,11 @@ enum Bound {
 }
 
 impl Chunk {
-    fn new() -> Self {
+    /// An empty chunk with room for `bytes` of pages (the last chunk's
+    /// size: growing the buffer page by page copied it over and over).
+    fn new(bytes: usize) -> Self {
         Chunk {
-            pages: TrackedWrite::new(Vec::new()),
+            pages: TrackedWrite::new(Vec::with_capacity(bytes)),
             ints: IntDict::default(),
             texts: BytesDict::default(),
             dict_pages: 0,
@@ -254,7 +256,7 @@ impl ColumnWriter {
             names,
             dictionary: true,
             pages_written: 0,
-            chunk: Chunk::new(),
+            chunk: Chunk::new(0),
             page: Vec::new(),
             idx: Vec::new(),
             levels: Vec::new(),
@@ -594,7 +596,8 @@ impl ColumnWriter {
         codec: Compression,
         comp: &mut Compressor,
     ) -> Result<(Bytes, ColumnCloseResult), String> {
-        let chunk = std::mem::replace(&mut self.chunk, Chunk::new());
+        let room = self.chunk.pages.bytes_written() + self.chunk.pages.bytes_written() / 8;
+        let chunk = std::mem::replace(&mut self.chunk, Chunk::new(room));
         let statistics = self.statistics(&chunk);
         let err = |e: parquet::errors::ParquetError| format!("column chunk: {e}");
         let data = chunk.pages.into_inner().map_err(err)?;
@@ -644,8 +647,14 @@ impl ColumnWriter {
         }
         let head = head.into_inner().map_err(err)?;
         let dict_len = head.len() as i64;
-        let mut all = head;
-        all.extend_from_slice(&data);
+        let all = if head.is_empty() {
+            data
+        } else {
+            let mut all = Vec::with_capacity(head.len() + data.len());
+            all.extend_from_slice(&head);
+            all.extend_from_slice(&data);
+            all
+        };
         let total = all.len();
         let mut meta = ColumnChunkMetaData::builder(self.descr.clone())
             .set_compression(codec)
