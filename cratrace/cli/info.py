@@ -61,7 +61,9 @@ def info_cmd(
             console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes{checksum})", highlight=False, soft_wrap=True)
         from rich.table import Table
 
-        t = Table("event", "rows", box=None, pad_edge=False)
+        t = Table(box=None, pad_edge=False)
+        t.add_column("event")
+        t.add_column("rows", justify="right")
         for name, n in sorted(summary["events"].items(), key=lambda kv: -kv[1]):
             t.add_row(name, f"{n:,}")
         console.print(t)
