@@ -140,6 +140,26 @@ pub fn replay(
             group: u32::try_from(thread_group[i]).ok(),
         })
         .collect();
+    // Each thread's phases in a vector of exactly their number, and its
+    // recorded CPUs only when the capture knew any (the placement reads an
+    // empty list as none known): growing them by doubling left up to half
+    // of each unused, and the engine keeps them for the whole replay.
+    let mut counts = vec![0usize; n];
+    let mut cpu_known = vec![false; n];
+    for i in 0..m {
+        let t = phase_thread[i] as usize;
+        let c = counts
+            .get_mut(t)
+            .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?;
+        *c += 1;
+        cpu_known[t] |= phase_kind[i] == 0 && phase_b[i] > 0;
+    }
+    for ((th, &c), &known) in threads.iter_mut().zip(&counts).zip(&cpu_known) {
+        th.phases.reserve_exact(c);
+        if known {
+            th.work_cpu.reserve_exact(c);
+        }
+    }
     for i in 0..m {
         let t = phase_thread[i] as usize;
         let ph = match phase_kind[i] {
@@ -159,15 +179,17 @@ pub fn replay(
                 )))
             }
         };
-        let th = threads
-            .get_mut(t)
-            .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?;
+        let th = &mut threads[t];
         th.phases.push(ph);
-        th.work_cpu.push(match ph {
-            Phase::Work(_) if phase_b[i] > 0 => u32::try_from(phase_b[i] - 1).ok(),
-            _ => None,
-        });
+        if cpu_known[t] {
+            th.work_cpu.push(match ph {
+                Phase::Work(_) if phase_b[i] > 0 => u32::try_from(phase_b[i] - 1).ok(),
+                _ => None,
+            });
+        }
     }
+    // the columns are in the threads now: not held through the replay
+    drop((phase_thread, phase_kind, phase_a, phase_b));
     if vm_weights.len() != vm_names.len()
         || vm_cpu_intensive.len() != vm_names.len()
         || vm_elasticity.len() != vm_names.len()
@@ -229,8 +251,12 @@ pub fn replay(
         table(vec![
             (
                 "cpu",
-                Arc::new(Int32Array::from_iter_values(
-                    out.slice_cpu.iter().map(|&c| c as i32),
+                // collected in place (same layout): no second column at the peak
+                Arc::new(Int32Array::from(
+                    out.slice_cpu
+                        .into_iter()
+                        .map(|c| c as i32)
+                        .collect::<Vec<i32>>(),
                 )) as ArrayRef,
             ),
             ("_t", Arc::new(UInt32Array::from(out.slice_thread))),
