@@ -179,3 +179,14 @@ impl Host {
         (khz as f64 / self.recorded_khz.max(1) as f64).powf(-elasticity)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The engine holds every phase of the demand for the whole replay:
+    /// its size is the replay's memory per phase (benchmarks/replay_engine.py
+    /// counts on it).
+    #[test]
+    fn a_phase_takes_sixteen_bytes() {
+        assert_eq!(std::mem::size_of::<super::Phase>(), 16);
+    }
+}

@@ -2,7 +2,7 @@
 //! spin episodes and the counters behind the metrics. Columns are plain
 //! vectors; the binding turns them into canonical tables.
 
-use crate::model::{Host, Workload};
+use crate::model::{Host, Phase, Workload};
 
 /// A thread's state in the output timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,10 +124,67 @@ pub struct Output {
     pub vcpu_pool: Vec<i32>,
 }
 
+/// How many rows the output columns are given room for, from the demand:
+/// a state segment or so per phase, a CPU slice at most per stretch of
+/// work (and per preemption of one), a mark per mark, a spin episode per
+/// lock taken. Room not written is never touched, so it costs no memory;
+/// growing a column by doubling instead left the old copies behind in the
+/// heap, and the replay's peak memory then grew with the trace beyond the
+/// columns themselves (benchmarks/replay_engine.py measures it).
+struct RowsAhead {
+    phases: usize,
+    work: usize,
+    marks: usize,
+    acquires: usize,
+}
+
+impl RowsAhead {
+    fn of(w: &Workload) -> Self {
+        let mut r = RowsAhead {
+            phases: 0,
+            work: 0,
+            marks: 0,
+            acquires: 0,
+        };
+        for t in &w.threads {
+            r.phases += t.phases.len();
+            for ph in &t.phases {
+                match ph {
+                    Phase::Work(_) => r.work += 1,
+                    Phase::Mark => r.marks += 1,
+                    Phase::Acquire(_) => r.acquires += 1,
+                    _ => {}
+                }
+            }
+        }
+        r
+    }
+}
+
 impl Output {
     pub(crate) fn new(w: &Workload, h: &Host) -> Self {
         let n = w.threads.len();
+        let rows = RowsAhead::of(w);
+        let (states, slices) = (rows.phases + n, rows.work + n);
         Output {
+            states: StateColumns {
+                thread: Vec::with_capacity(states),
+                state: Vec::with_capacity(states),
+                start: Vec::with_capacity(states),
+                end: Vec::with_capacity(states),
+                pcpu: Vec::with_capacity(states),
+            },
+            slice_cpu: Vec::with_capacity(slices),
+            slice_thread: Vec::with_capacity(slices),
+            slice_start: Vec::with_capacity(slices),
+            slice_end: Vec::with_capacity(slices),
+            mark_thread: Vec::with_capacity(rows.marks),
+            mark_ts: Vec::with_capacity(rows.marks),
+            ep_thread: Vec::with_capacity(rows.acquires),
+            ep_start: Vec::with_capacity(rows.acquires),
+            ep_end: Vec::with_capacity(rows.acquires),
+            ep_holder: Vec::with_capacity(rows.acquires),
+            ep_calls: Vec::with_capacity(rows.acquires),
             cur: w
                 .threads
                 .iter()
