@@ -7,7 +7,15 @@ work → lock → critical section → unlock → mark → block. Reports median
 of --runs: the engine's events/s, and the wall time of the engine and of
 the Python reference on the same (smaller) workload, with the ratio.
 
-    python benchmarks/replay_engine.py [--runs 3] [--txns 6000]
+Memory: a child process per size (a quarter of --txns, then all of it)
+builds the workload, resets its peak RSS (/proc/self/clear_refs) and
+replays it once. What the replay added at its peak, less its output
+tables (their Arrow buffers), is what it holds for the demand: the engine
+keeps each thread's phases for the whole replay (16 bytes a phase);
+anything else growing with the trace shows as bytes per phase beyond
+those 16.
+
+    python benchmarks/replay_engine.py [--runs 3] [--txns 100000] [--no-memory]
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ import argparse
 import heapq
 import json
 import statistics
+import subprocess
+import sys
 import time
 
 from cratrace import _native
@@ -169,12 +179,54 @@ def python_fair(w: dict, pcpus: int, latency=6e6, min_gran=0.75e6) -> tuple[int,
     return events, time.perf_counter() - t0
 
 
+#: bytes the engine holds per phase of demand (replay::model::Phase)
+PHASE_BYTES = 16
+
+
+def _status_bytes(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    raise SystemExit(f"/proc/self/status has no {key}")
+
+
+def memory_child(txns: int) -> dict:
+    """In a fresh process: the replay's peak RSS above the built
+    workload, its outputs' bytes and the demand it holds."""
+    w = workload(4, 4, txns)
+    before = _status_bytes("VmRSS")
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")  # the peak (VmHWM) starts again from the current RSS
+    r = run_engine(w, 4, "wapd")
+    added = _status_bytes("VmHWM") - before
+    import pyarrow as pa
+
+    outputs = sum(pa.table(r[k]).nbytes for k in ("states", "slices", "marks", "episodes"))
+    phases = len(w["phase_thread"])
+    beyond = added - outputs
+    return {"txns": txns, "events": r["events"], "phases": phases, "added_bytes": added, "output_bytes": outputs, "beyond_outputs_bytes": beyond, "beyond_outputs_per_phase": beyond / phases}
+
+
+def memory(txns: int) -> list[dict]:
+    out = []
+    for t in (max(txns // 4, 50), txns):
+        p = subprocess.run([sys.executable, "-m", "benchmarks.replay_engine", "--memory-child", str(t)], capture_output=True, text=True, check=True)
+        out.append(json.loads(p.stdout))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--txns", type=int, default=100000, help="transactions per vCPU (16 vCPUs; 100000 gives >10M events)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--no-memory", action="store_true", help="skip the two memory runs")
+    ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.memory_child:
+        print(json.dumps(memory_child(a.memory_child)))
+        return
     w = workload(4, 4, a.txns)
     eng, evs = [], 0
     for _ in range(a.runs):
@@ -187,11 +239,25 @@ def main() -> None:
     eng_small = statistics.median(run_engine(small, 4, "fair+spin")["wall_s"] for _ in range(a.runs))
     eng_rate = evs / statistics.median(eng)
     res = {"engine_events": evs, "engine_wapd_events_per_s": eng_rate, "same_workload_python_heapq_s": py_s, "same_workload_engine_s": eng_small, "ratio": py_s / eng_small}
+    if not a.no_memory:
+        res["memory"] = memory(a.txns)
     if a.json:
         print(json.dumps(res, indent=2))
-    else:
-        print(f"engine (wapd): {evs:,} events at {eng_rate / 1e6:.2f} M events/s (median of {a.runs})")
-        print(f"same fair workload: plain-Python heapq {py_s:.3f} s vs engine {eng_small:.4f} s: engine {res['ratio']:.0f}x faster")
+        return
+    print(f"engine (wapd): {evs:,} events at {eng_rate / 1e6:.2f} M events/s (median of {a.runs})")
+    print(f"same fair workload: plain-Python heapq {py_s:.3f} s vs engine {eng_small:.4f} s: engine {res['ratio']:.0f}x faster")
+    mib = 2**20
+    for m in res.get("memory", []):
+        print(
+            f"memory, {m['events']:,} events ({m['phases']:,} phases): replay peak +{m['added_bytes'] / mib:.1f} MiB = "
+            f"outputs {m['output_bytes'] / mib:.1f} MiB + {m['beyond_outputs_bytes'] / mib:.1f} MiB for the demand ({m['beyond_outputs_per_phase']:.1f} B per phase; the engine holds {PHASE_BYTES})"
+        )
+    if "memory" in res:
+        m0, m1 = res["memory"]
+        print(
+            f"beyond the outputs, at {m1['events'] / m0['events']:.1f}x the events: {m1['beyond_outputs_bytes'] / m0['beyond_outputs_bytes']:.2f}x the memory, "
+            f"{m0['beyond_outputs_per_phase']:.1f} and {m1['beyond_outputs_per_phase']:.1f} B per phase"
+        )
 
 
 if __name__ == "__main__":
