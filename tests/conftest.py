@@ -43,15 +43,30 @@ def can_trace() -> str | None:
     return None
 
 
+#: ring buffer per CPU (KiB) for the tests' own `trace-cmd record` runs
+#: (`-b`): what the kernel expands it to on first use. A host can be left
+#: with the minimal 7 KiB (`trace-cmd reset -b 1` shrinks it so), in which a
+#: short recording keeps nothing.
+RECORD_BUFFER_KB = "1408"
+
+BUFFER_SIZE = Path("/sys/kernel/tracing/buffer_size_kb")
+
+
 @pytest.fixture
 def tracing_lock():
-    """Hold the machine-wide ftrace lock for the duration of a test."""
+    """Hold the machine-wide ftrace lock for the duration of a test, and
+    give the ring buffer back at the size the test found (`trace-cmd record
+    -b` leaves its own). An unexpanded buffer ("7 (expanded: 1408)") stays
+    expanded: the kernel expands it at the first recording anyway."""
     why = can_trace()
     if why:
         pytest.skip(why)
     with open("/tmp/cratrace-tracing.lock", "w") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
+        size = BUFFER_SIZE.read_text().strip()
         try:
             yield
         finally:
+            if size.isdigit() and BUFFER_SIZE.read_text().strip() != size:
+                BUFFER_SIZE.write_text(size + "\n")
             fcntl.flock(fh, fcntl.LOCK_UN)

@@ -14,6 +14,7 @@ import subprocess
 import polars as pl
 import pytest
 
+from tests.conftest import RECORD_BUFFER_KB
 from tests.helpers import cratrace as run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("perf") is None or os.geteuid() != 0, reason="needs perf and root")
@@ -74,7 +75,7 @@ def test_rows_are_time_ordered_and_hardware_samples_have_their_table(recorded):
 def test_perf_and_trace_cmd_tables_share_a_schema(recorded, tracing_lock, tmp_path):
     _, cap = recorded
     dat = tmp_path / "t.dat"
-    r = subprocess.run(["trace-cmd", "record", "-q", "-e", "sched:sched_switch", "-o", str(dat), "--", "sleep", "0.1"], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run(["trace-cmd", "record", "-q", "-b", RECORD_BUFFER_KB, "-e", "sched:sched_switch", "-o", str(dat), "--", "sleep", "0.1"], capture_output=True, text=True, cwd=tmp_path)
     if r.returncode != 0:
         pytest.skip("trace-cmd record failed here")
     run_cli("import", dat, "-o", tmp_path / "tc", "-q", check=True)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import cratrace
+from tests.conftest import RECORD_BUFFER_KB
 from tests.helpers import cratrace as run_cli
 from tests.helpers import report_counts
 
@@ -38,7 +39,7 @@ def _record(tmp: Path, extra: list[str]) -> Path:
     out = tmp / "trace.dat"
     workload = "for i in $(seq 200); do echo txn_end vm=a vcpu=$((i % 2)) > /sys/kernel/tracing/trace_marker; done; sleep 0.2"
     r = subprocess.run(
-        ["trace-cmd", "record", "-q", "-e", "sched", "-e", "irq", "-e", "timer", *extra, "-o", str(out), "--", "sh", "-c", workload],
+        ["trace-cmd", "record", "-q", "-b", RECORD_BUFFER_KB, "-e", "sched", "-e", "irq", "-e", "timer", *extra, "-o", str(out), "--", "sh", "-c", workload],
         capture_output=True,
         text=True,
         cwd=tmp,
