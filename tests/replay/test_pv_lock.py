@@ -53,12 +53,14 @@ def test_a_pv_lab_capture_replays_under_the_pv_response(pv_capture, tmp_path):
     base = baseline_policy(pv_capture)
     assert base.endswith("+pv")
     # the halts are lock waits, not open-loop blocks: the vCPUs' blocks
-    # left are the lab's sleeps, one per transaction (200 µs asked; timer
-    # slack adds a little), where each halt would add milliseconds
-    blocks = sorted(a for t, k, a in zip(w.phase_thread, w.phase_kind, w.phase_a) if k == BLOCK and w.vm_of[t] >= 0)
+    # left are the lab's sleeps, one per transaction, where each halt
+    # would add one more. Counted, not timed: on a busy host the 200 µs
+    # sleeps themselves can last milliseconds (median 3.4 ms in 2 of 15
+    # runs here), as long as a halt.
+    blocks = [a for t, k, a in zip(w.phase_thread, w.phase_kind, w.phase_a) if k == BLOCK and w.vm_of[t] >= 0]
     marks = sum(w.recorded_marks.values())
-    assert blocks and blocks[len(blocks) // 2] < 1_000 * US
-    assert len(blocks) <= marks + 2 * len(w.tids), f"{len(blocks)} vCPU blocks for {marks} transactions"
+    assert blocks
+    assert len(blocks) <= marks + 2 * len(w.tids), f"{len(blocks)} vCPU blocks for {marks} transactions and {w.pv_halts} halts"
     m = replay_capture(pv_capture, [base, "eevdf+spin"], tmp_path / "r")
     states = pl.read_parquet(tmp_path / "r" / base / "model" / "vcpu_states.parquet")
     halted = states.filter(pl.col("state") == "halted")
