@@ -414,26 +414,26 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
                     }
                 }
             }
-            LOST_RECORDS if r.n >= 4 => {
+            LOST_RECORDS => {
                 // trace.c's insert_lost_records: [lost count, did | vid << 16,
                 // first lost TSC (2 words)], written with the TSC at which
                 // the buffer had room again: the pCPU lost `lost` records in
-                // [first_tsc, tsc]
-                *s.lost.entry(cpu).or_default() += w[0] as u64;
-                let tid = t.get(sink, Table::LostRecords, || {
-                    vec![
-                        ("lost", U32),
-                        ("first_tsc", U64),
-                        ("first_ts", I64),
-                        ("dom", I64),
-                        ("vcpu", I64),
-                    ]
-                })?;
-                let first = wide(w, 2);
-                row!(tid; int(r.tsc), int(w[0] as u64), int(first), int(ns(first)), int(w[1] & 0xffff), int(w[1] >> 16));
-            }
-            LOST_RECORDS => {
+                // [first_tsc, tsc]. A record cut short still counts (one
+                // record at least), without an interval.
                 *s.lost.entry(cpu).or_default() += if r.n >= 1 { w[0] as u64 } else { 1 };
+                if r.n >= 4 {
+                    let tid = t.get(sink, Table::LostRecords, || {
+                        vec![
+                            ("lost", U32),
+                            ("first_tsc", U64),
+                            ("first_ts", I64),
+                            ("dom", I64),
+                            ("vcpu", I64),
+                        ]
+                    })?;
+                    let first = wide(w, 2);
+                    row!(tid; int(r.tsc), int(w[0] as u64), int(first), int(ns(first)), int(w[1] & 0xffff), int(w[1] >> 16));
+                }
             }
             WRAP_BUFFER => {}
             _ => {
