@@ -144,15 +144,21 @@ pub fn replay(
     // recorded CPUs only when the capture knew any (the placement reads an
     // empty list as none known): growing them by doubling left up to half
     // of each unused, and the engine keeps them for the whole replay.
+    // a work phase's b: 1 + the CPU the capture ran it on (0: unknown)
+    let work_cpu = |i: usize| -> Option<u32> {
+        (phase_kind[i] == 0 && phase_b[i] > 0)
+            .then(|| u32::try_from(phase_b[i] - 1).ok())
+            .flatten()
+    };
     let mut counts = vec![0usize; n];
     let mut cpu_known = vec![false; n];
-    for i in 0..m {
-        let t = phase_thread[i] as usize;
+    for (i, &t) in phase_thread.iter().enumerate() {
+        let t = t as usize;
         let c = counts
             .get_mut(t)
             .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?;
         *c += 1;
-        cpu_known[t] |= phase_kind[i] == 0 && phase_b[i] > 0;
+        cpu_known[t] |= work_cpu(i).is_some();
     }
     for ((th, &c), &known) in threads.iter_mut().zip(&counts).zip(&cpu_known) {
         th.phases.reserve_exact(c);
@@ -163,7 +169,6 @@ pub fn replay(
     for i in 0..m {
         let t = phase_thread[i] as usize;
         let ph = match phase_kind[i] {
-            // a work phase's b: 1 + the CPU the capture ran it on (0: unknown)
             0 => Phase::Work(phase_a[i]),
             1 => Phase::Block(phase_a[i]),
             2 => Phase::Acquire(phase_a[i] as u32),
@@ -182,10 +187,7 @@ pub fn replay(
         let th = &mut threads[t];
         th.phases.push(ph);
         if cpu_known[t] {
-            th.work_cpu.push(match ph {
-                Phase::Work(_) if phase_b[i] > 0 => u32::try_from(phase_b[i] - 1).ok(),
-                _ => None,
-            });
+            th.work_cpu.push(work_cpu(i));
         }
     }
     // the columns are in the threads now: not held through the replay
