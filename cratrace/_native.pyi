@@ -38,6 +38,14 @@ class MarkerLines:
     def __len__(self) -> int: ...
 
 def replay_default_costs() -> dict[str, int]: ...
+def vcpu_phases(
+    *,
+    segments: Any,
+    marks: Any,
+    critical_ns: list[int],
+    switch_ns: int,
+    migration_ns: int,
+) -> tuple[list[int | None], list[int], bytes | list[int], list[int], list[int]]: ...
 def replay(
     *,
     thread_tid: Sequence[int],

@@ -14,6 +14,7 @@ mod postcopy;
 mod replay;
 mod to_parquet;
 mod tracedat;
+mod workload;
 mod xentrace;
 
 /// Rows in a Parquet file, read from its footer: lets `cratrace import`
@@ -71,6 +72,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_default_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(workload::vcpu_phases, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     m.add_function(wrap_pyfunction!(perfstat::read_perfstat, m)?)?;

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.model.domains import RUNNING, domain_runs, domain_vcpus
 from cratrace.replay import diagnostics
@@ -168,76 +169,40 @@ def _switch_paid(switch_ns: int, migration_ns: int, prev_cpu: int | None, cpu: i
     return switch_ns + (migration_ns if moved else 0)
 
 
-def _vcpu_phases(w: Workload, t: int, segs: list[tuple[int, int, str, bool, int | None]], marks: list[int], crit: int, switch_ns: int = 0, migration_ns: int = 0) -> None:
-    """Turn one vCPU's timeline (start, end, state, in a spin episode, CPU)
-    and mark times into phases; each work phase keeps the CPU it ran on."""
-    mi = 0
-    pending: list[tuple[int, int | None]] = []  # (work, CPU) since the last boundary
+#: `vcpu_states` states as the native phase builder numbers them (others:
+#: not demand, e.g. preempted)
+_STATE_CODES = {"guest": 0, "vmm": 1, "spinning": 2, "blocked": 3, "halted": 4, "lost": 5}
 
-    def work(a: int, cpu: int | None) -> None:
-        if a > 0:
-            w.phase(t, WORK, a, 0 if cpu is None else cpu + 1)
 
-    def flush_work():
-        for a, cpu in pending:
-            work(a, cpu)
-        pending.clear()
+def _vcpu_phases(w: Workload, vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int) -> list[int | None]:
+    """Append the phases of `vcpus` (rows: their thread index order) to
+    `w`, from their timelines in `states` (sorted by vm, vcpu, start) and
+    their throughput `marks` (vm, vcpu, ts); each work phase keeps the CPU
+    it ran on. The rule is cratrace-replay's `demand` module, run on all
+    vCPUs in one call. Returns each vCPU's start when its timeline began
+    blocked or halted (None: it did not)."""
+    order = vcpus.select("vm", "vcpu").with_row_index("_t")
 
-    def mark():
-        if crit > 0:
-            # the last `crit` ns of work ran under the lock
-            need = crit
-            tail: list[tuple[int, int | None]] = []
-            while pending and need > 0:
-                a, cpu = pending.pop()
-                take = min(a, need)
-                tail.insert(0, (take, cpu))
-                if a > take:
-                    pending.append((a - take, cpu))
-                    break
-                need -= take
-            flush_work()
-            w.phase(t, ACQUIRE, 0)
-            for a, cpu in tail:
-                work(a, cpu)
-            w.phase(t, RELEASE, 0)
-        else:
-            flush_work()
-        w.phase(t, MARK)
+    def key(df: pl.DataFrame) -> pl.DataFrame:
+        return order.cast({"vm": df.schema["vm"], "vcpu": df.schema["vcpu"]})
 
-    on_cpu, last_cpu, owed = False, None, 0
-    for start, end, state, in_spin, cpu in segs:
-        if state in RUNNING and not on_cpu:
-            # a new run: its first work paid what the replay charges again
-            owed = _switch_paid(switch_ns, migration_ns, last_cpu, cpu)
-            last_cpu = cpu if cpu is not None else last_cpu
-        on_cpu = state in RUNNING
-        if state == "spinning":
-            owed = 0  # paid while spinning, which is not demand
-        if state in ("guest", "vmm"):
-            pay = min(owed, end - start)
-            owed -= pay
-            pos = start + pay
-            while mi < len(marks) and marks[mi] <= end:
-                # a mark stamped while the thread was off CPU (preempted
-                # between its work and the write) lands at the next run
-                at = max(marks[mi], pos)
-                pending.append((at - pos, cpu))
-                pos = at
-                mark()
-                mi += 1
-            pending.append((end - pos, cpu))
-        elif state in ("blocked", "halted", "lost") and not in_spin:
-            while mi < len(marks) and marks[mi] <= start:
-                mark()
-                mi += 1
-            flush_work()
-            w.phase(t, BLOCK, end - start)
-        # preempted and spinning time are not demand
-    while mi < len(marks):
-        mark()
-        mi += 1
-    flush_work()
+    segs = (
+        states.with_row_index("_row")
+        .join(key(states), on=["vm", "vcpu"])
+        .sort("_t", "_row")
+        .select(
+            "_t", "start", "end",
+            pl.col("state").replace_strict(_STATE_CODES, default=6, return_dtype=pl.UInt8).fill_null(6),
+            "in_spin", pl.col("pcpu").cast(pl.Int64),
+        )
+    )
+    ts = marks.join(key(marks), on=["vm", "vcpu"]).select("_t", "ts").sort("_t", "ts")
+    starts, thread, kind, a, b = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
+    w.phase_thread.extend(thread)
+    w.phase_kind.extend(kind)
+    w.phase_a.extend(a)
+    w.phase_b.extend(b)
+    return starts
 
 
 def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
@@ -283,21 +248,17 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
     w.recorded_diagnostics = diagnostics.measure(states)
     w.pv_halts, w.pv_spin_ns = pv_halt_stats(states)
-    marks_by = {(vm, vc): sorted(g["ts"].to_list()) for (vm, vc), g in tx.group_by(["vm", "vcpu"])}
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
-    for vm, vcpu, tid in vcpus.select("vm", "vcpu", "tid").iter_rows():
-        segs = states.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)).select("start", "end", "state", "in_spin", "pcpu").rows()
-        start = lo
-        while segs and segs[0][2] in ("blocked", "halted"):
-            start = segs[0][1]
-            segs = segs[1:]
-        t = w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
+    rows = vcpus.select("vm", "vcpu", "tid").rows()
+    starts = _vcpu_phases(w, vcpus, states, tx, [w.critical_ns.get(vm, 0) for vm, _, _ in rows], switch_ns, migration_ns)
+    for (vm, vcpu, tid), first in zip(rows, starts):
+        start = lo if first is None else first
+        w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
-        _vcpu_phases(w, t, segs, marks_by.get((vm, vcpu), []), w.critical_ns.get(vm, 0), switch_ns, migration_ns)
     # host threads that used a noticeable share of the CPU
     total = max(sum(cpu_by_tid.values()), 1)
     vcpu_tids = set(vcpus["tid"].to_list())

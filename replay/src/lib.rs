@@ -14,6 +14,7 @@
 #![deny(missing_docs)]
 
 pub mod asymmetric;
+pub mod demand;
 pub mod energy;
 mod engine;
 pub mod model;

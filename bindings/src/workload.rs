@@ -1,0 +1,130 @@
+//! `vcpu_phases`: the vCPUs' recorded timelines turned into replay phases
+//! in one call (cratrace-replay's `demand` module says how), for
+//! `cratrace.replay.workload`.
+
+use crate::arrow_stream::read_stream;
+use arrow::compute::cast;
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
+use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_schema::DataType;
+use cratrace_replay::demand::{
+    trim_leading_blocks, vcpu_phases as phases_of, PhaseRow, Segment, SegmentState, SwitchCosts,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+/// A column of `b` as type `to`.
+fn column(b: &RecordBatch, what: &str, name: &str, to: &DataType) -> PyResult<ArrayRef> {
+    let i = b
+        .schema()
+        .index_of(name)
+        .map_err(|_| PyValueError::new_err(format!("{what}: no column {name}")))?;
+    cast(b.column(i), to).map_err(|e| PyValueError::new_err(format!("{what}: column {name}: {e}")))
+}
+
+/// State codes of the `state` column.
+fn state(code: u8) -> SegmentState {
+    match code {
+        0 => SegmentState::Guest,
+        1 => SegmentState::Vmm,
+        2 => SegmentState::Spinning,
+        3 => SegmentState::Blocked,
+        4 => SegmentState::Halted,
+        5 => SegmentState::Lost,
+        _ => SegmentState::Other,
+    }
+}
+
+/// Per thread, its rows' index range in a table sorted by `_t`.
+fn ranges(t: &[u32], threads: usize, what: &str) -> PyResult<Vec<std::ops::Range<usize>>> {
+    let mut r = vec![0..0; threads];
+    let mut i = 0;
+    while i < t.len() {
+        let k = t[i] as usize;
+        let j = i + t[i..].iter().take_while(|&&x| x == t[i]).count();
+        if k >= threads || !r[k].is_empty() {
+            return Err(PyValueError::new_err(format!(
+                "{what}: row {i}: thread {k} is not one of 0..{threads} or its rows are not together"
+            )));
+        }
+        r[k] = i..j;
+        i = j;
+    }
+    Ok(r)
+}
+
+/// Phases of `critical_ns.len()` vCPU threads. `segments`: a polars frame
+/// of `_t` (thread index), `start`, `end`, `state` (0 guest, 1 vmm, 2
+/// spinning, 3 blocked, 4 halted, 5 lost, else other), `in_spin` and
+/// `pcpu` (null: unknown), each thread's rows together and in time order;
+/// `marks`: `_t` and `ts`, likewise. Returns each thread's start when its
+/// leading blocked or halted segments were dropped (None: none were), and
+/// the phases as columns: thread, kind, a, b.
+#[pyfunction]
+#[pyo3(signature = (*, segments, marks, critical_ns, switch_ns, migration_ns))]
+#[allow(clippy::type_complexity)]
+pub fn vcpu_phases(
+    py: Python<'_>,
+    segments: &Bound<'_, PyAny>,
+    marks: &Bound<'_, PyAny>,
+    critical_ns: Vec<i64>,
+    switch_ns: i64,
+    migration_ns: i64,
+) -> PyResult<(Vec<Option<i64>>, Vec<u32>, Vec<u8>, Vec<i64>, Vec<i64>)> {
+    let (mut seg_t, mut segs) = (Vec::new(), Vec::new());
+    for b in read_stream(segments, "segments")? {
+        let w = "segments";
+        let t = column(&b, w, "_t", &DataType::UInt32)?;
+        let start = column(&b, w, "start", &DataType::Int64)?;
+        let end = column(&b, w, "end", &DataType::Int64)?;
+        let st = column(&b, w, "state", &DataType::UInt8)?;
+        let spin = column(&b, w, "in_spin", &DataType::Boolean)?;
+        let cpu = column(&b, w, "pcpu", &DataType::Int64)?;
+        let (start, end, st, spin, cpu) = (
+            start.as_primitive::<Int64Type>(),
+            end.as_primitive::<Int64Type>(),
+            st.as_primitive::<UInt8Type>(),
+            spin.as_boolean(),
+            cpu.as_primitive::<Int64Type>(),
+        );
+        seg_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
+        segs.extend((0..b.num_rows()).map(|i| Segment {
+            start: start.value(i),
+            end: end.value(i),
+            state: state(st.value(i)),
+            in_spin: spin.is_valid(i) && spin.value(i),
+            cpu: cpu.is_valid(i).then(|| cpu.value(i)),
+        }));
+    }
+    let (mut mark_t, mut mark_ts) = (Vec::new(), Vec::new());
+    for b in read_stream(marks, "marks")? {
+        let t = column(&b, "marks", "_t", &DataType::UInt32)?;
+        let ts = column(&b, "marks", "ts", &DataType::Int64)?;
+        mark_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
+        mark_ts.extend(ts.as_primitive::<Int64Type>().values().iter().copied());
+    }
+    let threads = critical_ns.len();
+    let (seg_at, mark_at) = (
+        ranges(&seg_t, threads, "segments")?,
+        ranges(&mark_t, threads, "marks")?,
+    );
+    let costs = SwitchCosts {
+        switch_ns,
+        migration_ns,
+    };
+    py.detach(|| {
+        let mut starts = Vec::with_capacity(threads);
+        let (mut thread, mut rows): (Vec<u32>, Vec<PhaseRow>) = (Vec::new(), Vec::new());
+        for (t, crit) in critical_ns.iter().enumerate() {
+            let (rest, start) = trim_leading_blocks(&segs[seg_at[t].clone()]);
+            starts.push(start);
+            phases_of(rest, &mark_ts[mark_at[t].clone()], *crit, costs, &mut rows);
+            thread.resize(rows.len(), t as u32);
+        }
+        let kind = rows.iter().map(|p| p.kind).collect();
+        let a = rows.iter().map(|p| p.a).collect();
+        let b = rows.iter().map(|p| p.b).collect();
+        Ok((starts, thread, kind, a, b))
+    })
+}

@@ -1,0 +1,372 @@
+//! Recorded demand as replay phases: one vCPU's state timeline (from the
+//! model's `vcpu_states`) and its throughput marks turned into the phases
+//! the engine replays. `cratrace.replay.workload` says what each state
+//! becomes and why; this is that rule, run once per vCPU over its
+//! segments (a Python loop per phase was most of a replay command's time).
+//!
+//! Phases come out as [`PhaseRow`]s, the binding's columns (kind, a, b),
+//! because Python keeps them beside the host threads' phases it builds.
+
+/// A segment's state, as far as demand is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SegmentState {
+    /// Running guest code.
+    Guest,
+    /// Running in the hypervisor or host on the vCPU's behalf.
+    Vmm,
+    /// Running, but spinning on a lock: not demand.
+    Spinning,
+    /// Off CPU, waiting for I/O or a timer.
+    Blocked,
+    /// Off CPU after a halt.
+    Halted,
+    /// Unknown (lost events): kept as a block.
+    Lost,
+    /// Anything else (preempted: the replayed scheduler recreates it).
+    Other,
+}
+
+impl SegmentState {
+    /// On a CPU (the states a run is made of).
+    fn running(self) -> bool {
+        matches!(self, Self::Guest | Self::Vmm | Self::Spinning)
+    }
+}
+
+/// One segment of a vCPU's timeline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Start (ns).
+    pub start: i64,
+    /// End (ns).
+    pub end: i64,
+    /// Its state.
+    pub state: SegmentState,
+    /// It began inside one of the vCPU's spin episodes: an off-CPU segment
+    /// there is a paravirtual lock's halt, a lock wait, not a block.
+    pub in_spin: bool,
+    /// The CPU it was on, when known.
+    pub cpu: Option<i64>,
+}
+
+/// Phase kind codes, as in the binding's `phase_kind` column.
+pub mod kind {
+    /// Work of `a` ns; `b` is the recorded CPU + 1 (0: unknown).
+    pub const WORK: u8 = 0;
+    /// Off CPU for `a` ns.
+    pub const BLOCK: u8 = 1;
+    /// Take the VM's lock.
+    pub const ACQUIRE: u8 = 2;
+    /// Release it.
+    pub const RELEASE: u8 = 3;
+    /// A throughput mark.
+    pub const MARK: u8 = 4;
+}
+
+/// One phase as a column row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PhaseRow {
+    /// A [`kind`] code.
+    pub kind: u8,
+    /// Its first operand.
+    pub a: i64,
+    /// Its second operand.
+    pub b: i64,
+}
+
+/// What the engine charges at each dispatch, which recorded runs already
+/// paid once: taken off their first work.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SwitchCosts {
+    /// A context switch (ns).
+    pub switch_ns: i64,
+    /// A move to another CPU (ns).
+    pub migration_ns: i64,
+}
+
+impl SwitchCosts {
+    /// What a recorded run paid to get on `cpu`: the switch, and the move
+    /// when it left another CPU.
+    fn paid(self, prev: Option<i64>, cpu: Option<i64>) -> i64 {
+        let moved = matches!((prev, cpu), (Some(p), Some(c)) if p != c);
+        self.switch_ns + if moved { self.migration_ns } else { 0 }
+    }
+}
+
+/// The segments left once the leading off-CPU ones are dropped (a vCPU
+/// that starts blocked or halted starts when that ends), and that start:
+/// None when nothing was dropped.
+pub fn trim_leading_blocks(segs: &[Segment]) -> (&[Segment], Option<i64>) {
+    let n = segs
+        .iter()
+        .take_while(|s| matches!(s.state, SegmentState::Blocked | SegmentState::Halted))
+        .count();
+    (&segs[n..], n.checked_sub(1).map(|i| segs[i].end))
+}
+
+/// Append the phases of one vCPU's timeline `segs` (in time order) and its
+/// marks (sorted times) to `out`. When `critical_ns` > 0, the last that
+/// many ns of work before each mark run under the VM's lock.
+pub fn vcpu_phases(
+    segs: &[Segment],
+    marks: &[i64],
+    critical_ns: i64,
+    costs: SwitchCosts,
+    out: &mut Vec<PhaseRow>,
+) {
+    let mut p = Pending {
+        work: Vec::new(),
+        tail: Vec::new(),
+        critical_ns,
+        out,
+    };
+    let mut mi = 0;
+    let (mut on_cpu, mut last_cpu, mut owed) = (false, None, 0i64);
+    for s in segs {
+        if s.state.running() && !on_cpu {
+            // a new run: its first work paid what the replay charges again
+            owed = costs.paid(last_cpu, s.cpu);
+            last_cpu = s.cpu.or(last_cpu);
+        }
+        on_cpu = s.state.running();
+        match s.state {
+            // paid while spinning, which is not demand
+            SegmentState::Spinning => owed = 0,
+            SegmentState::Guest | SegmentState::Vmm => {
+                let pay = owed.min(s.end - s.start);
+                owed -= pay;
+                let mut pos = s.start + pay;
+                while mi < marks.len() && marks[mi] <= s.end {
+                    // a mark stamped while the thread was off CPU
+                    // (preempted between its work and the write) lands at
+                    // the next run
+                    let at = marks[mi].max(pos);
+                    p.work.push((at - pos, s.cpu));
+                    pos = at;
+                    p.mark();
+                    mi += 1;
+                }
+                p.work.push((s.end - pos, s.cpu));
+            }
+            SegmentState::Blocked | SegmentState::Halted | SegmentState::Lost if !s.in_spin => {
+                while mi < marks.len() && marks[mi] <= s.start {
+                    p.mark();
+                    mi += 1;
+                }
+                p.flush();
+                p.out.push(PhaseRow {
+                    kind: kind::BLOCK,
+                    a: s.end - s.start,
+                    b: 0,
+                });
+            }
+            // preempted time, and lock waits, are not demand
+            _ => {}
+        }
+    }
+    for _ in mi..marks.len() {
+        p.mark();
+    }
+    p.flush();
+}
+
+/// Work since the last boundary, not yet written: the lock's critical
+/// section is cut from its end when a mark comes.
+struct Pending<'a> {
+    work: Vec<(i64, Option<i64>)>,
+    tail: Vec<(i64, Option<i64>)>,
+    critical_ns: i64,
+    out: &'a mut Vec<PhaseRow>,
+}
+
+impl Pending<'_> {
+    fn push_work(out: &mut Vec<PhaseRow>, a: i64, cpu: Option<i64>) {
+        if a > 0 {
+            out.push(PhaseRow {
+                kind: kind::WORK,
+                a,
+                b: cpu.map_or(0, |c| c + 1),
+            });
+        }
+    }
+
+    fn flush(&mut self) {
+        for &(a, cpu) in &self.work {
+            Self::push_work(self.out, a, cpu);
+        }
+        self.work.clear();
+    }
+
+    fn mark(&mut self) {
+        if self.critical_ns > 0 {
+            // the last `critical_ns` of work ran under the lock
+            let mut need = self.critical_ns;
+            self.tail.clear();
+            while need > 0 {
+                let Some((a, cpu)) = self.work.pop() else {
+                    break;
+                };
+                let take = a.min(need);
+                self.tail.push((take, cpu));
+                if a > take {
+                    self.work.push((a - take, cpu));
+                    break;
+                }
+                need -= take;
+            }
+            self.flush();
+            let lock = |kind| PhaseRow { kind, a: 0, b: 0 };
+            self.out.push(lock(kind::ACQUIRE));
+            // taken from the end: written in time order
+            for &(a, cpu) in self.tail.iter().rev() {
+                Self::push_work(self.out, a, cpu);
+            }
+            self.out.push(lock(kind::RELEASE));
+        } else {
+            self.flush();
+        }
+        self.out.push(PhaseRow {
+            kind: kind::MARK,
+            a: 0,
+            b: 0,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use SegmentState::*;
+
+    fn seg(start: i64, end: i64, state: SegmentState, cpu: Option<i64>) -> Segment {
+        Segment {
+            start,
+            end,
+            state,
+            in_spin: false,
+            cpu,
+        }
+    }
+
+    fn phases(
+        segs: &[Segment],
+        marks: &[i64],
+        crit: i64,
+        costs: SwitchCosts,
+    ) -> Vec<(u8, i64, i64)> {
+        let mut out = Vec::new();
+        vcpu_phases(segs, marks, crit, costs, &mut out);
+        out.into_iter().map(|p| (p.kind, p.a, p.b)).collect()
+    }
+
+    #[test]
+    fn work_and_blocks_in_order_with_their_cpus() {
+        let segs = [
+            seg(0, 100, Guest, Some(2)),
+            seg(100, 150, Other, None),
+            seg(150, 170, Vmm, Some(3)),
+            seg(170, 400, Blocked, None),
+            seg(400, 410, Guest, None),
+        ];
+        assert_eq!(
+            phases(&segs, &[], 0, SwitchCosts::default()),
+            vec![(0, 100, 3), (0, 20, 4), (1, 230, 0), (0, 10, 0)]
+        );
+    }
+
+    #[test]
+    fn a_mark_cuts_work_and_takes_the_critical_tail_under_the_lock() {
+        // 100 ns on CPU 0 then 50 on CPU 1, a mark at 140 and another
+        // stamped while preempted (at 200), landing at the next run
+        let segs = [
+            seg(0, 100, Guest, Some(0)),
+            seg(100, 150, Guest, Some(1)),
+            seg(150, 300, Other, None),
+            seg(300, 330, Guest, Some(1)),
+        ];
+        let got = phases(&segs, &[140, 200], 60, SwitchCosts::default());
+        assert_eq!(
+            got,
+            vec![
+                (0, 80, 1),
+                (2, 0, 0),
+                (0, 20, 1),
+                (0, 40, 2),
+                (3, 0, 0),
+                (4, 0, 0),
+                // 10 ns after the first mark, then the run from 300 (the
+                // mark lands at its start, with no work): the lock holds
+                // the 10 ns
+                (2, 0, 0),
+                (0, 10, 2),
+                (3, 0, 0),
+                (4, 0, 0),
+                (0, 30, 2),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_run_pays_the_switch_and_the_move_once() {
+        let c = SwitchCosts {
+            switch_ns: 5,
+            migration_ns: 7,
+        };
+        let segs = [
+            seg(0, 100, Guest, Some(0)),
+            seg(100, 120, Vmm, Some(0)),
+            seg(120, 200, Blocked, None),
+            seg(200, 203, Guest, Some(1)),
+            seg(203, 300, Guest, Some(1)),
+        ];
+        // first run: a switch (no earlier CPU); second: switch + move (12),
+        // 3 ns from its first segment, 9 from the next
+        assert_eq!(
+            phases(&segs, &[], 0, c),
+            vec![(0, 95, 1), (0, 20, 1), (1, 80, 0), (0, 88, 2)]
+        );
+    }
+
+    #[test]
+    fn spinning_and_halts_inside_a_spin_are_not_demand() {
+        let mut halt = seg(50, 80, Halted, None);
+        halt.in_spin = true;
+        let segs = [
+            seg(0, 20, Guest, Some(0)),
+            seg(20, 50, Spinning, Some(0)),
+            halt,
+            seg(80, 85, Spinning, Some(0)),
+            seg(85, 95, Guest, Some(0)),
+        ];
+        let c = SwitchCosts {
+            switch_ns: 4,
+            migration_ns: 0,
+        };
+        // the second run began spinning: its switch was paid then
+        assert_eq!(phases(&segs, &[], 0, c), vec![(0, 16, 1), (0, 10, 1)]);
+    }
+
+    #[test]
+    fn marks_after_the_last_segment_still_count() {
+        let segs = [
+            seg(0, 10, Guest, None),
+            seg(10, 12, Other, None),
+            seg(12, 20, Blocked, None),
+        ];
+        let got = phases(&segs, &[11, 30], 0, SwitchCosts::default());
+        // the mark stamped while preempted is written before the block
+        assert_eq!(got, vec![(0, 10, 0), (4, 0, 0), (1, 8, 0), (4, 0, 0)]);
+    }
+
+    #[test]
+    fn leading_blocks_are_trimmed() {
+        let segs = [
+            seg(0, 5, Blocked, None),
+            seg(5, 9, Halted, None),
+            seg(9, 12, Guest, None),
+        ];
+        let (rest, start) = trim_leading_blocks(&segs);
+        assert_eq!((rest.len(), start), (1, Some(9)));
+        assert_eq!(trim_leading_blocks(&segs[2..]).1, None);
+    }
+}
