@@ -5,14 +5,19 @@
 //! words. xentrace writes per-pCPU *windows*: a `TRC_TRACE_CPU_CHANGE`
 //! record (cpu, byte count) followed by that many bytes of the pCPU's
 //! records. The **tokenizer** indexes the windows; the **sorter** walks
-//! every pCPU's windows in file order (a read buffer per pCPU holding its
-//! current window, often its next ones too) and
+//! every pCPU's windows in file order (where they lie in the file's
+//! mapping; where the file system cannot map, a read buffer per pCPU holds
+//! its current window, often its next ones too) and
 //! merges the pCPUs by TSC with a heap, ties by pCPU number; a record
 //! without a TSC inherits the last TSC of its pCPU. The **parser** decodes
 //! scheduler, HVM and power-management records into typed tables and
 //! everything else into `xen_record` (id, words): nothing is dropped. Each
 //! lost-records record is a row of `xen_lost_records`: the pCPU's records
 //! lost between `first_ts` and `ts`.
+//!
+//! Mapped, a file truncated by another process while it is read ends the
+//! reader with SIGBUS, as for perf.data (`crate::mapped`); a file
+//! truncated before the read is salvaged with a warning.
 
 mod exit_reasons;
 mod names;
@@ -29,6 +34,7 @@ pub use names::{
 
 use crate::error::{ReadError, ReadResult};
 use crate::input::open_nonempty;
+use crate::mapped::MappedRange;
 use crate::sink::{ColumnType, EventSink, RowHeader};
 use names::{
     class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS, SHUTDOWN_REASONS,
@@ -88,6 +94,20 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     sink: &mut S,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<XenSummary> {
+    read_xentrace_with(path, cpu_hz, exits, sink, progress, true)
+}
+
+/// [`read_xentrace`], with `map` false reading the file into buffers as
+/// on a file system that cannot map it (for tests of that path).
+#[doc(hidden)]
+pub fn read_xentrace_with<S: EventSink + ?Sized>(
+    path: &Path,
+    cpu_hz: f64,
+    exits: ExitReasons,
+    sink: &mut S,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+    map: bool,
+) -> ReadResult<XenSummary> {
     let (file, size) = open_nonempty(path, "a xentrace file")?;
     if !(cpu_hz.is_finite() && cpu_hz > 1e6) {
         return Err(ReadError::Unsupported {
@@ -117,13 +137,21 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
     }
     s.cpus = per_cpu.keys().max().map_or(0, |m| m + 1);
     sink.set_instances(&[String::new()]);
+    // Records are read where they lie in the page cache: reading them into
+    // per-pCPU buffers copied every byte and faulted in the buffers' pages,
+    // a fifth of the read of the real credit2 fixture. Pages are let go as
+    // the streams pass them (below); a file system that cannot map is read.
+    let mut mapped = map
+        .then(|| MappedRange::map(&file, 0, size as usize))
+        .flatten();
+    let map_len = mapped.as_ref().map(|m| m.bytes().len());
     let mut streams: Vec<Stream> = per_cpu
         .into_iter()
-        .map(|(cpu, windows)| Stream::new(cpu, windows))
+        .map(|(cpu, windows)| Stream::new(cpu, windows, map_len))
         .collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {
-        st.head = st.next(&file, path, &mut s)?;
+        st.head = st.next(&file, path, &mut s, mapped.as_ref().map(MappedRange::bytes))?;
         if let Some(r) = &st.head {
             heap.push(Reverse((r.tsc, st.cpu, i)));
         }
@@ -447,26 +475,34 @@ pub fn read_xentrace<S: EventSink + ?Sized>(
         tsc_lo = tsc_lo.min(r.tsc);
         tsc_hi = tsc_hi.max(r.tsc);
         done += r.bytes;
-        if done % (1 << 20) < r.bytes && !progress(done, size) {
-            return Err(ReadError::Interrupted);
-        }
-        current = match streams[i].next(&file, path, &mut s)? {
-            Some(next) => {
-                let key = (next.tsc, cpu, i);
-                match heap.peek() {
-                    Some(&Reverse(other)) if other < key => {
-                        let Reverse((_, _, j)) = heap.pop().expect("peeked");
-                        streams[i].head = Some(next);
-                        heap.push(Reverse(key));
-                        Some(take_head(&mut streams, j))
-                    }
-                    _ => Some((i, next)),
+        if done % (1 << 20) < r.bytes {
+            if let Some(m) = mapped.as_mut() {
+                for st in streams.iter_mut() {
+                    st.release_read(m);
                 }
             }
-            None => heap
-                .pop()
-                .map(|Reverse((_, _, j))| take_head(&mut streams, j)),
-        };
+            if !progress(done, size) {
+                return Err(ReadError::Interrupted);
+            }
+        }
+        current =
+            match streams[i].next(&file, path, &mut s, mapped.as_ref().map(MappedRange::bytes))? {
+                Some(next) => {
+                    let key = (next.tsc, cpu, i);
+                    match heap.peek() {
+                        Some(&Reverse(other)) if other < key => {
+                            let Reverse((_, _, j)) = heap.pop().expect("peeked");
+                            streams[i].head = Some(next);
+                            heap.push(Reverse(key));
+                            Some(take_head(&mut streams, j))
+                        }
+                        _ => Some((i, next)),
+                    }
+                }
+                None => heap
+                    .pop()
+                    .map(|Reverse((_, _, j))| take_head(&mut streams, j)),
+            };
     }
     for (st, classes) in streams.iter().zip(&volume) {
         for (class, &bytes) in CLASSES.iter().zip(classes).filter(|(_, &b)| b > 0) {

@@ -4,6 +4,7 @@
 use super::names::CPU_CHANGE;
 use super::XenSummary;
 use crate::error::{ReadError, ReadResult};
+use crate::mapped::MappedRange;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
@@ -83,6 +84,9 @@ pub(super) struct Rec {
     pub(super) bytes: u64,
 }
 
+/// A pCPU's records in file order. Its bytes come from the file's mapping
+/// when there is one (passed to [`Stream::next`]; offsets are then the
+/// file's), else from reads into its own buffer.
 pub(super) struct Stream {
     pub(super) cpu: u32,
     windows: Vec<(u64, u64)>,
@@ -99,29 +103,39 @@ pub(super) struct Stream {
     last_tsc: u64,
     /// The head record while another stream leads the merge.
     pub(super) head: Option<Rec>,
+    /// Mapped: the file offset before which this stream has let its pages
+    /// go.
+    released: u64,
 }
+
+/// Mapped: the bytes a stream reads past before it lets their pages go.
+const RELEASE_STEP: u64 = 2 << 20;
 
 /// Most bytes one read brings in for a stream.
 const READ_AHEAD: u64 = 1 << 20;
 
 impl Stream {
-    /// The stream of one pCPU's windows, as (start, length) in file order.
-    pub(super) fn new(cpu: u32, windows: Vec<(u64, u64)>) -> Self {
+    /// The pCPU's stream of windows, as (start, length) in file order;
+    /// `mapped`: the length of the file's mapping, which its reads use.
+    pub(super) fn new(cpu: u32, windows: Vec<(u64, u64)>, mapped: Option<usize>) -> Self {
         Stream {
             cpu,
             windows,
             next_window: 0,
             buf: Vec::new(),
-            buf_len: 0,
+            // the whole mapping is "read": no window ever needs a fill
+            buf_len: mapped.unwrap_or(0),
             buf_start: 0,
             pos: 0,
             win_end: 0,
             last_tsc: 0,
             head: None,
+            released: 0,
         }
     }
 
-    /// The next record of this pCPU, or `None` at its end. The common case
+    /// The next record of this pCPU, or `None` at its end; `mapped`: the
+    /// file's mapping, when the stream was made for one. The common case
     /// (another record in the current window) is inlined into the merge
     /// loop, so the record stays in registers: returned through memory, it
     /// was stored field by field and reloaded whole, and the stalled reload
@@ -132,10 +146,12 @@ impl Stream {
         file: &File,
         path: &Path,
         s: &mut XenSummary,
+        mapped: Option<&[u8]>,
     ) -> ReadResult<Option<Rec>> {
         loop {
             if self.pos + 4 <= self.win_end {
-                let b = &self.buf[self.pos..self.win_end];
+                let all = mapped.unwrap_or(&self.buf);
+                let b = &all[self.pos..self.win_end];
                 let w = u32::from_le_bytes(b[0..4].try_into().expect("4"));
                 let n = ((w >> 28) & 7) as usize;
                 let has_tsc = w >> 31 == 1;
@@ -175,6 +191,28 @@ impl Stream {
             if !self.next_window(file, path, s)? {
                 return Ok(None);
             }
+        }
+    }
+
+    /// Let go of the mapped pages this stream has read past since it last
+    /// did, in steps of [`RELEASE_STEP`]. Other pCPUs' windows share those
+    /// pages; one not read yet faults its pages back in from the page
+    /// cache, and its stream lets them go in turn. Released only behind the
+    /// slowest stream, pages stayed mapped whenever the pCPUs' windows were
+    /// not in time order in the file (the benchmark's generated file
+    /// held four fifths of itself that way).
+    pub(super) fn release_read(&mut self, m: &mut MappedRange) {
+        let at = if self.pos + 4 <= self.win_end {
+            self.pos as u64
+        } else {
+            // between windows: up to the next, or everything
+            self.windows
+                .get(self.next_window)
+                .map_or(m.bytes().len() as u64, |&(start, _)| start)
+        };
+        if at >= self.released + RELEASE_STEP {
+            m.release(self.released as usize, at as usize);
+            self.released = at;
         }
     }
 
