@@ -46,6 +46,7 @@ def vcpu_phases(
     switch_ns: int,
     migration_ns: int,
 ) -> tuple[list[int | None], list[int], bytes | list[int], list[int], list[int]]: ...
+def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int) -> tuple[list[int], bytes | list[int], list[int], list[int]]: ...
 def replay(
     *,
     thread_tid: Sequence[int],

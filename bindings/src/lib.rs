@@ -73,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_default_costs, m)?)?;
     m.add_function(wrap_pyfunction!(workload::vcpu_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(workload::host_phases, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     m.add_function(wrap_pyfunction!(perfstat::read_perfstat, m)?)?;

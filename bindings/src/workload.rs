@@ -1,5 +1,6 @@
-//! `vcpu_phases`: the vCPUs' recorded timelines turned into replay phases
-//! in one call (cratrace-replay's `demand` module says how), for
+//! `vcpu_phases` and `host_phases`: the vCPUs' recorded timelines and the
+//! host threads' CPU slices turned into replay phases, each in one call
+//! (cratrace-replay's `demand` module says how), for
 //! `cratrace.replay.workload`.
 
 use crate::arrow_stream::read_stream;
@@ -9,7 +10,8 @@ use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
 use arrow_array::{Array, ArrayRef, RecordBatch};
 use arrow_schema::DataType;
 use cratrace_replay::demand::{
-    trim_leading_blocks, vcpu_phases as phases_of, PhaseRow, Segment, SegmentState, SwitchCosts,
+    host_phases as host_phases_of, trim_leading_blocks, vcpu_phases as phases_of, PhaseRow,
+    Segment, SegmentState, Slice, SwitchCosts,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -122,9 +124,68 @@ pub fn vcpu_phases(
             phases_of(rest, &mark_ts[mark_at[t].clone()], *crit, costs, &mut rows);
             thread.resize(rows.len(), t as u32);
         }
-        let kind = rows.iter().map(|p| p.kind).collect();
-        let a = rows.iter().map(|p| p.a).collect();
-        let b = rows.iter().map(|p| p.b).collect();
+        let (kind, a, b) = columns(&rows);
         Ok((starts, thread, kind, a, b))
+    })
+}
+
+/// The phase rows as columns: kind, a, b.
+fn columns(rows: &[PhaseRow]) -> (Vec<u8>, Vec<i64>, Vec<i64>) {
+    (
+        rows.iter().map(|p| p.kind).collect(),
+        rows.iter().map(|p| p.a).collect(),
+        rows.iter().map(|p| p.b).collect(),
+    )
+}
+
+/// Phases of `threads` host threads from their CPU slices: `slices`, a
+/// polars frame of `_t` (thread index), `start`, `end` and `cpu`, each
+/// thread's rows together and in time order. Returns the phases as
+/// columns: thread, kind, a, b.
+#[pyfunction]
+#[pyo3(signature = (*, slices, threads, switch_ns, migration_ns))]
+#[allow(clippy::type_complexity)]
+pub fn host_phases(
+    py: Python<'_>,
+    slices: &Bound<'_, PyAny>,
+    threads: usize,
+    switch_ns: i64,
+    migration_ns: i64,
+) -> PyResult<(Vec<u32>, Vec<u8>, Vec<i64>, Vec<i64>)> {
+    let (mut at_t, mut all) = (Vec::new(), Vec::new());
+    for b in read_stream(slices, "slices")? {
+        let w = "slices";
+        let t = column(&b, w, "_t", &DataType::UInt32)?;
+        let start = column(&b, w, "start", &DataType::Int64)?;
+        let end = column(&b, w, "end", &DataType::Int64)?;
+        let cpu = column(&b, w, "cpu", &DataType::Int64)?;
+        if cpu.null_count() > 0 {
+            return Err(PyValueError::new_err("slices: a slice without a cpu"));
+        }
+        let (start, end, cpu) = (
+            start.as_primitive::<Int64Type>(),
+            end.as_primitive::<Int64Type>(),
+            cpu.as_primitive::<Int64Type>(),
+        );
+        at_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
+        all.extend((0..b.num_rows()).map(|i| Slice {
+            start: start.value(i),
+            end: end.value(i),
+            cpu: cpu.value(i),
+        }));
+    }
+    let at = ranges(&at_t, threads, "slices")?;
+    let costs = SwitchCosts {
+        switch_ns,
+        migration_ns,
+    };
+    py.detach(|| {
+        let (mut thread, mut rows): (Vec<u32>, Vec<PhaseRow>) = (Vec::new(), Vec::new());
+        for (t, r) in at.into_iter().enumerate() {
+            host_phases_of(&all[r], costs, &mut rows);
+            thread.resize(rows.len(), t as u32);
+        }
+        let (kind, a, b) = columns(&rows);
+        Ok((thread, kind, a, b))
     })
 }

@@ -20,6 +20,10 @@ sched_switch) and, when it changed CPU, the move; the replay pays both at
 each of its own dispatches, so without the deduction every run would pay
 twice, and a run would end a switch cost after its recorded end, when a
 waking sibling can preempt it instead of it blocking as recorded.
+
+The per-phase rules run in Rust (cratrace-replay's ``demand`` module),
+one call for all vCPUs and one for all host threads; this module picks
+the threads and computes what the rules need from the model tables.
 """
 
 from __future__ import annotations
@@ -162,13 +166,6 @@ def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
     return halted.height, None if med is None else int(med)
 
 
-def _switch_paid(switch_ns: int, migration_ns: int, prev_cpu: int | None, cpu: int | None) -> int:
-    """What a recorded run paid to get on `cpu`, which the engine charges
-    again: the switch, and the move when it left another CPU."""
-    moved = prev_cpu is not None and cpu is not None and cpu != prev_cpu
-    return switch_ns + (migration_ns if moved else 0)
-
-
 #: `vcpu_states` states as the native phase builder numbers them (others:
 #: not demand, e.g. preempted)
 _STATE_CODES = {"guest": 0, "vmm": 1, "spinning": 2, "blocked": 3, "halted": 4, "lost": 5}
@@ -262,14 +259,18 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     # host threads that used a noticeable share of the CPU
     total = max(sum(cpu_by_tid.values()), 1)
     vcpu_tids = set(vcpus["tid"].to_list())
-    host = [tid for tid, ns in cpu_by_tid.items() if tid != 0 and tid not in vcpu_tids and ns >= min_host_cpu_frac * total]
-    for tid in sorted(host):
-        s = slices.filter(pl.col("tid") == tid).sort("start").select("start", "end", "cpu").rows()
-        t = w.add_thread(int(tid), -1, -1, int(s[0][0] - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
-        prev_end, prev_cpu = None, None
-        for a, b, cpu in s:
-            if prev_end is not None and a > prev_end:
-                w.phase(t, BLOCK, a - prev_end)
-            w.phase(t, WORK, max(b - a - _switch_paid(switch_ns, migration_ns, prev_cpu, cpu), 0), cpu + 1)
-            prev_end, prev_cpu = b, cpu
+    ran = set(per_tid["tid"].to_list())
+    host = sorted(tid for tid, ns in cpu_by_tid.items() if tid != 0 and tid not in vcpu_tids and tid in ran and ns >= min_host_cpu_frac * total)
+    if host:
+        order = pl.DataFrame({"tid": host}, schema={"tid": slices.schema["tid"]}).with_row_index("_t")
+        hs = slices.join(order, on="tid").sort("_t", "start", maintain_order=True).select("_t", "start", "end", pl.col("cpu").cast(pl.Int64))
+        firsts = hs.group_by("_t").agg(pl.col("start").first()).sort("_t")["start"].to_list()
+        base = len(w.tids)
+        for tid, first in zip(host, firsts):
+            w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
+        thread, kind, a, b = _native.host_phases(slices=hs, threads=len(host), switch_ns=switch_ns, migration_ns=migration_ns)
+        w.phase_thread.extend(base + t for t in thread)
+        w.phase_kind.extend(kind)
+        w.phase_a.extend(a)
+        w.phase_b.extend(b)
     return w

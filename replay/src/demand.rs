@@ -170,6 +170,41 @@ pub fn vcpu_phases(
     p.flush();
 }
 
+/// One stretch of a host thread on a CPU (from the model's `cpu_slices`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Slice {
+    /// Start (ns).
+    pub start: i64,
+    /// End (ns).
+    pub end: i64,
+    /// The CPU.
+    pub cpu: i64,
+}
+
+/// Append the phases of a host thread (not a vCPU) that ran in `slices`
+/// (in time order): a block for each gap between two of them, and work
+/// for each, net of the switch (and move) the replay charges again; a
+/// slice no longer than that is work of 0 ns (kept: it is a dispatch).
+pub fn host_phases(slices: &[Slice], costs: SwitchCosts, out: &mut Vec<PhaseRow>) {
+    let mut prev: Option<&Slice> = None;
+    for s in slices {
+        if let Some(p) = prev.filter(|p| s.start > p.end) {
+            out.push(PhaseRow {
+                kind: kind::BLOCK,
+                a: s.start - p.end,
+                b: 0,
+            });
+        }
+        let paid = costs.paid(prev.map(|p| p.cpu), Some(s.cpu));
+        out.push(PhaseRow {
+            kind: kind::WORK,
+            a: (s.end - s.start - paid).max(0),
+            b: s.cpu + 1,
+        });
+        prev = Some(s);
+    }
+}
+
 /// Work since the last boundary, not yet written: the lock's critical
 /// section is cut from its end when a mark comes.
 struct Pending<'a> {
@@ -356,6 +391,40 @@ mod tests {
         let got = phases(&segs, &[11, 30], 0, SwitchCosts::default());
         // the mark stamped while preempted is written before the block
         assert_eq!(got, vec![(0, 10, 0), (4, 0, 0), (1, 8, 0), (4, 0, 0)]);
+    }
+
+    #[test]
+    fn a_host_thread_works_its_slices_and_blocks_between_them() {
+        let c = SwitchCosts {
+            switch_ns: 3,
+            migration_ns: 10,
+        };
+        let sl = |start, end, cpu| Slice { start, end, cpu };
+        let mut out = Vec::new();
+        // back to back on CPU 1, a gap, then CPU 0 (a move), then a slice
+        // shorter than the switch
+        host_phases(
+            &[
+                sl(0, 50, 1),
+                sl(50, 60, 1),
+                sl(100, 200, 0),
+                sl(300, 302, 0),
+            ],
+            c,
+            &mut out,
+        );
+        let got: Vec<_> = out.into_iter().map(|p| (p.kind, p.a, p.b)).collect();
+        assert_eq!(
+            got,
+            vec![
+                (0, 47, 2),
+                (0, 7, 2),
+                (1, 40, 0),
+                (0, 87, 1),
+                (1, 100, 0),
+                (0, 0, 1)
+            ]
+        );
     }
 
     #[test]
