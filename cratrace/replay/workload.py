@@ -28,6 +28,7 @@ the threads and computes what the rules need from the model tables.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -102,6 +103,13 @@ class Workload:
         self.phase_kind.append(kind)
         self.phase_a.append(int(a))
         self.phase_b.append(int(b))
+
+    def extend_phases(self, thread: Iterable[int], kind: Iterable[int], a: Iterable[int], b: Iterable[int]) -> None:
+        """Append phases given as columns (what the native builders return)."""
+        self.phase_thread.extend(thread)
+        self.phase_kind.extend(kind)
+        self.phase_a.extend(a)
+        self.phase_b.extend(b)
 
 
 #: a thread whose runtime the kernel updated at least this often (median
@@ -194,11 +202,8 @@ def _vcpu_phases(w: Workload, vcpus: pl.DataFrame, states: pl.DataFrame, marks: 
         )
     )
     ts = marks.join(key(marks), on=["vm", "vcpu"]).select("_t", "ts").sort("_t", "ts")
-    starts, thread, kind, a, b = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
-    w.phase_thread.extend(thread)
-    w.phase_kind.extend(kind)
-    w.phase_a.extend(a)
-    w.phase_b.extend(b)
+    starts, *phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
+    w.extend_phases(*phases)
     return starts
 
 
@@ -269,8 +274,5 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         for tid, first in zip(host, firsts):
             w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
         thread, kind, a, b = _native.host_phases(slices=hs, threads=len(host), switch_ns=switch_ns, migration_ns=migration_ns)
-        w.phase_thread.extend(base + t for t in thread)
-        w.phase_kind.extend(kind)
-        w.phase_a.extend(a)
-        w.phase_b.extend(b)
+        w.extend_phases((base + t for t in thread), kind, a, b)
     return w
