@@ -144,10 +144,9 @@ pub fn read_xentrace_with<S: EventSink + ?Sized>(
     let mut mapped = map
         .then(|| MappedRange::map(&file, 0, size as usize))
         .flatten();
-    let map_len = mapped.as_ref().map(|m| m.bytes().len());
     let mut streams: Vec<Stream> = per_cpu
         .into_iter()
-        .map(|(cpu, windows)| Stream::new(cpu, windows, map_len))
+        .map(|(cpu, windows)| Stream::new(cpu, windows))
         .collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {

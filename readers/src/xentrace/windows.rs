@@ -85,8 +85,8 @@ pub(super) struct Rec {
 }
 
 /// A pCPU's records in file order. Its bytes come from the file's mapping
-/// when there is one (passed to [`Stream::next`]; offsets are then the
-/// file's), else from reads into its own buffer.
+/// when there is one (passed to every [`Stream::next`]; positions are then
+/// the file's offsets), else from reads into its own buffer.
 pub(super) struct Stream {
     pub(super) cpu: u32,
     windows: Vec<(u64, u64)>,
@@ -115,16 +115,14 @@ const RELEASE_STEP: u64 = 2 << 20;
 const READ_AHEAD: u64 = 1 << 20;
 
 impl Stream {
-    /// The pCPU's stream of windows, as (start, length) in file order;
-    /// `mapped`: the length of the file's mapping, which its reads use.
-    pub(super) fn new(cpu: u32, windows: Vec<(u64, u64)>, mapped: Option<usize>) -> Self {
+    /// The pCPU's stream of windows, as (start, length) in file order.
+    pub(super) fn new(cpu: u32, windows: Vec<(u64, u64)>) -> Self {
         Stream {
             cpu,
             windows,
             next_window: 0,
             buf: Vec::new(),
-            // the whole mapping is "read": no window ever needs a fill
-            buf_len: mapped.unwrap_or(0),
+            buf_len: 0,
             buf_start: 0,
             pos: 0,
             win_end: 0,
@@ -135,7 +133,7 @@ impl Stream {
     }
 
     /// The next record of this pCPU, or `None` at its end; `mapped`: the
-    /// file's mapping, when the stream was made for one. The common case
+    /// file's mapping, given to every call or to none. The common case
     /// (another record in the current window) is inlined into the merge
     /// loop, so the record stays in registers: returned through memory, it
     /// was stored field by field and reloaded whole, and the stalled reload
@@ -188,7 +186,7 @@ impl Stream {
                     }));
                 }
             }
-            if !self.next_window(file, path, s)? {
+            if !self.next_window(file, path, s, mapped.is_some())? {
                 return Ok(None);
             }
         }
@@ -217,10 +215,17 @@ impl Stream {
     }
 
     /// Move to the next window (warning about a record cut at the end of
-    /// the current one); false when there is none.
+    /// the current one), reading it into the buffer unless the file is
+    /// `mapped`; false when there is none.
     #[cold]
     #[inline(never)]
-    fn next_window(&mut self, file: &File, path: &Path, s: &mut XenSummary) -> ReadResult<bool> {
+    fn next_window(
+        &mut self,
+        file: &File,
+        path: &Path,
+        s: &mut XenSummary,
+        mapped: bool,
+    ) -> ReadResult<bool> {
         if self.pos + 4 <= self.win_end {
             s.warnings.push(format!(
                 "{}: cpu {}: a record is cut at the end of its window; rest of window skipped",
@@ -232,7 +237,9 @@ impl Stream {
             self.pos = self.win_end;
             return Ok(false);
         };
-        if start < self.buf_start || start + len > self.buf_start + self.buf_len as u64 {
+        // mapped: `buf_start` stays 0 and positions are the file's offsets
+        if !mapped && (start < self.buf_start || start + len > self.buf_start + self.buf_len as u64)
+        {
             self.fill(file, path)?;
         }
         self.next_window += 1;
