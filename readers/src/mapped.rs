@@ -101,7 +101,7 @@ impl MappedRange {
     }
 
     /// Nothing before `offset` will be looked at again: let its pages go
-    /// from this process (in steps of [`RELEASE_STEP`]).
+    /// from this process (in steps of `RELEASE_STEP`).
     pub fn release_before(&mut self, offset: usize) {
         let offset = offset.min(self.bytes().len());
         if offset < self.released + RELEASE_STEP {

@@ -155,7 +155,7 @@ pub struct EncodedTable {
 }
 
 impl EncodedTable {
-    /// A table of `rows` rows (in row groups of up to [`ROWS`]) with this
+    /// A table of `rows` rows (in row groups of up to `ROWS`) with this
     /// schema, to be compressed with `codec` and encoded as `enc` says.
     pub fn new(
         schema: SchemaRef,

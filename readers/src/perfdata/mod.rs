@@ -12,7 +12,7 @@
 //! schemas as trace.dat** (a perf `sched_switch` and a trace-cmd one are
 //! the same table). Other samples (hardware counters) go to
 //! `perf_sample`. perf writes per-CPU buffers in *rounds*: the **sorter**
-//! ([`RoundSorter`]) keeps the current round's samples and, at each
+//! (`RoundSorter`) keeps the current round's samples and, at each
 //! `FINISHED_ROUND`, sorts them and emits everything up to the previous
 //! round's latest time, so memory is one round, not the file.
 
