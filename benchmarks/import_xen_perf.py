@@ -128,7 +128,7 @@ def main() -> None:
         if path.exists():
             res[label] = compare(path, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], "xenalyze --summary", cpu_hz="2.4e9")
     if a.xentrace.exists():
-        tiled = OUT / f"xen-fixture-x{a.tile_copies}.bin"
+        tiled = OUT / f"{a.xentrace.stem}-x{a.tile_copies}.bin"
         if not tiled.exists():
             subprocess.run([sys.executable, "-m", "benchmarks.xentrace_tile", str(a.xentrace), str(tiled), "--copies", str(a.tile_copies)], check=True, cwd=HERE.parent)
         tiny = OUT / "xen-two-records.bin"
