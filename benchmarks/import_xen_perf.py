@@ -5,16 +5,11 @@
   simulated time, about 0.1 M records per simulated second) against
   `xenalyze --summary` on the same file (target: not slower);
 * xentrace, real record mix at scale: the fixture written --tile-copies
-  times end to end, later in time each copy (benchmarks/xentrace_tile.py).
-  The generated file holds three record kinds, a real host's dozens (the
-  fixture fills 31 tables), and a reader's cost per record follows the mix.
-  xenalyze cannot read the tiled file (its vCPU state machine stops with
-  FATAL at the first seam: a vCPU that ends one copy running on one pCPU
-  starts the next on another), so its rate there is its rate on the
-  fixture itself, measured in the same rounds, less its start-up (its
-  time on a two-record file, also in the same rounds, about 2 ms here),
-  so that its rate too is one at scale: a comparison of records/s on the
-  same mix, not of one file;
+  times end to end, later in time each copy, a lost-records record per
+  pCPU at each seam (benchmarks/xentrace_tile.py), against `xenalyze
+  --summary` on that file. The generated file holds three record kinds, a
+  real host's dozens (the fixture fills 31 tables), and a reader's cost
+  per record follows the mix;
 * perf.data: a trace recorded here with `perf record -a` of sched
   tracepoints under `perf bench sched messaging` (--perf-loops), against
   `perf script > /dev/null` (target: at least 10x).
@@ -24,7 +19,7 @@ rounds that each time ours and the peer's in turn: ``cli`` is `cratrace
 import` as a command (Python start-up included: a 23 kB trace's import
 takes 0.07 s here, of which 0.018 s is this sandbox's certifi hook); ``api`` is the same import called in a running Python process
 (`cratrace.importer.write_capture`, what a notebook pays). Peers are
-measured as commands. Ratios are our records/s over the peer's (on one file: peer time / our time). cratrace's
+measured as commands. Ratios are peer time / our time. cratrace's
 bytecode is compiled first, as an installed package has it
 (benchmarks/as_installed.py).
 
@@ -43,7 +38,6 @@ import time
 from pathlib import Path
 
 from benchmarks.as_installed import compile_cratrace
-from cratrace.synth.xentrace_writer import XentraceWriter
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -68,17 +62,12 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - t
 
 
-def compare(
-    path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None, peer_records: int | None = None, peer_startup: list[str] | None = None
-) -> dict:
+def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None) -> dict:
     """Medians over `runs` rounds, each timing our command, our in-process
     import and the peer one after the other: the machine's slow and fast
-    phases (seconds long here) then fall on all three alike. Ratios are of
-    records/s; `peer_records` is the peer's record count when it reads
-    another file than ours (else the same as ours); `peer_startup`, a peer
-    command whose median time is taken off the peer's."""
+    phases (seconds long here) then fall on all three alike."""
     cap = OUT / "bench-import.capture"
-    cli, api, theirs, startup, n = [], [], [], [], 0
+    cli, api, theirs, n = [], [], [], 0
     extra = ["--cpu-hz", cpu_hz] if cpu_hz else []
     for _ in range(runs):
         shutil.rmtree(cap, ignore_errors=True)
@@ -90,22 +79,17 @@ def compare(
         api.append(float(out[0]))
         n = int(out[1])
         theirs.append(timed(peer))
-        if peer_startup:
-            startup.append(timed(peer_startup))
     shutil.rmtree(cap, ignore_errors=True)
     cli_s, api_s, peer_s = (statistics.median(x) for x in (cli, api, theirs))
-    if startup:
-        peer_s -= statistics.median(startup)
-    peer_rate = (peer_records or n) / peer_s
     return {
         "file": str(path),
         "records": n,
         "peer": peer_name,
         "cli_records_per_s": n / cli_s,
         "api_records_per_s": n / api_s,
-        "peer_records_per_s": peer_rate,
-        "ratio_cli": n / cli_s / peer_rate,
-        "ratio_api": n / api_s / peer_rate,
+        "peer_records_per_s": n / peer_s,
+        "ratio_cli": peer_s / cli_s,
+        "ratio_api": peer_s / api_s,
     }
 
 
@@ -131,15 +115,7 @@ def main() -> None:
         tiled = OUT / f"{a.xentrace.stem}-x{a.tile_copies}.bin"
         if not tiled.exists():
             subprocess.run([sys.executable, "-m", "benchmarks.xentrace_tile", str(a.xentrace), str(tiled), "--copies", str(a.tile_copies)], check=True, cwd=HERE.parent)
-        tiny = OUT / "xen-two-records.bin"
-        w = XentraceWriter()
-        w.record(0, 0x00021011, [(1 << 16) | 0], tsc=1000)  # d1v0 running -> runnable, and back
-        w.record(0, 0x00021101, [(1 << 16) | 0], tsc=3000)
-        w.write(tiny)
-        xenalyze = ["xenalyze", "--summary", "--cpu-hz=2.4G"]
-        res[f"xentrace (fixture x{a.tile_copies}; xenalyze on the fixture, less its start-up)"] = compare(
-            tiled, a.runs, [*xenalyze, str(a.xentrace)], "xenalyze --summary", cpu_hz="2.4e9", peer_records=res["xentrace (real fixture)"]["records"], peer_startup=[*xenalyze, str(tiny)]
-        )
+        res[f"xentrace (real fixture x{a.tile_copies})"] = compare(tiled, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(tiled)], "xenalyze --summary", cpu_hz="2.4e9")
     pd = OUT / f"sched-{a.perf_loops}.perf.data"
     if not pd.exists():
         # a scheduler-heavy workload: perf's own messaging benchmark

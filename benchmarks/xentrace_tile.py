@@ -4,10 +4,19 @@ file with the real file's record mix.
 The generated benchmark file (`cratrace synth xen-io-billing`) holds three
 record kinds; a real host's trace holds dozens (the shared credit2 fixture
 fills 31 tables), and a reader's cost per record depends on that mix. This
-writes the input file `copies` times, each copy's TSCs moved past the
-previous copy's last TSC (so every pCPU's TSCs keep rising), the lost-records
-records' first-lost TSC too. Windows, record sizes and payloads are kept
-byte for byte.
+writes the input file `copies` times, each copy's TSCs moved on by the
+input's TSC span (so every pCPU's TSCs keep rising), lost-records records'
+first-lost TSC too. Windows, record sizes and payloads are kept byte for
+byte.
+
+Each seam is a gap in the trace: the vCPUs end one copy in other states,
+and on other pCPUs, than they start the next, which xenalyze's state
+machine refuses (FATAL: "continue on p5, but d14v2 p2"). Xen says "records
+were lost here" with a lost-records record, after which xenalyze takes the
+pCPU's vCPU as lost and picks up the new state; so every copy after the
+first starts with one window per pCPU holding a lost-records record (one
+record lost, from the previous copy's last TSC). cratrace reads those as
+lost-record intervals, as it would on a real trace.
 
     python -m benchmarks.xentrace_tile IN OUT --copies 25
 """
@@ -20,34 +29,53 @@ from pathlib import Path
 
 CPU_CHANGE = 0x0001F003
 LOST_RECORDS = 0x0001F001
+IDLE_DOMAIN = 0x7FFF
 
 
-def tsc_fields(data: bytes) -> tuple[list[int], int]:
+def scan(data: bytes) -> tuple[list[int], int, int, list[int]]:
     """Byte offsets of every 64-bit TSC in `data` (record TSCs and
-    lost-records' first-lost TSC), and the largest TSC seen."""
-    offsets, top, at = [], 0, 0
+    lost-records' first-lost TSC), the smallest and largest record TSC,
+    and the pCPUs that have windows."""
+    offsets, lo, hi, cpus, at, window_end = [], None, 0, set(), 0, 0
     while at + 4 <= len(data):
         (head,) = struct.unpack_from("<I", data, at)
         event, n, has_tsc = head & 0x0FFF_FFFF, (head >> 28) & 7, head >> 31
         size = 4 + 8 * has_tsc + 4 * n
         if at + size > len(data):
             break  # a truncated last record: copied as it is
+        if at >= window_end and event == CPU_CHANGE and n >= 2:
+            cpu, length = struct.unpack_from("<II", data, at + 4)
+            cpus.add(cpu)
+            window_end = at + size + length
         if has_tsc:
             offsets.append(at + 4)
-            top = max(top, struct.unpack_from("<Q", data, at + 4)[0])
+            tsc = struct.unpack_from("<Q", data, at + 4)[0]
+            lo, hi = tsc if lo is None else min(lo, tsc), max(hi, tsc)
         if event == LOST_RECORDS and n >= 4:
             offsets.append(at + 4 + 8 * has_tsc + 8)
         at += size
-    return offsets, top
+    if lo is None:
+        raise SystemExit("error: no TSC in the input: nothing to move in time")
+    return offsets, lo, hi, sorted(cpus)
+
+
+def seam(cpus: list[int], first_lost: int, at: int) -> bytes:
+    """Per pCPU, a window with one lost-records record: [count 1, the idle
+    vCPU of that pCPU, first lost TSC], stamped `at`."""
+    out = bytearray()
+    for cpu in cpus:
+        words = (1, IDLE_DOMAIN | cpu << 16, first_lost & 0xFFFF_FFFF, first_lost >> 32)
+        rec = struct.pack("<IQ4I", LOST_RECORDS | 4 << 28 | 1 << 31, at, *words)
+        out += struct.pack("<3I", CPU_CHANGE | 2 << 28, cpu, len(rec)) + rec
+    return bytes(out)
 
 
 def tile(data: bytes, copies: int) -> bytes:
-    offsets, top = tsc_fields(data)
-    if not offsets:
-        raise SystemExit("error: no TSC in the input: nothing to move in time")
-    step = top + 1  # each copy starts after the last TSC of the one before
-    out = bytearray()
-    for k in range(copies):
+    offsets, lo, hi, cpus = scan(data)
+    step = hi - lo + 1  # copy k's TSCs start right after copy k-1's last
+    out = bytearray(data)
+    for k in range(1, copies):
+        out += seam(cpus, hi + (k - 1) * step, lo + k * step)
         part = bytearray(data)
         for off in offsets:
             (v,) = struct.unpack_from("<Q", part, off)
