@@ -64,6 +64,17 @@ pub(crate) const GROUP_ROWS: usize = 1 << 16;
 /// that serial tail was a fifth of the import.
 const FIRST_BATCH_ROWS: usize = 1024;
 
+/// Bytes of rows all tables' batches may hold together as they fill,
+/// at the rows' fixed widths: a table's batch is cut to the power of two
+/// of rows that keeps the sum within this (not below [`FIRST_BATCH_ROWS`]).
+/// Each row is written to fresh lines of every column of its table; with
+/// 31 tables of 4,096-row batches (the real credit2 fixture's record mix)
+/// those lines, 5 MB apart in all, missed the cache on every row, and the
+/// reader's thread took 0.90-0.94 of the time with 1,024-row batches
+/// (write-through harness, medians of 15 in turns, three runs). A file of
+/// three tables keeps 4,096 rows (1,024 took 1.07 of the time there).
+const FILL_BUDGET: usize = 2 << 20;
+
 /// Bytes of text and lists after which a table's rows are written even if
 /// the batch is not full (keeps 32-bit offsets and memory bounded when
 /// rows are large).
@@ -103,6 +114,9 @@ pub fn parquet_codec(path: &Path) -> Result<Option<&'static str>, String> {
 pub struct ParquetSink {
     dir: PathBuf,
     batch_rows: usize,
+    /// The fixed bytes of a row of every table declared, summed (see
+    /// [`FILL_BUDGET`]).
+    row_bytes: usize,
     instances: Vec<String>,
     tables: Vec<Table>,
     writer: BackgroundWriter,
@@ -162,6 +176,20 @@ pub fn arrow_type(t: &ColumnType) -> DataType {
     }
 }
 
+/// Bytes a row of these columns takes in a batch, but for its text and
+/// list contents (their offsets counted): the header's ts and cpu, then
+/// each column.
+fn fixed_row_bytes(types: &[ColumnType]) -> usize {
+    let width = |t: &ColumnType| match t {
+        ColumnType::Bool | ColumnType::I8 | ColumnType::U8 => 1,
+        ColumnType::I16 | ColumnType::U16 => 2,
+        ColumnType::I32 | ColumnType::U32 | ColumnType::Enum(_) => 4,
+        ColumnType::I64 | ColumnType::U64 | ColumnType::F64 => 8,
+        _ => 4,
+    };
+    12 + types.iter().map(width).sum::<usize>()
+}
+
 fn schema_for(spec: &TableSpec) -> SchemaRef {
     let mut fields = vec![
         Field::new("ts", DataType::Int64, false),
@@ -183,6 +211,7 @@ impl ParquetSink {
         ParquetSink {
             dir: dir.to_path_buf(),
             batch_rows,
+            row_bytes: 0,
             instances: vec![String::new()],
             tables: Vec::new(),
             writer: BackgroundWriter::start(codec, GROUP_ROWS),
@@ -211,9 +240,10 @@ impl ParquetSink {
         while let Ok((i, b)) = self.writer.returned.try_recv() {
             self.tables[i].spare.push(b);
         }
+        let most = self.fill_rows();
         let t = &mut self.tables[idx];
         t.sent += t.rows.len();
-        t.limit = t.sent.clamp(t.limit, self.batch_rows);
+        t.limit = t.sent.max(t.limit).min(most);
         let limit = t.limit;
         t.spare.retain(|b| b.capacity() >= limit);
         let next = t
@@ -222,6 +252,16 @@ impl ParquetSink {
             .unwrap_or_else(|| RowBatch::new(&t.types, limit));
         let rows = std::mem::replace(&mut t.rows, next);
         self.writer.write(idx, rows)
+    }
+
+    /// Rows a batch holds at most: the sink's batch size, or fewer when
+    /// all tables' batches would not fit in [`FILL_BUDGET`] (a power of
+    /// two, so rows sent stay a multiple of it and row groups end where
+    /// they would with full batches).
+    fn fill_rows(&self) -> usize {
+        let fit = (FILL_BUDGET / self.row_bytes.max(1)).max(FIRST_BATCH_ROWS);
+        let pow2 = 1 << fit.ilog2();
+        pow2.min(self.batch_rows)
     }
 
     /// Flush every table and close the files. Returns (table, path) pairs.
@@ -260,6 +300,7 @@ impl EventSink for ParquetSink {
         }
         let schema = schema_for(spec);
         let types: Vec<ColumnType> = spec.columns.iter().map(|c| c.ty.clone()).collect();
+        self.row_bytes += fixed_row_bytes(&types);
         let limit = FIRST_BATCH_ROWS.min(self.batch_rows);
         self.tables.push(Table {
             spec: spec.clone(),
@@ -306,6 +347,83 @@ mod tests {
                 ty: ColumnType::U64,
             }],
         }
+    }
+
+    /// Table `name` with `n` u64 columns: 12 + 8n fixed bytes a row.
+    fn u64_columns(name: &str, n: usize) -> TableSpec {
+        TableSpec {
+            name: name.into(),
+            system: "sys".into(),
+            columns: (0..n)
+                .map(|i| ColumnSpec {
+                    name: format!("c{i}"),
+                    ty: ColumnType::U64,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn batches_shrink_to_a_power_of_two_as_tables_add_up_and_row_groups_stay_whole() {
+        let dir = std::env::temp_dir().join(format!("cratrace-sink-fill-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut sink = ParquetSink::new(&dir, 4096, Codec::Lz4);
+        let first = sink.declare_table(&u64_columns("t0", 8)).unwrap();
+        // one table of 76 bytes a row: full batches
+        assert_eq!(sink.fill_rows(), 4096);
+        let write = |sink: &mut ParquetSink, rows: std::ops::Range<u64>| {
+            for i in rows {
+                let head = RowHeader {
+                    ts: i as i64,
+                    cpu: 0,
+                    pid: None,
+                    instance: 0,
+                };
+                let vals: Vec<Value> = (0..8).map(|c| Value::U64(i * 8 + c)).collect();
+                sink.write_row(first, &head, &vals).unwrap();
+            }
+        };
+        write(&mut sink, 0..10_000);
+        // 9 more such tables: 760 bytes a row of each, 2 MiB / 760 = 2759
+        for k in 1..10 {
+            sink.declare_table(&u64_columns(&format!("t{k}"), 8))
+                .unwrap();
+        }
+        assert_eq!(sink.fill_rows(), 2048);
+        // 40 tables: 3040 bytes; 689 rows fit, but batches stay 1024
+        for k in 10..40 {
+            sink.declare_table(&u64_columns(&format!("t{k}"), 8))
+                .unwrap();
+        }
+        assert_eq!(sink.fill_rows(), FIRST_BATCH_ROWS);
+        write(&mut sink, 10_000..70_000);
+        let files = sink.finish().unwrap();
+        let (_, path) = files.iter().find(|(n, _)| n == "t0").unwrap();
+        let r = SerializedFileReader::new(File::open(path).unwrap()).unwrap();
+        let groups: Vec<i64> = r
+            .metadata()
+            .row_groups()
+            .iter()
+            .map(|g| g.num_rows())
+            .collect();
+        assert_eq!(groups, vec![GROUP_ROWS as i64, 70_000 - GROUP_ROWS as i64]);
+        let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            File::open(path).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut c7 = Vec::new();
+        for batch in b.map(|b| b.unwrap()) {
+            let x = batch
+                .column(4 + 7)
+                .as_any()
+                .downcast_ref::<arrow_array::UInt64Array>()
+                .unwrap();
+            c7.extend(x.values().iter().copied());
+        }
+        assert_eq!(c7, (0..70_000u64).map(|i| i * 8 + 7).collect::<Vec<_>>());
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]
