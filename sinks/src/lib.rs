@@ -67,11 +67,11 @@ const FIRST_BATCH_ROWS: usize = 1024;
 /// Bytes of rows all tables' batches may hold together as they fill,
 /// at the rows' fixed widths: a table's batch is cut to the power of two
 /// of rows that keeps the sum within this (not below [`FIRST_BATCH_ROWS`]).
-/// Each row is written to fresh lines of every column of its table; with
-/// 31 tables of 4,096-row batches (the real credit2 fixture's record mix)
-/// those lines, 5 MB apart in all, missed the cache on every row, and the
-/// reader's thread took 0.90-0.94 of the time with 1,024-row batches
-/// (write-through harness, medians of 15 in turns, three runs). A file of
+/// Each row is written to the next, often uncached, line of every column
+/// of its table; 31 tables of 4,096-row batches (the real credit2
+/// fixture's record mix) are about 5 MB of such lines, beyond a core's L2
+/// here, and the import took 0.93 of the time with this budget (a Rust
+/// harness through the Parquet writer, medians of 15 in turns). A file of
 /// three tables keeps 4,096 rows (1,024 took 1.07 of the time there).
 const FILL_BUDGET: usize = 2 << 20;
 
