@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 from benchmarks.as_installed import compile_cratrace
+from benchmarks.xentrace_tile import write_tiled
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
@@ -108,14 +109,12 @@ def main() -> None:
     synth = OUT / f"xen-synth-{a.xen_synth_ms}ms.bin"
     if not synth.exists():
         subprocess.run([sys.executable, "-m", "cratrace", "synth", "xen-io-billing", "-o", str(synth), "--seed", "1", "--set", "workload=net4", "--set", f"duration_ms={a.xen_synth_ms}", "--force"], check=True, stderr=subprocess.DEVNULL)
-    for label, path in (("xentrace (real fixture)", a.xentrace), ("xentrace (generated)", synth)):
+    tiled = OUT / f"{a.xentrace.stem}-x{a.tile_copies}.bin"
+    if a.xentrace.exists() and not tiled.exists():
+        write_tiled(a.xentrace, tiled, a.tile_copies)
+    for label, path in (("xentrace (real fixture)", a.xentrace), ("xentrace (generated)", synth), (f"xentrace (real fixture x{a.tile_copies})", tiled)):
         if path.exists():
             res[label] = compare(path, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], "xenalyze --summary", cpu_hz="2.4e9")
-    if a.xentrace.exists():
-        tiled = OUT / f"{a.xentrace.stem}-x{a.tile_copies}.bin"
-        if not tiled.exists():
-            subprocess.run([sys.executable, "-m", "benchmarks.xentrace_tile", str(a.xentrace), str(tiled), "--copies", str(a.tile_copies)], check=True, cwd=HERE.parent)
-        res[f"xentrace (real fixture x{a.tile_copies})"] = compare(tiled, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(tiled)], "xenalyze --summary", cpu_hz="2.4e9")
     pd = OUT / f"sched-{a.perf_loops}.perf.data"
     if not pd.exists():
         # a scheduler-heavy workload: perf's own messaging benchmark

@@ -84,15 +84,20 @@ def tile(data: bytes, copies: int) -> bytes:
     return bytes(out)
 
 
+def write_tiled(src: Path, out: Path, copies: int) -> None:
+    """`src` tiled `copies` times into `out`, written whole or not at all."""
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(tile(src.read_bytes(), copies))
+    tmp.replace(out)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--copies", type=int, default=25)
     a = ap.parse_args()
-    tmp = a.out.with_name(a.out.name + ".tmp")
-    tmp.write_bytes(tile(a.src.read_bytes(), a.copies))
-    tmp.replace(a.out)
+    write_tiled(a.src, a.out, a.copies)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ pub(crate) const GROUP_ROWS: usize = 1 << 16;
 
 /// Rows of a table's first batch; after it, a batch is as large as all
 /// the table's batches before it (1, 1, 2, 4, ... times this), up to the
-/// sink's batch size, so that the rows sent stay a multiple of the batch
+/// sink's batch size (or [`FILL_BUDGET`]'s cut), so that the rows sent stay a multiple of the batch
 /// size and row groups end where they did with full batches only. The
 /// writer encodes a table only once it is sent a batch, so a table of
 /// fewer rows than a full batch was all encoded after the reader had
