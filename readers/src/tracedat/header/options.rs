@@ -68,7 +68,7 @@ pub(super) fn handle_option(
                     v6_instances.push((name, offset));
                 }
             } else {
-                let info = read_v7_buffer(file, meta, parts, id, offset, name, &mut b)?;
+                let info = read_v7_buffer(file, meta, id, offset, name, &mut b)?;
                 if info.name.is_empty() {
                     meta.buffers.insert(0, info);
                 } else {

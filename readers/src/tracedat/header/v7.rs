@@ -81,7 +81,6 @@ pub(super) fn read_v7_section(
 pub(super) fn read_v7_buffer(
     file: &File,
     meta: &TraceDatMeta,
-    _parts: &mut Parts,
     id: u16,
     offset: u64,
     name: String,
