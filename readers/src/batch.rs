@@ -566,6 +566,64 @@ impl RowBatch {
             }
         }
     }
+
+    /// Make `dst` a copy of this batch in `dst`'s own buffers (grown if
+    /// need be): a sink can hand the copy on and go on filling this
+    /// batch, whose lines are still in the reader's cache. `dst` must have
+    /// the same column types; a column of another type is replaced.
+    pub fn copy_into(&self, dst: &mut RowBatch) {
+        fn copy<T: Copy>(dst: &mut Vec<T>, src: &[T]) {
+            dst.clear();
+            dst.extend_from_slice(src);
+        }
+        copy(&mut dst.ts, &self.ts);
+        copy(&mut dst.cpu, &self.cpu);
+        copy(&mut dst.pid, &self.pid);
+        copy(&mut dst.pid_null_rows, &self.pid_null_rows);
+        copy(&mut dst.instance, &self.instance);
+        dst.var_bytes = self.var_bytes;
+        dst.unsettled_null_pids = self.unsettled_null_pids;
+        dst.unsettled_top_instances = self.unsettled_top_instances;
+        dst.columns.truncate(self.columns.len());
+        for (i, c) in self.columns.iter().enumerate() {
+            if i == dst.columns.len() {
+                dst.columns.push(c.clone());
+                continue;
+            }
+            let d = &mut dst.columns[i];
+            copy(&mut d.null_rows, &c.null_rows);
+            match (&mut d.data, &c.data) {
+                (ColumnData::Bool(d), ColumnData::Bool(s)) => copy(d, s),
+                (ColumnData::I8(d), ColumnData::I8(s)) => copy(d, s),
+                (ColumnData::I16(d), ColumnData::I16(s)) => copy(d, s),
+                (ColumnData::I32(d), ColumnData::I32(s)) => copy(d, s),
+                (ColumnData::I64(d), ColumnData::I64(s)) => copy(d, s),
+                (ColumnData::U8(d), ColumnData::U8(s)) => copy(d, s),
+                (ColumnData::U16(d), ColumnData::U16(s)) => copy(d, s),
+                (ColumnData::U32(d), ColumnData::U32(s)) => copy(d, s),
+                (ColumnData::U64(d), ColumnData::U64(s)) => copy(d, s),
+                (ColumnData::F64(d), ColumnData::F64(s)) => copy(d, s),
+                (ColumnData::Str(d), ColumnData::Str(s))
+                | (ColumnData::Bytes(d), ColumnData::Bytes(s)) => {
+                    copy(&mut d.offsets, &s.offsets);
+                    copy(&mut d.bytes, &s.bytes);
+                }
+                (ColumnData::ListI64(d), ColumnData::ListI64(s)) => {
+                    copy(&mut d.offsets, &s.offsets);
+                    copy(&mut d.values, &s.values);
+                }
+                (ColumnData::ListU64(d), ColumnData::ListU64(s)) => {
+                    copy(&mut d.offsets, &s.offsets);
+                    copy(&mut d.values, &s.values);
+                }
+                (ColumnData::Enum { keys: d, names: dn }, ColumnData::Enum { keys: s, names }) => {
+                    copy(d, s);
+                    *dn = names;
+                }
+                (d, s) => *d = s.clone(),
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -713,5 +771,51 @@ mod tests {
             .columns
             .iter()
             .all(|c| c.is_empty() && c.null_rows.is_empty()));
+    }
+
+    #[test]
+    fn a_copy_equals_its_source_whatever_the_destination_held() {
+        const OPS: [&str; 2] = ["map", "unmap"];
+        let types = [
+            ColumnType::U64,
+            ColumnType::Str,
+            ColumnType::ListU64,
+            ColumnType::Enum(&OPS),
+        ];
+        let mut src = RowBatch::new(&types, 2);
+        // rows without pids first (counted, unsettled), then one with a
+        // pid, nulls and variable-width values, beyond the capacity of 2
+        for (ts, pid) in [(1, None), (2, None), (3, Some(9)), (4, None)] {
+            src.push_row(
+                &head(ts, pid),
+                &[
+                    if ts == 2 {
+                        Value::Null
+                    } else {
+                        Value::U64(ts as u64)
+                    },
+                    Value::Str(if ts == 3 { "three" } else { "" }),
+                    Value::ListU64(&[ts as u64; 3][..ts as usize % 3]),
+                    Value::Str(OPS[ts as usize % 2]),
+                ],
+            )
+            .unwrap();
+        }
+        let mut dirty = RowBatch::new(&types, 8);
+        dirty
+            .push_row(
+                &head(99, Some(1)),
+                &[Value::U64(7), Value::Str("old"), Value::Null, Value::Null],
+            )
+            .unwrap();
+        let mut other_shape = RowBatch::new(&[ColumnType::Bool], 1);
+        for dst in [&mut dirty, &mut other_shape, &mut RowBatch::new(&types, 0)] {
+            src.copy_into(dst);
+            assert_eq!(*dst, src);
+            assert_eq!(
+                (0..4).map(|i| dst.row(i)).collect::<Vec<_>>(),
+                (0..4).map(|i| src.row(i)).collect::<Vec<_>>()
+            );
+        }
     }
 }

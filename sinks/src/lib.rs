@@ -67,12 +67,14 @@ const FIRST_BATCH_ROWS: usize = 1024;
 /// Bytes of rows all tables' batches may hold together as they fill,
 /// at the rows' fixed widths: a table's batch is cut to the power of two
 /// of rows that keeps the sum within this (not below [`FIRST_BATCH_ROWS`]).
-/// Each row is written to the next, often uncached, line of every column
-/// of its table; 31 tables of 4,096-row batches (the real credit2
-/// fixture's record mix) are about 5 MB of such lines, beyond a core's L2
-/// here, and the import took 0.93 of the time with this budget (a Rust
-/// harness through the Parquet writer, medians of 15 in turns). A file of
-/// three tables keeps 4,096 rows (1,024 took 1.07 of the time there).
+/// Each row is written to the next line of every column of its table;
+/// 31 tables of 4,096-row batches (the real credit2 fixture's record mix)
+/// are about 5 MB of such lines, beyond a core's L2 here, and the import
+/// took 0.93 of the time with this budget (a Rust harness through the
+/// Parquet writer, medians of 15 in turns; measured before batches were
+/// copied out, see `flush_table`; since then 1 and 4 MiB are within 3%
+/// either way). A file of three tables keeps 4,096 rows (1,024 took 1.07
+/// of the time there).
 const FILL_BUDGET: usize = 2 << 20;
 
 /// Bytes of text and lists after which a table's rows are written even if
@@ -233,10 +235,17 @@ impl ParquetSink {
             )?;
             t.opened = true;
         }
-        // The table goes on with a batch the writer is done with, or else a
-        // new one at full capacity (growing one by doubling would cost
-        // reallocations and page faults); the full one goes to the writer.
-        // A spare from before the limit last grew is too small: dropped.
+        // The full batch is copied into one the writer is done with (or
+        // else a new one at full capacity: growing one by doubling would
+        // cost reallocations and page faults), which goes to the writer,
+        // and the table goes on filling its own batch. Filling is a store
+        // to the next line of every column; the batch's lines are in this
+        // core's cache from its last fill, where a batch back from the
+        // writer's core was not, and every store missed (the copy is one
+        // sequential pass). The import of the x25 credit2 tiling took 0.89
+        // of the time, trace.dat bench1x 0.79 (Rust harness, medians of 15
+        // in turns). A spare from before the limit last grew is too small:
+        // dropped.
         while let Ok((i, b)) = self.writer.returned.try_recv() {
             self.tables[i].spare.push(b);
         }
@@ -246,12 +255,16 @@ impl ParquetSink {
         t.limit = t.sent.max(t.limit).min(most);
         let limit = t.limit;
         t.spare.retain(|b| b.capacity() >= limit);
-        let next = t
+        let mut out = t
             .spare
             .pop()
             .unwrap_or_else(|| RowBatch::new(&t.types, limit));
-        let rows = std::mem::replace(&mut t.rows, next);
-        self.writer.write(idx, rows)
+        t.rows.copy_into(&mut out);
+        t.rows.clear();
+        if t.rows.capacity() < limit {
+            t.rows = RowBatch::new(&t.types, limit);
+        }
+        self.writer.write(idx, out)
     }
 
     /// Rows a batch holds at most: the sink's batch size, or fewer when

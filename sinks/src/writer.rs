@@ -32,8 +32,8 @@ type Finished = Result<Vec<(usize, PathBuf)>, String>;
 /// The sending half; the thread owns the files.
 pub(crate) struct BackgroundWriter {
     tx: Option<SyncSender<Msg>>,
-    /// Batches written, emptied, for the sink to fill again: their pages
-    /// stay mapped and in cache, where fresh ones cost page faults.
+    /// Batches written, emptied, for the sink to copy its next full batch
+    /// into: their pages stay mapped, where fresh ones cost page faults.
     pub(crate) returned: Receiver<(usize, RowBatch)>,
     thread: Option<JoinHandle<Finished>>,
     failed: Option<String>,
