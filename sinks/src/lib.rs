@@ -5,8 +5,9 @@
 //! [`ParquetSink`] implements the readers' [`EventSink`]: every declared
 //! table gets a [`RowBatch`] the reader appends to (`ts`, `cpu`, `pid`,
 //! `instance`, then the event's own columns) and, once it has rows, a
-//! Parquet file `<dir>/<table>.parquet`. Full batches go to a thread of
-//! their own, where each column is encoded and compressed as pages
+//! Parquet file `<dir>/<table>.parquet`. A full batch is copied out (the
+//! table goes on filling its own, in cache) and the copy goes to a thread
+//! of its own, where each column is encoded and compressed as pages
 //! (`event_file`, with the encodings in `encoding`), and every few
 //! batches become a row group, so memory is bounded by tables × batch
 //! size however long the trace is. The files carry the Arrow schema, so
