@@ -12,6 +12,7 @@ use arrow_schema::SchemaRef;
 use cratrace_format::{ColumnType, RowBatch};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 /// Batches queued between the reader's thread and the writer's.
@@ -23,7 +24,95 @@ enum Msg {
     Open(usize, PathBuf, SchemaRef, Vec<ColumnType>, Vec<String>),
     /// Rows for table `idx` (opened before).
     Batch(usize, RowBatch),
+    /// Hand these tables' files back, with every batch sent before
+    /// written: the sink closes them on its own thread.
+    Release(Vec<usize>),
+    /// Finish tables from this pool, shared with the sink's thread, until
+    /// it is empty.
+    Help(Arc<TailPool>),
 }
+
+/// What is left of a table at the end: its last rows, to write to its
+/// file (created here if the writer never opened it), then the footer.
+pub(crate) struct TailWork {
+    pub(crate) idx: usize,
+    pub(crate) file: TailFile,
+    pub(crate) rows: RowBatch,
+    /// Bytes of work (an estimate), to take the largest first.
+    pub(crate) size: usize,
+}
+
+/// A table's file at the end: open, or to create.
+pub(crate) enum TailFile {
+    Open(Box<EventFile>, PathBuf),
+    New {
+        path: PathBuf,
+        schema: SchemaRef,
+        types: Vec<ColumnType>,
+        instances: Vec<String>,
+    },
+}
+
+/// The tables left at the end, shared by the threads that finish them.
+pub(crate) struct TailPool {
+    work: Mutex<Vec<TailWork>>,
+    codec: Codec,
+    group_rows: usize,
+}
+
+impl TailPool {
+    pub(crate) fn new(mut work: Vec<TailWork>, codec: Codec, group_rows: usize) -> Self {
+        // popped from the end: the largest first, small ones fill in last
+        work.sort_by_key(|w| (w.size, std::cmp::Reverse(w.idx)));
+        TailPool {
+            work: Mutex::new(work),
+            codec,
+            group_rows,
+        }
+    }
+
+    /// Finish tables until none is left; (table index, path) of each.
+    pub(crate) fn drain(&self) -> Result<Vec<(usize, PathBuf)>, String> {
+        let mut done = Vec::new();
+        loop {
+            // a poisoned lock: the other thread panicked; its join says so
+            let next = match self.work.lock() {
+                Ok(mut w) => w.pop(),
+                Err(_) => return Err("the other thread finishing tables failed".into()),
+            };
+            let Some(mut w) = next else {
+                return Ok(done);
+            };
+            let (mut f, path) = match w.file {
+                TailFile::Open(f, path) => (*f, path),
+                TailFile::New {
+                    path,
+                    schema,
+                    types,
+                    instances,
+                } => {
+                    let f = EventFile::create(
+                        &path,
+                        schema,
+                        &types,
+                        instances,
+                        self.codec,
+                        self.group_rows,
+                    )?;
+                    (f, path)
+                }
+            };
+            if !w.rows.is_empty() {
+                f.write(&mut w.rows)?;
+            }
+            f.close()?;
+            done.push((w.idx, path));
+        }
+    }
+}
+
+/// A table's file handed back by [`BackgroundWriter::release`].
+pub(crate) type Released = Vec<(usize, EventFile, PathBuf)>;
 
 /// What the writer thread ends with: each table's index and file, or why
 /// it stopped.
@@ -35,6 +124,7 @@ pub(crate) struct BackgroundWriter {
     /// Batches written, emptied, for the sink to copy its next full batch
     /// into: their pages stay mapped, where fresh ones cost page faults.
     pub(crate) returned: Receiver<(usize, RowBatch)>,
+    released: Receiver<Released>,
     thread: Option<JoinHandle<Finished>>,
     failed: Option<String>,
 }
@@ -45,13 +135,15 @@ impl BackgroundWriter {
     pub(crate) fn start(codec: Codec, group_rows: usize) -> Self {
         let (tx, rx) = sync_channel(IN_FLIGHT);
         let (back, returned) = channel();
+        let (give, released) = channel();
         match std::thread::Builder::new()
             .name("cratrace-parquet".into())
-            .spawn(move || run(rx, back, codec, group_rows))
+            .spawn(move || run(rx, back, give, codec, group_rows))
         {
             Ok(thread) => BackgroundWriter {
                 tx: Some(tx),
                 returned,
+                released,
                 thread: Some(thread),
                 failed: None,
             },
@@ -59,6 +151,7 @@ impl BackgroundWriter {
             Err(e) => BackgroundWriter {
                 tx: None,
                 returned,
+                released,
                 thread: None,
                 failed: Some(format!("cannot start the Parquet writer thread: {e}")),
             },
@@ -78,6 +171,25 @@ impl BackgroundWriter {
 
     pub(crate) fn write(&mut self, idx: usize, batch: RowBatch) -> Result<(), String> {
         self.send(Msg::Batch(idx, batch))
+    }
+
+    /// Have the thread finish tables from `pool` too.
+    pub(crate) fn help(&mut self, pool: Arc<TailPool>) -> Result<(), String> {
+        self.send(Msg::Help(pool))
+    }
+
+    /// The files of tables `idxs` (those opened), once every batch sent
+    /// before is written to them.
+    pub(crate) fn release(&mut self, idxs: Vec<usize>) -> Result<Released, String> {
+        self.send(Msg::Release(idxs))?;
+        match self.released.recv() {
+            Ok(files) => Ok(files),
+            // The thread stopped on an error meanwhile: that error.
+            Err(_) => Err(self
+                .join()
+                .err()
+                .unwrap_or_else(|| "the Parquet writer stopped".into())),
+        }
     }
 
     fn send(&mut self, m: Msg) -> Result<(), String> {
@@ -124,37 +236,83 @@ impl Drop for BackgroundWriter {
 fn run(
     rx: Receiver<Msg>,
     back: Sender<(usize, RowBatch)>,
+    give: Sender<Released>,
     codec: Codec,
     group_rows: usize,
 ) -> Finished {
-    let mut files: Vec<Option<(EventFile, PathBuf)>> = Vec::new();
+    let mut w = Worker {
+        files: Vec::new(),
+        finished: Vec::new(),
+        back,
+        give,
+        codec,
+        group_rows,
+    };
     for m in rx {
-        match m {
-            Msg::Open(idx, path, schema, types, instances) => {
-                let f = EventFile::create(&path, schema, &types, instances, codec, group_rows)?;
-                if files.len() <= idx {
-                    files.resize_with(idx + 1, || None);
-                }
-                files[idx] = Some((f, path));
-            }
-            Msg::Batch(idx, mut batch) => {
-                let (f, _) = files
-                    .get_mut(idx)
-                    .and_then(Option::as_mut)
-                    .ok_or_else(|| format!("table {idx} written before it was opened"))?;
-                f.write(&mut batch)?;
-                batch.clear();
-                // the sink may be gone already (an abandoned import)
-                let _ = back.send((idx, batch));
-            }
-        }
+        w.handle(m)?;
     }
-    let mut out = Vec::new();
-    for (idx, f) in files.into_iter().enumerate() {
+    let mut out = w.finished;
+    for (idx, f) in w.files.into_iter().enumerate() {
         if let Some((f, path)) = f {
             f.close()?;
             out.push((idx, path));
         }
     }
     Ok(out)
+}
+
+/// The writer thread's state: the files it owns and where it sends what
+/// it is done with.
+struct Worker {
+    files: Vec<Option<(EventFile, PathBuf)>>,
+    /// Tables finished from a [`TailPool`]: (index, path).
+    finished: Vec<(usize, PathBuf)>,
+    back: Sender<(usize, RowBatch)>,
+    give: Sender<Released>,
+    codec: Codec,
+    group_rows: usize,
+}
+
+impl Worker {
+    fn handle(&mut self, m: Msg) -> Result<(), String> {
+        match m {
+            Msg::Open(idx, path, schema, types, instances) => {
+                let f = EventFile::create(
+                    &path,
+                    schema,
+                    &types,
+                    instances,
+                    self.codec,
+                    self.group_rows,
+                )?;
+                if self.files.len() <= idx {
+                    self.files.resize_with(idx + 1, || None);
+                }
+                self.files[idx] = Some((f, path));
+            }
+            Msg::Batch(idx, mut batch) => {
+                let (f, _) = self
+                    .files
+                    .get_mut(idx)
+                    .and_then(Option::as_mut)
+                    .ok_or_else(|| format!("table {idx} written before it was opened"))?;
+                f.write(&mut batch)?;
+                batch.clear();
+                // the sink may be gone already (an abandoned import)
+                let _ = self.back.send((idx, batch));
+            }
+            Msg::Release(idxs) => {
+                let handed = idxs
+                    .into_iter()
+                    .filter_map(|i| {
+                        let (f, path) = self.files.get_mut(i)?.take()?;
+                        Some((i, f, path))
+                    })
+                    .collect();
+                let _ = self.give.send(handed);
+            }
+            Msg::Help(pool) => self.finished.extend(pool.drain()?),
+        }
+        Ok(())
+    }
 }
