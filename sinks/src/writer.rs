@@ -4,7 +4,9 @@
 //! import's CPU time, and neither needs the other's state: the reader's
 //! thread builds Arrow batches, this thread encodes, compresses and writes
 //! them. A bounded channel keeps at most [`IN_FLIGHT`] batches between the
-//! two, so memory stays bounded however far the reader runs ahead.
+//! two, so memory stays bounded however far the reader runs ahead. At the
+//! end the thread hands its files back ([`BackgroundWriter::release`]) and
+//! both threads finish the tables from one [`TailPool`].
 
 use crate::event_file::EventFile;
 use crate::Codec;
