@@ -3,8 +3,10 @@
 //! Decoding a trace and encoding Parquet each take about half of an
 //! import's CPU time, and neither needs the other's state: the reader's
 //! thread builds Arrow batches, this thread encodes, compresses and writes
-//! them. A bounded channel keeps at most [`IN_FLIGHT`] batches between the
-//! two, so memory stays bounded however far the reader runs ahead. At the
+//! them. The sink bounds the bytes of batches in flight between the two
+//! (each comes back emptied, for reuse), so memory stays bounded however
+//! far the reader runs ahead; the channel's own bound, [`IN_FLIGHT`]
+//! batches, is a backstop. At the
 //! end the thread hands its files back ([`BackgroundWriter::release`]) and
 //! both threads finish the tables from one [`TailPool`].
 
@@ -17,8 +19,9 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-/// Batches queued between the reader's thread and the writer's.
-const IN_FLIGHT: usize = 4;
+/// Batches queued between the reader's thread and the writer's, at most
+/// (the sink waits on bytes first; see its `BYTES_IN_FLIGHT`).
+const IN_FLIGHT: usize = 1024;
 
 enum Msg {
     /// Table `idx` starts: create its file with this schema (the event's
