@@ -531,6 +531,60 @@ mod tests {
     }
 
     #[test]
+    fn batches_in_flight_are_bounded_by_bytes_not_by_count() {
+        let dir = std::env::temp_dir().join(format!("cratrace-sink-bytes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // 256-row batches of 2 KiB texts (512 KiB each), compressed with
+        // zstd: the writer is far slower than the rows come
+        let mut sink = ParquetSink::new(&dir, 256, Codec::Zstd);
+        let spec = TableSpec {
+            name: "texts".into(),
+            system: "sys".into(),
+            columns: vec![ColumnSpec {
+                name: "s".into(),
+                ty: ColumnType::Str,
+            }],
+        };
+        let t = sink.declare_table(&spec).unwrap();
+        // distinct, noisy texts, made first: no dictionary, real
+        // compression work for the writer, a copy per row for this thread
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let texts: Vec<String> = (0..10_000)
+            .map(|_| {
+                (0..2048)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        (b'a' + (x % 26) as u8) as char
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut most = 0;
+        for (i, text) in texts.iter().enumerate() {
+            let head = RowHeader {
+                ts: i as i64,
+                cpu: 0,
+                pid: None,
+                instance: 0,
+            };
+            sink.write_row(t, &head, &[Value::Str(text)]).unwrap();
+            most = most.max(sink.in_flight_bytes);
+            assert!(sink.in_flight_bytes <= BYTES_IN_FLIGHT);
+        }
+        // a bound of four batches queued (and one being written) would
+        // keep this under 8 batches' bytes
+        assert!(
+            most > 8 * 256 * 2048,
+            "more than eight batches in flight at once: {most}"
+        );
+        let files = sink.finish().unwrap();
+        assert_eq!(parquet_row_count(&files[0].1).unwrap(), 10_000);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
     fn the_tail_is_shared_and_every_table_reads_back_whole_in_declared_order() {
         let dir = std::env::temp_dir().join(format!("cratrace-sink-tail-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
