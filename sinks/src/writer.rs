@@ -6,9 +6,9 @@
 //! them. The sink bounds the bytes of batches in flight between the two
 //! (each comes back emptied, for reuse), so memory stays bounded however
 //! far the reader runs ahead; the channel's own bound, [`IN_FLIGHT`]
-//! batches, is a backstop. At the
-//! end the thread hands its files back ([`BackgroundWriter::release`]) and
-//! both threads finish the tables from one [`TailPool`].
+//! batches, is a backstop. At the end the thread hands its files back
+//! ([`BackgroundWriter::release`]) and both threads finish the tables
+//! from one [`TailPool`].
 
 use crate::event_file::EventFile;
 use crate::Codec;
