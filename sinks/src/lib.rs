@@ -9,9 +9,9 @@
 //! table goes on filling its own, in cache) and the copy goes to a thread
 //! of its own, where each column is encoded and compressed as pages
 //! (`event_file`, with the encodings in `encoding`), and every few
-//! batches become a row group, so memory is bounded by tables × (batch
-//! + row group, encoded) and the batches in flight (16 MiB)
-//! however long the trace is. The files carry the Arrow schema, so
+//! batches become a row group, so memory is bounded by the tables'
+//! batches and row groups (held encoded) and the batches in flight
+//! (16 MiB) however long the trace is. The files carry the Arrow schema, so
 //! every reader gets the declared types back.
 #![deny(missing_docs)]
 
