@@ -1,8 +1,9 @@
 """`cratrace import`: trace files or raw capture directories → a capture.
 
-Each source is read by its importer into a staging directory; tables of the
-same name from several sources (a trace-cmd and a perf ``sched_switch``)
-are merged in timestamp order; ``capture.json`` records what was read.
+Each source is read by its importer into a staging directory (a single
+source straight into ``events/``); tables of the same name from several
+sources (a trace-cmd and a perf ``sched_switch``) are merged in timestamp
+order; ``capture.json`` records what was read.
 Everything is written into a temporary directory beside the output and
 renamed into place at the end, so an interrupted or failed import leaves
 no half-written capture, and an existing capture is only replaced with
@@ -144,13 +145,17 @@ def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path, compression
     for name, paths in sorted(by_name.items()):
         dest = events_dir / f"{name}.parquet"
         if len(paths) == 1 and name not in needs_sort:
-            shutil.move(paths[0], dest)
+            if paths[0] != dest:
+                os.rename(paths[0], dest)  # staging and events share the temporary directory
         else:
             import polars as pl
 
             frames = [pl.scan_parquet(p) for p in paths]
             merged = pl.concat(frames, how="diagonal_relaxed") if len(frames) > 1 else frames[0]
-            merged.sort("ts", maintain_order=True).sink_parquet(dest, compression=importers.polars_compression(compression))
+            # a single source is read in place: sort beside it, then replace it
+            sorted_to = dest.with_name(f".{name}.sorted")
+            merged.sort("ts", maintain_order=True).sink_parquet(sorted_to, compression=importers.polars_compression(compression))
+            os.replace(sorted_to, dest)
         rows[name] = _native.parquet_rows(dest)
     return rows
 
@@ -224,8 +229,11 @@ def write_capture(
             # perf.data import when done first. A mismatch still fails the
             # import before anything is renamed into place.
             hashing = _Fingerprinting(src)
-            stage = tmp / "staging" / str(i)
-            stage.mkdir(parents=True)
+            # One source (the usual import) is read straight into events/:
+            # moving 31 tables out of a staging directory cost 1-2 ms of a
+            # 4 MB xentrace import's 33 (0.95-0.97 of the time in turns).
+            stage = events_dir if len(expanded) == 1 else tmp / "staging" / str(i)
+            stage.mkdir(parents=True, exist_ok=True)
             bar = progress(src.path.name, src.path.stat().st_size) if progress else nullcontext(None)
             try:
                 with bar as cb:
@@ -240,7 +248,7 @@ def write_capture(
             staged.append((stage, summary))
             source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, algorithm: digest, "bytes": src.path.stat().st_size, "summary": summary})
         rows = _merge_tables(staged, events_dir, compression)
-        shutil.rmtree(tmp / "staging")
+        shutil.rmtree(tmp / "staging", ignore_errors=True)
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
         (tmp / "capture.json").write_text(jsonfile.dumps(meta))
         _replace(tmp, out)
