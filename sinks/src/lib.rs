@@ -30,7 +30,7 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use writer::{BackgroundWriter, TailFile, TailPool, TailWork};
+use writer::{BackgroundWriter, NewFile, TailFile, TailPool, TailWork};
 
 #[cfg(test)]
 pub(crate) use table_file::{read_columns, write_batch};
@@ -39,6 +39,9 @@ pub use table_file::{EncodedTable, Encodings, TableReader};
 struct Table {
     spec: TableSpec,
     types: Vec<ColumnType>,
+    /// A row's bytes in a batch but for text and list contents
+    /// ([`fixed_row_bytes`]): what a batch in flight and a tail weigh.
+    row_bytes: usize,
     schema: SchemaRef,
     rows: RowBatch,
     /// Emptied batches back from the writer, to fill next.
@@ -49,6 +52,18 @@ struct Table {
     sent: usize,
     opened: bool,
     path: PathBuf,
+}
+
+impl Table {
+    /// Its file, to create at its first batch or, never sent, at the end.
+    fn new_file(&self, instances: &[String]) -> NewFile {
+        NewFile {
+            path: self.path.clone(),
+            schema: self.schema.clone(),
+            types: self.types.clone(),
+            instances: instances.to_vec(),
+        }
+    }
 }
 
 /// Rows per row group, whatever the batch size. The writer holds each
@@ -241,13 +256,8 @@ impl ParquetSink {
             return Ok(());
         }
         if !t.opened {
-            self.writer.open(
-                idx,
-                t.path.clone(),
-                t.schema.clone(),
-                t.types.clone(),
-                self.instances.clone(),
-            )?;
+            let file = t.new_file(&self.instances);
+            self.writer.open(idx, file)?;
             t.opened = true;
         }
         // The full batch is copied into one the writer is done with (or
@@ -279,7 +289,7 @@ impl ParquetSink {
         if t.rows.capacity() < limit {
             t.rows = RowBatch::new(&t.types, limit);
         }
-        let bytes = out.len() * fixed_row_bytes(&t.types) + out.var_bytes;
+        let bytes = out.len() * t.row_bytes + out.var_bytes;
         self.writer.write(idx, out)?;
         self.in_flight.push_back(bytes);
         self.in_flight_bytes += bytes;
@@ -350,19 +360,14 @@ impl ParquetSink {
                     ))
                 }
                 None if t.rows.is_empty() => continue,
-                None => TailFile::New {
-                    path: t.path.clone(),
-                    schema: t.schema.clone(),
-                    types: t.types.clone(),
-                    instances: self.instances.clone(),
-                },
+                None => TailFile::New(t.new_file(&self.instances)),
             };
             // the rows of its open row group, and a file's fixed cost
             let rows = t.sent % GROUP_ROWS + t.rows.len();
             work.push(TailWork {
                 idx: i,
                 file,
-                size: (64 << 10) + rows * fixed_row_bytes(&t.types),
+                size: (64 << 10) + rows * t.row_bytes,
                 rows: std::mem::replace(&mut t.rows, RowBatch::new(&t.types, 0)),
             });
         }
@@ -405,7 +410,8 @@ impl EventSink for ParquetSink {
         }
         let schema = schema_for(spec);
         let types: Vec<ColumnType> = spec.columns.iter().map(|c| c.ty.clone()).collect();
-        self.row_bytes += fixed_row_bytes(&types);
+        let row_bytes = fixed_row_bytes(&types);
+        self.row_bytes += row_bytes;
         let limit = FIRST_BATCH_ROWS.min(self.batch_rows);
         self.tables.push(Table {
             spec: spec.clone(),
@@ -414,6 +420,7 @@ impl EventSink for ParquetSink {
             limit,
             sent: 0,
             types,
+            row_bytes,
             schema,
             opened: false,
             path: self.dir.join(format!("{}.parquet", spec.name)),

@@ -24,9 +24,8 @@ use std::thread::JoinHandle;
 const IN_FLIGHT: usize = 1024;
 
 enum Msg {
-    /// Table `idx` starts: create its file with this schema (the event's
-    /// columns typed as given) and instance names.
-    Open(usize, PathBuf, SchemaRef, Vec<ColumnType>, Vec<String>),
+    /// Table `idx` starts: create its file.
+    Open(usize, NewFile),
     /// Rows for table `idx` (opened before).
     Batch(usize, RowBatch),
     /// Hand these tables' files back, with every batch sent before
@@ -47,15 +46,34 @@ pub(crate) struct TailWork {
     pub(crate) size: usize,
 }
 
+/// A table's file to create: at its first batch (by the writer) or at the
+/// end (a table never sent).
+pub(crate) struct NewFile {
+    pub(crate) path: PathBuf,
+    /// The table's schema, its event columns typed as `types`.
+    pub(crate) schema: SchemaRef,
+    pub(crate) types: Vec<ColumnType>,
+    pub(crate) instances: Vec<String>,
+}
+
+impl NewFile {
+    fn create(self, codec: Codec, group_rows: usize) -> Result<(EventFile, PathBuf), String> {
+        let f = EventFile::create(
+            &self.path,
+            self.schema,
+            &self.types,
+            self.instances,
+            codec,
+            group_rows,
+        )?;
+        Ok((f, self.path))
+    }
+}
+
 /// A table's file at the end: open, or to create.
 pub(crate) enum TailFile {
     Open(Box<EventFile>, PathBuf),
-    New {
-        path: PathBuf,
-        schema: SchemaRef,
-        types: Vec<ColumnType>,
-        instances: Vec<String>,
-    },
+    New(NewFile),
 }
 
 /// The tables left at the end, shared by the threads that finish them.
@@ -90,22 +108,7 @@ impl TailPool {
             };
             let (mut f, path) = match w.file {
                 TailFile::Open(f, path) => (*f, path),
-                TailFile::New {
-                    path,
-                    schema,
-                    types,
-                    instances,
-                } => {
-                    let f = EventFile::create(
-                        &path,
-                        schema,
-                        &types,
-                        instances,
-                        self.codec,
-                        self.group_rows,
-                    )?;
-                    (f, path)
-                }
+                TailFile::New(new) => new.create(self.codec, self.group_rows)?,
             };
             if !w.rows.is_empty() {
                 f.write(&mut w.rows)?;
@@ -163,15 +166,8 @@ impl BackgroundWriter {
         }
     }
 
-    pub(crate) fn open(
-        &mut self,
-        idx: usize,
-        path: PathBuf,
-        schema: SchemaRef,
-        types: Vec<ColumnType>,
-        instances: Vec<String>,
-    ) -> Result<(), String> {
-        self.send(Msg::Open(idx, path, schema, types, instances))
+    pub(crate) fn open(&mut self, idx: usize, file: NewFile) -> Result<(), String> {
+        self.send(Msg::Open(idx, file))
     }
 
     pub(crate) fn write(&mut self, idx: usize, batch: RowBatch) -> Result<(), String> {
@@ -281,19 +277,12 @@ struct Worker {
 impl Worker {
     fn handle(&mut self, m: Msg) -> Result<(), String> {
         match m {
-            Msg::Open(idx, path, schema, types, instances) => {
-                let f = EventFile::create(
-                    &path,
-                    schema,
-                    &types,
-                    instances,
-                    self.codec,
-                    self.group_rows,
-                )?;
+            Msg::Open(idx, file) => {
+                let opened = file.create(self.codec, self.group_rows)?;
                 if self.files.len() <= idx {
                     self.files.resize_with(idx + 1, || None);
                 }
-                self.files[idx] = Some((f, path));
+                self.files[idx] = Some(opened);
             }
             Msg::Batch(idx, mut batch) => {
                 let (f, _) = self
