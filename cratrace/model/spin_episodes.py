@@ -74,11 +74,19 @@ def with_holder(ep: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
     if ep.height == 0 or states.height == 0:
         return ep.with_columns(pl.lit(None, pl.Int32).alias("holder_vcpu"))
     pre = states.filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").alias("holder_vcpu"), pl.col("start").alias("p_start"), pl.col("end").alias("p_end"))
+    # Per episode and sibling, the sibling's last preemption to begin
+    # before the episode (a vCPU's timeline has no overlaps), if it still
+    # lasts: episodes times a VM's vCPUs rows, where joining every episode
+    # with every preemption in its VM grew with the square of the trace.
+    siblings = pre.select("vm", "holder_vcpu").unique()
     cand = (
         ep.with_row_index("_i")
         .select("_i", "vm", "vcpu", "start")
-        .join(pre, on="vm")
-        .filter((pl.col("holder_vcpu") != pl.col("vcpu")) & (pl.col("p_start") <= pl.col("start")) & (pl.col("p_end") > pl.col("start")))
+        .join(siblings, on="vm")
+        .filter(pl.col("holder_vcpu") != pl.col("vcpu"))
+        .sort("start")
+        .join_asof(pre.sort("p_start"), left_on="start", right_on="p_start", by=["vm", "holder_vcpu"], strategy="backward", check_sortedness=False)
+        .filter(pl.col("p_end") > pl.col("start"))
         .group_by("_i")
         .agg(pl.col("holder_vcpu").min())
     )

@@ -109,3 +109,71 @@ def test_thread_names_are_runs_of_one_name_and_the_idle_task_is_one_thread():
         (5, "bash", 20, 30), (5, "cat", 30, 40), (5, "bash", 40, 100),
         (7, "x", 60, 70), (7, None, 70, 100),
     ]
+
+
+def _random_timelines(rng, keys, n):
+    """Gap-free, non-overlapping segments per key (a vCPU timeline), and
+    overlay intervals that overlap, touch and stick out of the timeline."""
+    base, over = [], []
+    for vm, vcpu in keys:
+        t = 0
+        for _ in range(n):
+            d = rng.randint(1, 40)
+            base.append((vm, vcpu, rng.choice(["guest", "vmm"]), t, t + d))
+            t += d
+        for _ in range(n // 2):
+            s = rng.randint(-10, t + 10)
+            over.append((vm, vcpu, s, s + rng.choice([0, 1, 5, 30, 120])))
+        # touching pair
+        over.append((vm, vcpu, t // 3, t // 2))
+        over.append((vm, vcpu, t // 2, t // 2 + 7))
+    return base, over
+
+
+def test_overlay_matches_a_brute_force_reference_with_overlapping_intervals():
+    import random
+
+    rng = random.Random(7)
+    keys = [("a", 0), ("a", 1), ("b", 0)]
+    base, over = _random_timelines(rng, keys, 60)
+    b = pl.DataFrame(base, schema={"vm": pl.String, "vcpu": pl.Int32, "state": pl.String, "start": pl.Int64, "end": pl.Int64}, orient="row").with_columns(
+        (pl.col("end") - pl.col("start")).alias("dur"), pl.lit(0, pl.Int32).alias("pcpu"), pl.lit(1, pl.Int64).alias("tid")
+    )
+    o = pl.DataFrame(over, schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64, "end": pl.Int64}, orient="row")
+    out = overlay(b, o, ["vm", "vcpu"], "spinning")
+    got = sorted(zip(out["vm"], out["vcpu"], out["start"], out["end"], out["state"]))
+    want = []
+    for vm, vcpu, state, s, e in base:
+        ivs = [(a, z) for v, c, a, z in over if (v, c) == (vm, vcpu)]
+        cuts = sorted({s, e} | {x for a, z in ivs for x in (a, z) if s < x < e})
+        for lo, hi in zip(cuts, cuts[1:]):
+            covered = any(a <= lo and z >= hi for a, z in ivs)
+            want.append((vm, vcpu, lo, hi, "spinning" if covered else state))
+    assert got == sorted(want)
+    assert any(st == "spinning" for *_, st in got) and any(st != "spinning" for *_, st in got)
+
+
+def test_holder_is_a_sibling_preempted_at_the_episode_start_as_brute_force_finds():
+    import random
+
+    from cratrace.model.spin_episodes import with_holder
+
+    rng = random.Random(11)
+    keys = [("a", v) for v in range(4)] + [("b", v) for v in range(2)]
+    states = []
+    for vm, vcpu in keys:
+        t = 0
+        for _ in range(80):
+            d = rng.randint(1, 30)
+            states.append((vm, vcpu, rng.choice(["guest", "preempted", "halted"]), t, t + d))
+            t += d
+    st = pl.DataFrame(states, schema={"vm": pl.String, "vcpu": pl.Int32, "state": pl.String, "start": pl.Int64, "end": pl.Int64}, orient="row")
+    eps = [(vm, vcpu, rng.randint(0, 1500)) for vm, vcpu in keys for _ in range(40)]
+    ep = pl.DataFrame(eps, schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64}, orient="row").with_columns((pl.col("start") + 5).alias("end"))
+    got = with_holder(ep, st)["holder_vcpu"].to_list()
+    want = []
+    for vm, vcpu, s in eps:
+        c = [v for (m, v, state, a, z) in states if m == vm and v != vcpu and state == "preempted" and a <= s < z]
+        want.append(min(c) if c else None)
+    assert got == want
+    assert sum(h is not None for h in got) > 20
