@@ -105,4 +105,6 @@ def io_work(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataF
         return empty("io_work")
     df = pl.concat([conform(p.with_columns((pl.col("window_start") + window_ns).alias("window_end")), "io_work") for p in parts])
     df = df.with_columns(pl.col("packets").fill_null(0), pl.col("bytes").fill_null(0), pl.col("requests").fill_null(0), pl.col("cpu_ns").fill_null(0))
-    return df.sort("window_start", "vm", "worker_tid", nulls_last=True)
+    # every key column: rows of one window, VM and worker (a Xen domain's
+    # rx and tx share a null worker_tid) came out of group_by in any order
+    return df.sort("window_start", "vm", "worker_tid", "worker", "kind", "direction", nulls_last=True)
