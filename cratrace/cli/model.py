@@ -16,7 +16,7 @@ def model_cmd(
     capture: Annotated[Path, typer.Argument(help="Capture directory (from `cratrace import`).")],
     spin_gap_us: Annotated[float, typer.Option(help="PAUSE exits closer than this belong to one spin episode.")] = 50.0,
     window_ms: Annotated[float, typer.Option(help="Window of the io_work table.")] = 100.0,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Rows per table as JSON.")] = False,
 ) -> None:
     """Build (or rebuild) threads, cpu_slices, vcpu_states, spin_episodes,

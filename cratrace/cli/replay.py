@@ -21,6 +21,7 @@ def replay_cmd(
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
     scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, rtt_ns, fetch_overhead_ns, ready_delay_ns, ...).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the outputs and the exit code say how it went.")] = False,
 ) -> None:
     """Replay the recorded demand under each policy and compare.
 
@@ -47,7 +48,7 @@ def replay_cmd(
         res = run_postcopy(Capture(capture) if capture else None, out, settings, force)
         if as_json:
             print(json.dumps(res, indent=2, sort_keys=True))
-        else:
+        elif not quiet:
             for name, r in res["runs"].items():
                 console.print(f"{name:12} mean task {r['mean_task_s']:.3f} s, vCPU in guest {', '.join(f'{x:.0%}' for x in r['vcpu_guest_fraction'])}, faults {r['faults']}")
             console.print(f"async page faults: {res['async_pf_speedup_pct']}% faster ({res['touches_from']}); outputs in [bold]{out}/postcopy[/]")
@@ -62,7 +63,7 @@ def replay_cmd(
     res = replay_capture(capture, policy, out, settings=settings, seed=seed or 0, force=force)
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
-    else:
+    elif not quiet:
         # compact headers, numbers never wrapped: fits an 80-column terminal;
         # the legend below says what each column is
         from rich.table import Table

@@ -21,6 +21,7 @@ def report_cmd(
     billing_rule: Annotated[str, typer.Option(help="Split of the common pool: proportional, packets, bytes, equal, unallocated.")] = "proportional",
     prices: Annotated[Optional[Path], typer.Option(help="JSON prices, e.g. {\"cpu_second\": 0.00001}.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing report.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No message when the report is written.")] = False,
 ) -> None:
     """Throughput, latency, energy and per-VM billing, recorded vs each replay."""
     from cratrace.errors import UsageError
@@ -36,7 +37,7 @@ def report_cmd(
             raise UsageError(f"--prices {prices}: {e}") from None
         price_map = _checked_prices(prices, price_map)
     build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force)  # type: ignore[arg-type]
-    if fmt == "html":
+    if fmt == "html" and not quiet:
         console.print(f"[green]report[/] written to [bold]{out}[/]")
 
 

@@ -117,3 +117,14 @@ def test_a_capture_without_markers_shows_no_transaction_rate(repo_root, tmp_path
     rep = build_report(cap, reps, tmp_path / "r.md", fmt="md")
     assert rep["summary"]["ETR /s"].null_count() == 3
     assert all("throughput not compared (no transaction markers)" in s for s in rep["sentences"])
+
+
+def test_quiet_replay_and_report_print_nothing_and_still_write(repo_root, tmp_path):
+    cap, reps, page = tmp_path / "cap", tmp_path / "reps", tmp_path / "r.html"
+    run_cli("import", repo_root / "sample-traces" / "kvm-io-billing.dat", "-o", cap, "-q", check=True)
+    m = run_cli("model", cap, "-q", check=True)
+    r = run_cli("replay", cap, "-p", "fair", "-o", reps, "-q")
+    p = run_cli("report", cap, "--replays", reps, "-o", page, "-q", check=True)
+    assert r.returncode in (0, 1), r.stderr  # 1: a missed fidelity gate
+    assert (m.stdout, r.stdout, p.stdout) == ("", "", "")
+    assert (reps / "fair" / "metrics.json").is_file() and page.stat().st_size > 10_000
