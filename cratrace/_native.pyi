@@ -45,8 +45,8 @@ def vcpu_phases(
     critical_ns: list[int],
     switch_ns: int,
     migration_ns: int,
-) -> tuple[list[int | None], list[int], bytes | list[int], list[int], list[int]]: ...
-def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int) -> tuple[list[int], bytes | list[int], list[int], list[int]]: ...
+) -> tuple[list[int | None], tuple[bytes, bytes, bytes, bytes]]: ...
+def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int, first_thread: int = 0) -> tuple[bytes, bytes, bytes, bytes]: ...
 def replay(
     *,
     thread_tid: Sequence[int],
@@ -58,10 +58,10 @@ def replay(
     thread_group: Sequence[int] | None = None,
     group_names: Sequence[str] | None = None,
     group_shares: Sequence[int] | None = None,
-    phase_thread: Sequence[int],
-    phase_kind: Sequence[int],
-    phase_a: Sequence[int],
-    phase_b: Sequence[int],
+    phase_thread: Sequence[int] | bytes,
+    phase_kind: Sequence[int] | bytes,
+    phase_a: Sequence[int] | bytes,
+    phase_b: Sequence[int] | bytes,
     vm_names: Sequence[str],
     vm_weights: Sequence[int],
     vm_cpu_intensive: Sequence[bool | None],

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 mod arrow_stream;
 mod errors;
 mod markers;
+mod packed;
 mod perfdata;
 mod perfstat;
 mod postcopy;

@@ -1,6 +1,7 @@
 //! `replay`: run the engine once on columnar inputs; columnar outputs.
 
 use crate::arrow_stream::ArrowTable;
+use crate::packed::from_py;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
 use cratrace_replay::{
     replay as run, Costs, GroupSpec, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec,
@@ -27,7 +28,8 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 }
 
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
-/// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase).
+/// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase). The
+/// phase columns are lists or packed bytes (u32, u8, i64, i64).
 #[pyfunction]
 #[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
@@ -42,10 +44,10 @@ pub fn replay(
     thread_group: Option<Vec<i64>>,
     group_names: Option<Vec<String>>,
     group_shares: Option<Vec<i64>>,
-    phase_thread: Vec<u32>,
-    phase_kind: Vec<u8>,
-    phase_a: Vec<i64>,
-    phase_b: Vec<i64>,
+    phase_thread: &Bound<'_, PyAny>,
+    phase_kind: &Bound<'_, PyAny>,
+    phase_a: &Bound<'_, PyAny>,
+    phase_b: &Bound<'_, PyAny>,
     vm_names: Vec<String>,
     vm_weights: Vec<u32>,
     vm_cpu_intensive: Vec<Option<bool>>,
@@ -92,6 +94,10 @@ pub fn replay(
             "replay: thread_* columns differ in length",
         ));
     }
+    let phase_thread: Vec<u32> = from_py(phase_thread, "phase_thread")?;
+    let phase_kind: Vec<u8> = from_py(phase_kind, "phase_kind")?;
+    let phase_a: Vec<i64> = from_py(phase_a, "phase_a")?;
+    let phase_b: Vec<i64> = from_py(phase_b, "phase_b")?;
     let m = phase_thread.len();
     if [phase_kind.len(), phase_a.len(), phase_b.len()]
         .iter()

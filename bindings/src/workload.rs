@@ -4,6 +4,7 @@
 //! `cratrace.replay.workload`.
 
 use crate::arrow_stream::read_stream;
+use crate::packed::to_bytes;
 use arrow::compute::cast;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
@@ -15,6 +16,26 @@ use cratrace_replay::demand::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+/// Phase columns, packed (see `packed`): thread (u32), kind (u8), a and b
+/// (i64).
+type PhaseBytes<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+    Bound<'py, PyBytes>,
+);
+
+fn packed<'py>(py: Python<'py>, thread: &[u32], rows: &[PhaseRow]) -> PyResult<PhaseBytes<'py>> {
+    let (kind, a, b) = columns(rows);
+    Ok((
+        to_bytes(py, thread)?,
+        to_bytes(py, &kind)?,
+        to_bytes(py, &a)?,
+        to_bytes(py, &b)?,
+    ))
+}
 
 /// A column of `b` as type `to`.
 fn column(b: &RecordBatch, what: &str, name: &str, to: &DataType) -> PyResult<ArrayRef> {
@@ -62,18 +83,18 @@ fn ranges(t: &[u32], threads: usize, what: &str) -> PyResult<Vec<std::ops::Range
 /// `pcpu` (null: unknown), each thread's rows together and in time order;
 /// `marks`: `_t` and `ts`, likewise. Returns each thread's start when its
 /// leading blocked or halted segments were dropped (None: none were), and
-/// the phases as columns: thread, kind, a, b.
+/// the phases as packed columns: thread, kind, a, b.
 #[pyfunction]
 #[pyo3(signature = (*, segments, marks, critical_ns, switch_ns, migration_ns))]
 #[allow(clippy::type_complexity)]
-pub fn vcpu_phases(
-    py: Python<'_>,
-    segments: &Bound<'_, PyAny>,
-    marks: &Bound<'_, PyAny>,
+pub fn vcpu_phases<'py>(
+    py: Python<'py>,
+    segments: &Bound<'py, PyAny>,
+    marks: &Bound<'py, PyAny>,
     critical_ns: Vec<i64>,
     switch_ns: i64,
     migration_ns: i64,
-) -> PyResult<(Vec<Option<i64>>, Vec<u32>, Vec<u8>, Vec<i64>, Vec<i64>)> {
+) -> PyResult<(Vec<Option<i64>>, PhaseBytes<'py>)> {
     let (mut seg_t, mut segs) = (Vec::new(), Vec::new());
     for b in read_stream(segments, "segments")? {
         let w = "segments";
@@ -115,7 +136,7 @@ pub fn vcpu_phases(
         switch_ns,
         migration_ns,
     };
-    py.detach(|| {
+    let (starts, thread, rows) = py.detach(|| {
         let mut starts = Vec::with_capacity(threads);
         let (mut thread, mut rows): (Vec<u32>, Vec<PhaseRow>) = (Vec::new(), Vec::new());
         for (t, crit) in critical_ns.iter().enumerate() {
@@ -124,9 +145,9 @@ pub fn vcpu_phases(
             phases_of(rest, &mark_ts[mark_at[t].clone()], *crit, costs, &mut rows);
             thread.resize(rows.len(), t as u32);
         }
-        let (kind, a, b) = columns(&rows);
-        Ok((starts, thread, kind, a, b))
-    })
+        (starts, thread, rows)
+    });
+    Ok((starts, packed(py, &thread, &rows)?))
 }
 
 /// The phase rows as columns: kind, a, b.
@@ -140,18 +161,18 @@ fn columns(rows: &[PhaseRow]) -> (Vec<u8>, Vec<i64>, Vec<i64>) {
 
 /// Phases of `threads` host threads from their CPU slices: `slices`, a
 /// polars frame of `_t` (thread index), `start`, `end` and `cpu`, each
-/// thread's rows together and in time order. Returns the phases as
-/// columns: thread, kind, a, b.
+/// thread's rows together and in time order. Returns the phases as packed
+/// columns: thread (`first_thread` + the `_t` index), kind, a, b.
 #[pyfunction]
-#[pyo3(signature = (*, slices, threads, switch_ns, migration_ns))]
-#[allow(clippy::type_complexity)]
-pub fn host_phases(
-    py: Python<'_>,
-    slices: &Bound<'_, PyAny>,
+#[pyo3(signature = (*, slices, threads, switch_ns, migration_ns, first_thread = 0))]
+pub fn host_phases<'py>(
+    py: Python<'py>,
+    slices: &Bound<'py, PyAny>,
     threads: usize,
     switch_ns: i64,
     migration_ns: i64,
-) -> PyResult<(Vec<u32>, Vec<u8>, Vec<i64>, Vec<i64>)> {
+    first_thread: u32,
+) -> PyResult<PhaseBytes<'py>> {
     let (mut at_t, mut all) = (Vec::new(), Vec::new());
     for b in read_stream(slices, "slices")? {
         let w = "slices";
@@ -179,13 +200,13 @@ pub fn host_phases(
         switch_ns,
         migration_ns,
     };
-    py.detach(|| {
+    let (thread, rows) = py.detach(|| {
         let (mut thread, mut rows): (Vec<u32>, Vec<PhaseRow>) = (Vec::new(), Vec::new());
         for (t, r) in at.into_iter().enumerate() {
             host_phases_of(&all[r], costs, &mut rows);
-            thread.resize(rows.len(), t as u32);
+            thread.resize(rows.len(), first_thread + t as u32);
         }
-        let (kind, a, b) = columns(&rows);
-        Ok((thread, kind, a, b))
-    })
+        (thread, rows)
+    });
+    packed(py, &thread, &rows)
 }

@@ -8,6 +8,8 @@ are byte-identical; wall-clock figures go to run.json.
 
 from __future__ import annotations
 
+from array import array
+
 import json
 import math
 import os
@@ -141,10 +143,9 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 thread_group=w.group_of,
                 group_names=w.group_names,
                 group_shares=w.group_shares,
-                phase_thread=w.phase_thread,
-                phase_kind=w.phase_kind,
-                phase_a=w.phase_a,
-                phase_b=w.phase_b,
+                # packed bytes (a copy the engine reads and lets go); a
+                # workload built with lists passes them as they are
+                **{k: c.tobytes() if isinstance(c, array) else c for k, c in zip(("phase_thread", "phase_kind", "phase_a", "phase_b"), w.phase_columns())},
                 vm_names=w.vm_names,
                 vm_weights=[256 * max(1, w.vm_of.count(i)) for i in range(len(w.vm_names))],
                 vm_cpu_intensive=[host.get("vm_class", {}).get(v) for v in w.vm_names],

@@ -28,6 +28,7 @@ the threads and computes what the rules need from the model tables.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -39,6 +40,15 @@ from cratrace.model.domains import RUNNING, domain_runs, domain_vcpus
 from cratrace.replay import diagnostics
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
+
+#: typecodes of the phase columns: thread (u32), kind (u8), a and b (i64),
+#: the widths the native builders pack them in
+PHASE_TYPECODES = ("I", "B", "q", "q")
+assert [array(c).itemsize for c in PHASE_TYPECODES] == [4, 1, 8, 8]
+
+
+def _column(code: str):
+    return field(default_factory=lambda: array(code))
 
 
 @dataclass
@@ -62,10 +72,12 @@ class Workload:
     group_of: list[int] = field(default_factory=list)
     group_names: list[str] = field(default_factory=list)
     group_shares: list[int] = field(default_factory=list)
-    phase_thread: list[int] = field(default_factory=list)
-    phase_kind: list[int] = field(default_factory=list)
-    phase_a: list[int] = field(default_factory=list)
-    phase_b: list[int] = field(default_factory=list)
+    #: the phases as typed columns (array.array): a Python list held
+    #: about 40 bytes a value, four times over, for millions of phases
+    phase_thread: array = _column("I")
+    phase_kind: array = _column("B")
+    phase_a: array = _column("q")
+    phase_b: array = _column("q")
     critical_ns: dict[str, int] = field(default_factory=dict)
     recorded_cpu_ns: list[int] = field(default_factory=list)
     recorded_marks: dict[str, int] = field(default_factory=dict)
@@ -104,12 +116,18 @@ class Workload:
         self.phase_a.append(int(a))
         self.phase_b.append(int(b))
 
-    def extend_phases(self, thread: Iterable[int], kind: Iterable[int], a: Iterable[int], b: Iterable[int]) -> None:
-        """Append phases given as columns (what the native builders return)."""
-        self.phase_thread.extend(thread)
-        self.phase_kind.extend(kind)
-        self.phase_a.extend(a)
-        self.phase_b.extend(b)
+    def extend_phases(self, thread: Iterable[int] | bytes, kind: Iterable[int] | bytes, a: Iterable[int] | bytes, b: Iterable[int] | bytes) -> None:
+        """Append phases given as columns: iterables of ints, or packed
+        bytes as the native builders return them."""
+        for col, x in zip(self.phase_columns(), (thread, kind, a, b)):
+            if isinstance(x, bytes):
+                col.frombytes(x)
+            else:
+                col.extend(x)
+
+    def phase_columns(self) -> tuple[array, array, array, array]:
+        """thread, kind, a, b."""
+        return self.phase_thread, self.phase_kind, self.phase_a, self.phase_b
 
 
 #: a thread whose runtime the kernel updated at least this often (median
@@ -202,7 +220,7 @@ def _vcpu_phases(w: Workload, vcpus: pl.DataFrame, states: pl.DataFrame, marks: 
         )
     )
     ts = marks.join(key(marks), on=["vm", "vcpu"]).select("_t", "ts").sort("_t", "ts")
-    starts, *phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
+    starts, phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
     w.extend_phases(*phases)
     return starts
 
@@ -273,6 +291,5 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         base = len(w.tids)
         for tid, first in zip(host, firsts):
             w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
-        thread, kind, a, b = _native.host_phases(slices=hs, threads=len(host), switch_ns=switch_ns, migration_ns=migration_ns)
-        w.extend_phases((base + t for t in thread), kind, a, b)
+        w.extend_phases(*_native.host_phases(slices=hs, threads=len(host), switch_ns=switch_ns, migration_ns=migration_ns, first_thread=base))
     return w
