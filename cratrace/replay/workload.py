@@ -164,14 +164,26 @@ def mark_lock_waits(states: pl.DataFrame, episodes: pl.DataFrame | None) -> pl.D
     episode's start (null outside one)."""
     if episodes is None or episodes.height == 0:
         return states.with_columns(pl.lit(False).alias("in_spin"), pl.lit(None, pl.Int64).alias("episode"))
-    # each segment takes the latest episode begun at or before it (episode
-    # rows sort first at a tie), by a forward fill within its vCPU
-    ep = episodes.select("vm", "vcpu", "start", pl.col("start").alias("episode"), pl.col("end").alias("_ep_end"), pl.lit(0).alias("_k"))
-    seg = states.with_columns(pl.lit(None, pl.Int64).alias("episode"), pl.lit(None, pl.Int64).alias("_ep_end"), pl.lit(1).alias("_k"))
-    both = pl.concat([seg, ep.cast({"vcpu": seg.schema["vcpu"]})], how="diagonal_relaxed").sort("vm", "vcpu", "start", "_k")
-    both = both.with_columns(pl.col("episode", "_ep_end").forward_fill().over("vm", "vcpu")).filter(pl.col("_k") == 1)
+    # each segment takes the latest episode of its vCPU begun at or before
+    # it (of episodes begun together, the longest): an as-of join on the
+    # three key columns, its result set beside the frame in its own order.
+    # Sorting the whole frame with the episodes in it and filling forward
+    # per vCPU took 400 MB for 1.3 M segments.
+    ep = (
+        episodes.select("vm", pl.col("vcpu").cast(states.schema["vcpu"]), pl.col("start").alias("episode"), pl.col("end").alias("_ep_end"))
+        .group_by("vm", "vcpu", "episode")
+        .agg(pl.col("_ep_end").max())
+        .sort("episode")
+    )
+    hit = (
+        states.select("vm", "vcpu", "start")
+        .with_row_index("_row")
+        .sort("start")
+        .join_asof(ep, left_on="start", right_on="episode", by=["vm", "vcpu"], strategy="backward", check_sortedness=False)
+        .sort("_row")
+    )
     inside = pl.col("_ep_end").is_not_null() & (pl.col("start") < pl.col("_ep_end"))
-    return both.with_columns(inside.alias("in_spin"), pl.when(inside).then(pl.col("episode")).alias("episode")).drop("_ep_end", "_k")
+    return states.hstack(hit.select(pl.when(inside).then(pl.col("episode")).alias("episode"), inside.alias("in_spin")))
 
 
 def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:

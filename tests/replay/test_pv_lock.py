@@ -37,6 +37,37 @@ def test_blocked_time_inside_a_spin_episode_is_a_lock_wait():
     assert pv_halt_stats(mark_lock_waits(states, None)) == (0, None)
 
 
+def test_each_segment_takes_the_latest_episode_begun_at_or_before_it():
+    import random
+
+    rng = random.Random(5)
+    rows, eps = [], []
+    for vm, vcpu in (("a", 0), ("a", 1), ("b", 0)):
+        t = 0
+        for _ in range(200):
+            d = rng.randint(1, 20)
+            rows.append((vm, vcpu, t, t + d, rng.choice(["guest", "spinning", "blocked"])))
+            if rng.random() < 0.2:  # episodes begin at segment starts and between them
+                s = t if rng.random() < 0.5 else t + rng.randint(0, d)
+                eps.append((vm, vcpu, s, s + rng.randint(0, 60)))
+                if rng.random() < 0.2:  # two begun together: the longer counts
+                    eps.append((vm, vcpu, s, s + rng.randint(0, 60)))
+            t += d
+    states = pl.DataFrame(rows, schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64, "end": pl.Int64, "state": pl.String}, orient="row")
+    episodes = pl.DataFrame(eps, schema={"vm": pl.String, "vcpu": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row")
+    got = mark_lock_waits(states, episodes)
+    want_in, want_ep = [], []
+    for vm, vcpu, start, _, _ in rows:
+        before = [(s, e) for v, c, s, e in eps if (v, c) == (vm, vcpu) and s <= start]
+        s, e = max(before, key=lambda x: (x[0], x[1])) if before else (None, None)
+        inside = s is not None and start < e
+        want_in.append(inside)
+        want_ep.append(s if inside else None)
+    assert got.select(states.columns).equals(states)  # rows kept in their order
+    assert got["in_spin"].to_list() == want_in and got["episode"].to_list() == want_ep
+    assert 50 < sum(want_in) < len(rows)
+
+
 @pytest.fixture(scope="module")
 def pv_capture(tmp_path_factory):
     from cratrace.lab import LabParams
