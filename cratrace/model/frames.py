@@ -64,28 +64,25 @@ def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str)
         .filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end")))
         .select("_seg", "t")
     )
-    bounds = pl.concat([b.select("_seg", pl.col("start").alias("t")), inner, b.select("_seg", pl.col("end").alias("t"))]).unique().sort("_seg", "t")
-    pieces = (
-        bounds.with_columns(pl.col("t").shift(-1).over("_seg").alias("end"))
-        .drop_nulls("end")
-        .rename({"t": "start"})
-        .join(b.drop("start", "end"), on="_seg")
+    # only segments with a cut inside are split; the others are one piece
+    split = b.filter(pl.col("_seg").is_in(inner["_seg"].implode()))
+    bounds = pl.concat([split.select("_seg", pl.col("start").alias("t")), inner, split.select("_seg", pl.col("end").alias("t"))]).unique().sort("_seg", "t")
+    nxt = pl.when(pl.col("_seg") == pl.col("_seg").shift(-1)).then(pl.col("t").shift(-1))
+    pieces = pl.concat(
+        [
+            b.filter(~pl.col("_seg").is_in(inner["_seg"].implode())),
+            bounds.with_columns(nxt.alias("end")).drop_nulls("end").rename({"t": "start"}).join(split.drop("start", "end"), on="_seg").select(b.columns),
+        ]
     )
     # No boundary lies inside a piece, so an interval that covers any of a
     # piece covers all of it: a piece is covered when the union of its
     # key's intervals is, which the last union interval to begin at or
     # before the piece says.
-    union = _union(over, keys)
-    covered = (
-        pieces.select("_seg", "start", "end", *keys)
-        .sort("start")
-        .join_asof(union.sort("o_start"), left_on="start", right_on="o_start", by=keys, strategy="backward", check_sortedness=False)
-        .filter(pl.col("o_end") >= pl.col("end"))
-        .select("_seg", "start")
-        .with_columns(pl.lit(True).alias("_cov"))
+    out = (
+        pieces.sort("start")
+        .join_asof(_union(over, keys).sort("o_start"), left_on="start", right_on="o_start", by=keys, strategy="backward", check_sortedness=False)
+        .with_columns(pl.when(pl.col("o_end") >= pl.col("end")).then(pl.lit(state)).otherwise(pl.col("state")).alias("state"))
     )
-    out = pieces.join(covered, on=["_seg", "start"], how="left")
-    out = out.with_columns(pl.when(pl.col("_cov")).then(pl.lit(state)).otherwise(pl.col("state")).alias("state")).drop("_seg", "_cov")
     return out.with_columns((pl.col("end") - pl.col("start")).alias("dur")).select(base.columns)
 
 
