@@ -248,7 +248,8 @@ def write_capture(
             staged.append((stage, summary))
             source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, algorithm: digest, "bytes": src.path.stat().st_size, "summary": summary})
         rows = _merge_tables(staged, events_dir, compression)
-        shutil.rmtree(tmp / "staging", ignore_errors=True)
+        if (tmp / "staging").exists():  # several sources were staged
+            shutil.rmtree(tmp / "staging")
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
         (tmp / "capture.json").write_text(jsonfile.dumps(meta))
         _replace(tmp, out)

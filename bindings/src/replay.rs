@@ -94,10 +94,10 @@ pub fn replay(
             "replay: thread_* columns differ in length",
         ));
     }
-    let phase_thread: Vec<u32> = from_py(phase_thread, "phase_thread")?;
-    let phase_kind: Vec<u8> = from_py(phase_kind, "phase_kind")?;
-    let phase_a: Vec<i64> = from_py(phase_a, "phase_a")?;
-    let phase_b: Vec<i64> = from_py(phase_b, "phase_b")?;
+    let phase_thread: Vec<u32> = from_py(phase_thread, "replay: phase_thread")?;
+    let phase_kind: Vec<u8> = from_py(phase_kind, "replay: phase_kind")?;
+    let phase_a: Vec<i64> = from_py(phase_a, "replay: phase_a")?;
+    let phase_b: Vec<i64> = from_py(phase_b, "replay: phase_b")?;
     let m = phase_thread.len();
     if [phase_kind.len(), phase_a.len(), phase_b.len()]
         .iter()

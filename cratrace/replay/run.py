@@ -8,14 +8,13 @@ are byte-identical; wall-clock figures go to run.json.
 
 from __future__ import annotations
 
-from array import array
-
 import json
 import math
 import os
 import re
 import shutil
 import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 

@@ -56,5 +56,5 @@ def test_a_packed_column_of_a_broken_width_is_refused_by_name():
     w = _workload()
     cols = [c.tobytes() for c in w.phase_columns()]
     cols[2] = cols[2][:-3]
-    with pytest.raises(ValueError, match="phase_a: .* bytes is not a whole number of 8-byte values"):
+    with pytest.raises(ValueError, match="replay: phase_a: .* bytes is not a whole number of 8-byte values"):
         _run(w, cols)
