@@ -55,35 +55,45 @@ def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str)
         return base
     over = over.select(*keys, "start", "end").unique()
     cuts = pl.concat([over.select(*keys, pl.col("start").alias("t")), over.select(*keys, pl.col("end").alias("t"))])
+    # Splitting and coverage work on narrow frames (row, keys, start, end);
+    # the other columns join back once (sorting the wide pieces took 50 MB
+    # more of the build's peak on 10 s of kvm-heavy-spin).
+    b = base.with_row_index("_seg")
+    narrow = ["_seg", *keys, "start", "end"]
+    bn = b.select(narrow)
     # split base segments at every overlay boundary strictly inside them:
     # a cut lies in the segment of its key that began last before it
-    b = base.with_row_index("_seg")
     inner = (
         cuts.sort("t")
-        .join_asof(b.select("_seg", *keys, "start", "end").sort("start"), left_on="t", right_on="start", by=keys, strategy="backward", check_sortedness=False)
+        .join_asof(bn.sort("start"), left_on="t", right_on="start", by=keys, strategy="backward", check_sortedness=False)
         .filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end")))
         .select("_seg", "t")
     )
     # only segments with a cut inside are split; the others are one piece
-    split = b.filter(pl.col("_seg").is_in(inner["_seg"].implode()))
+    is_split = pl.col("_seg").is_in(inner["_seg"].implode())
+    split = bn.filter(is_split)
     bounds = pl.concat([split.select("_seg", pl.col("start").alias("t")), inner, split.select("_seg", pl.col("end").alias("t"))]).unique().sort("_seg", "t")
     nxt = pl.when(pl.col("_seg") == pl.col("_seg").shift(-1)).then(pl.col("t").shift(-1))
     pieces = pl.concat(
         [
-            b.filter(~pl.col("_seg").is_in(inner["_seg"].implode())),
-            bounds.with_columns(nxt.alias("end")).drop_nulls("end").rename({"t": "start"}).join(split.drop("start", "end"), on="_seg").select(b.columns),
+            bn.filter(~is_split),
+            bounds.with_columns(nxt.alias("end")).drop_nulls("end").rename({"t": "start"}).join(split.select("_seg", *keys), on="_seg").select(narrow),
         ]
     )
     # No boundary lies inside a piece, so an interval that covers any of a
     # piece covers all of it: a piece is covered when the union of its
     # key's intervals is, which the last union interval to begin at or
     # before the piece says.
-    out = (
+    covered = (
         pieces.sort("start")
         .join_asof(_union(over, keys).sort("o_start"), left_on="start", right_on="o_start", by=keys, strategy="backward", check_sortedness=False)
-        .with_columns(pl.when(pl.col("o_end") >= pl.col("end")).then(pl.lit(state)).otherwise(pl.col("state")).alias("state"))
+        .select("_seg", "start", "end", (pl.col("o_end") >= pl.col("end")).fill_null(False).alias("_cov"))
     )
-    return out.with_columns((pl.col("end") - pl.col("start")).alias("dur")).select(base.columns)
+    out = covered.join(b.drop("start", "end"), on="_seg").with_columns(
+        pl.when(pl.col("_cov")).then(pl.lit(state)).otherwise(pl.col("state")).alias("state"),
+        (pl.col("end") - pl.col("start")).alias("dur"),
+    )
+    return out.select(base.columns)
 
 
 def _union(iv: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
