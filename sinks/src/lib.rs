@@ -462,6 +462,26 @@ mod tests {
     }
 
     /// Table `name` with `n` u64 columns: 12 + 8n fixed bytes a row.
+    /// Column `i` of the Parquet file at `path`, a u64 column without nulls.
+    fn u64_column(path: &Path, i: usize) -> Vec<u64> {
+        let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
+            File::open(path).unwrap(),
+        )
+        .unwrap()
+        .build()
+        .unwrap();
+        let mut out = Vec::new();
+        for batch in b.map(|b| b.unwrap()) {
+            let x = batch
+                .column(i)
+                .as_any()
+                .downcast_ref::<arrow_array::UInt64Array>()
+                .unwrap();
+            out.extend(x.values().iter().copied());
+        }
+        out
+    }
+
     fn u64_columns(name: &str, n: usize) -> TableSpec {
         TableSpec {
             name: name.into(),
@@ -519,21 +539,7 @@ mod tests {
             .map(|g| g.num_rows())
             .collect();
         assert_eq!(groups, vec![GROUP_ROWS as i64, 70_000 - GROUP_ROWS as i64]);
-        let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-            File::open(path).unwrap(),
-        )
-        .unwrap()
-        .build()
-        .unwrap();
-        let mut c7 = Vec::new();
-        for batch in b.map(|b| b.unwrap()) {
-            let x = batch
-                .column(4 + 7)
-                .as_any()
-                .downcast_ref::<arrow_array::UInt64Array>()
-                .unwrap();
-            c7.extend(x.values().iter().copied());
-        }
+        let c7 = u64_column(path, 4 + 7);
         assert_eq!(c7, (0..70_000u64).map(|i| i * 8 + 7).collect::<Vec<_>>());
         std::fs::remove_dir_all(&dir).ok();
     }
@@ -627,21 +633,7 @@ mod tests {
         assert_eq!(names, ["t0", "t1", "t2", "t4", "t5", "t6", "t7"]);
         for (name, path) in &files {
             let k: usize = name[1..].parse().unwrap();
-            let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
-                File::open(path).unwrap(),
-            )
-            .unwrap()
-            .build()
-            .unwrap();
-            let mut c1 = Vec::new();
-            for batch in b.map(|b| b.unwrap()) {
-                let x = batch
-                    .column(4 + 1)
-                    .as_any()
-                    .downcast_ref::<arrow_array::UInt64Array>()
-                    .unwrap();
-                c1.extend(x.values().iter().copied());
-            }
+            let c1 = u64_column(path, 4 + 1);
             let want: Vec<u64> = (0..sizes[k]).map(|i| (i * 10 + k) as u64 + 1).collect();
             assert_eq!(c1, want, "{name}");
         }
