@@ -461,7 +461,6 @@ mod tests {
         }
     }
 
-    /// Table `name` with `n` u64 columns: 12 + 8n fixed bytes a row.
     /// Column `i` of the Parquet file at `path`, a u64 column without nulls.
     fn u64_column(path: &Path, i: usize) -> Vec<u64> {
         let b = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(
@@ -482,6 +481,7 @@ mod tests {
         out
     }
 
+    /// Table `name` with `n` u64 columns: 12 + 8n fixed bytes a row.
     fn u64_columns(name: &str, n: usize) -> TableSpec {
         TableSpec {
             name: name.into(),
