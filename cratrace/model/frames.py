@@ -40,6 +40,19 @@ def col_or(lf_cols: list[str], *names: str) -> str:
     raise KeyError(names)
 
 
+def strictly_inside(points: pl.DataFrame, intervals: pl.DataFrame, by: str | list[str]) -> pl.DataFrame:
+    """`points` (by + `t`) that fall strictly inside an interval of theirs
+    (by + `start` + `end`), each with that interval's columns. A key's
+    intervals must not overlap: a point's is the last to begin before it,
+    an as-of join, so rows meet in time order instead of every point with
+    every interval of its key."""
+    return (
+        points.sort("t")
+        .join_asof(intervals.sort("start"), left_on="t", right_on="start", by=by, strategy="backward", check_sortedness=False)
+        .filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end")))
+    )
+
+
 def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str) -> pl.DataFrame:
     """Replace `base` segments' state by `state` wherever an `over`
     interval (same keys) covers them, splitting segments at the boundaries.
@@ -61,14 +74,8 @@ def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str)
     b = base.with_row_index("_seg")
     narrow = ["_seg", *keys, "start", "end"]
     bn = b.select(narrow)
-    # split base segments at every overlay boundary strictly inside them:
-    # a cut lies in the segment of its key that began last before it
-    inner = (
-        cuts.sort("t")
-        .join_asof(bn.sort("start"), left_on="t", right_on="start", by=keys, strategy="backward", check_sortedness=False)
-        .filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end")))
-        .select("_seg", "t")
-    )
+    # split base segments at every overlay boundary strictly inside them
+    inner = strictly_inside(cuts, bn, keys).select("_seg", "t")
     # only segments with a cut inside are split; the others are one piece
     is_split = pl.col("_seg").is_in(inner["_seg"].implode())
     split = bn.filter(is_split)

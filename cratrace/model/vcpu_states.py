@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, overlay, top_buffer
+from cratrace.model.frames import conform, empty, overlay, strictly_inside, top_buffer
 
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
@@ -144,17 +144,10 @@ def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.Da
     if k.height == 0:
         return plain.select("tid", "start", "end", "state", pl.col("pcpu").cast(pl.Int32))
     k = k.with_row_index("_run")
-    # each mark inside a run: the run of its thread that began last before
-    # it (a thread's runs do not overlap), if the mark is before its end.
-    # Joining every run with every mark of its thread grew with the square
-    # of the trace: 8.4 GB for a second of kvm-heavy-spin.
-    inner = (
-        marks.select("tid", pl.col("ts").alias("t"), "state")
-        .sort("t")
-        .join_asof(k.select("_run", "tid", "start", "end").sort("start"), left_on="t", right_on="start", by="tid", strategy="backward", check_sortedness=False)
-        .filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end")))
-        .select("_run", "t", "state")
-    )
+    # each mark inside a run of its thread (joining every run with every
+    # mark of its thread grew with the square of the trace: 8.4 GB for a
+    # second of kvm-heavy-spin)
+    inner = strictly_inside(marks.select("tid", pl.col("ts").alias("t"), "state"), k.select("_run", "tid", "start", "end"), "tid").select("_run", "t", "state")
     # state at a run's start: the last mark before it (vmm if none)
     at_start = (
         k.select("_run", "tid", pl.col("start").alias("t"))
