@@ -16,13 +16,12 @@ import datetime as _dt
 import json
 import os
 import shutil
-import tempfile
 import threading
 from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from cratrace import _native, importers, jsonfile
+from cratrace import _native, atomic, importers, jsonfile
 from cratrace.errors import CaptureError, OutputExistsError, UnsupportedFormatError, UsageError
 from cratrace.importers import hostjson
 
@@ -214,7 +213,7 @@ def write_capture(
         cpu_hz = host.get("cpu_hz") or next((m.get("cpu_hz") for m in manifests if m.get("cpu_hz")), None)
     out.parent.mkdir(parents=True, exist_ok=True)
     _allow_open_files()
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
+    tmp = atomic.temp_dir(out, "importing-")
     try:
         events_dir = tmp / "events"
         events_dir.mkdir()

@@ -39,6 +39,7 @@ def synth(
     compression: Annotated[Optional[str], typer.Option(help="v7 compression: none, zlib or zstd [default: zstd; v6 files are never compressed]")] = None,
     raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat or xentrace.bin, truth) for `cratrace import DIR`")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress or summary")] = False,
 ) -> None:
     """Generate a synthetic trace with known ground truth.
 
@@ -105,7 +106,7 @@ def synth(
     import contextlib
     import sys
 
-    spinner = (err_console.status(f"generating {scenario}...") if sys.stderr.isatty() and not json_
+    spinner = (err_console.status(f"generating {scenario}...") if sys.stderr.isatty() and not (json_ or quiet)
                else contextlib.nullcontext())
     with spinner:
         truth = synthesize(scenario, output, seed=seed, overrides=overrides, force=force,
@@ -117,7 +118,7 @@ def synth(
                    events=n, bytes=trace.stat().st_size)
     if json_:
         console.print_json(json.dumps(summary))
-    else:
+    elif not quiet:
         err_console.print(f"wrote {summary['file']} ({summary['bytes']} bytes, {summary['events']} {'records' if xen else 'events'}) "
                           f"and {summary['truth']}", highlight=False, soft_wrap=True)
 

@@ -3,7 +3,6 @@ them atomically to ``CAPTURE/model/<table>.parquet``."""
 
 from __future__ import annotations
 
-import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Callable
 
 import polars as pl
 
-from cratrace import jsonfile
+from cratrace import atomic, jsonfile
 from cratrace.capture import Capture
 from cratrace.model.cpu_slices import cpu_slices
 from cratrace.model.faults import faults
@@ -28,21 +27,12 @@ from cratrace.tables import MODEL_TABLES
 TABLE_ORDER = ("thread_names", "threads", "cpu_slices", "markers", "spin_episodes", "vcpu_states", "io_work", "power", "faults")
 
 
-def _write_with(write: Callable[[Path], int], path: Path) -> int:
-    """Run `write(tmp)` and move the file into place: a reader never sees
-    half a table."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    rows = write(tmp)
-    os.replace(tmp, path)
-    return rows
-
-
 def _write(df: pl.DataFrame, path: Path, codec: str) -> int:
     def write(tmp: Path) -> int:
         df.write_parquet(tmp, compression=codec)
         return df.height
 
-    return _write_with(write, path)
+    return atomic.write_with(path, write)
 
 
 def build_model(
@@ -77,14 +67,12 @@ def build_model(
         def markers(threads: pl.DataFrame) -> tuple[pl.DataFrame, Future[int]]:
             lines = side.lines.result()
             spin_marks = marker_lines.table(lines, threads, marker_lines.SPIN_NAMES)
-            return spin_marks, side.submit(_write_with, lambda tmp: marker_lines.write(lines, threads, tmp, codec), model_dir / "markers.parquet")
+            return spin_marks, side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
 
         rows = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), markers)
     meta = dict(cap.meta)
     meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}
-    tmp = cap.path / f".capture.json.tmp-{os.getpid()}"
-    tmp.write_text(jsonfile.dumps(meta))
-    os.replace(tmp, cap.path / "capture.json")
+    atomic.write_text(cap.path / "capture.json", jsonfile.dumps(meta))
     return rows
 
 

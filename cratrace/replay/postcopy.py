@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from cratrace import _native
+from cratrace import _native, atomic
 from cratrace.capture import Capture
 from cratrace.errors import UsageError
 from cratrace.replay.run import Range, setting_in_range, setting_number
@@ -100,5 +100,5 @@ def run_postcopy(cap: Capture | None, out: Path, settings: dict[str, str], force
 
         raise OutputExistsError(f"{d}: already exists; pass --force to replace it")
     d.mkdir(parents=True, exist_ok=True)
-    (d / "metrics.json").write_text(json.dumps(res, indent=2, sort_keys=True))
+    atomic.write_text(d / "metrics.json", json.dumps(res, indent=2, sort_keys=True))
     return res

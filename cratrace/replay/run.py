@@ -13,14 +13,13 @@ import math
 import os
 import re
 import shutil
-import tempfile
 from array import array
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from cratrace import _native
+from cratrace import _native, atomic
 from cratrace.capture import Capture
 from cratrace.errors import OutputExistsError, UsageError
 from cratrace.model.domains import domain_threads, with_idle
@@ -469,7 +468,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
         metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=out))
+        tmp = atomic.temp_dir(dest)
         try:
             (tmp / "model").mkdir()
             for name, df in tables.items():

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import polars as pl
 
+from cratrace import atomic
 from cratrace.capture import Capture
 from cratrace.model.domains import domain_runs, domain_threads, domain_vcpus, with_idle
 from cratrace.model.frames import conform
@@ -154,10 +153,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     }
     tables = {"summary": summary, "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
     if tables_dir:
-        tables_dir.mkdir(parents=True, exist_ok=True)
-        for name, df in tables.items():
-            df.write_csv(tables_dir / f"{name}.csv")
-            df.write_parquet(tables_dir / f"{name}.parquet")
+        _write_tables(tables, Path(tables_dir), force)
     if fmt == "md":
         text = render_markdown(report)
         if out and str(out) != "-":
@@ -171,16 +167,29 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     return report
 
 
+def _write_tables(tables: dict[str, pl.DataFrame], tables_dir: Path, force: bool) -> None:
+    """Each table as CSV and Parquet in `tables_dir`, refusing to replace
+    an earlier report's tables without `force` (checked before any is
+    written)."""
+    from cratrace.errors import OutputExistsError
+
+    paths = {(name, ext): tables_dir / f"{name}.{ext}" for name in tables for ext in ("csv", "parquet")}
+    there = [p for p in paths.values() if p.exists()]
+    if there and not force:
+        raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace the report's tables")
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    for (name, ext), path in paths.items():
+        df = tables[name]
+        atomic.write_with(path, df.write_csv if ext == "csv" else df.write_parquet)
+
+
 def _atomic_write(path: Path, text: str, force: bool) -> None:
     from cratrace.errors import OutputExistsError
 
     path = Path(path)
     if path.exists() and not force:
         raise OutputExistsError(f"{path}: already exists; pass --force to replace it")
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    atomic.write_text(path, text)
 
 
 _ = (html, json)

@@ -21,22 +21,15 @@ import json
 import math
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from cratrace import atomic
 from cratrace.errors import CratraceError, OutputExistsError, UsageError
 from cratrace.synth.scenarios import SCENARIOS
 from cratrace.synth.tracedat_writer import write_tracedat
 
 TRUTH_SCHEMA = 1
-
-
-def _umask_mode() -> int:
-    """Mode a plain open() would give a new file (mkstemp makes 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def resolve_params(name: str, overrides: Mapping[str, str]) -> dict[str, Any]:
@@ -121,7 +114,7 @@ def synthesize(
 
 def _write_truth(truth_path: Path, truth: dict[str, Any], trace: Path) -> None:
     try:
-        _atomic_write(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
+        atomic.write_text(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
     except OSError as e:
         trace.unlink(missing_ok=True)  # never leave a trace without its truth
         raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
@@ -130,14 +123,12 @@ def _write_truth(truth_path: Path, truth: dict[str, Any], trace: Path) -> None:
 def _write_xentrace(mod, res, out: Path, truth_path: Path, name: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
     """A xentrace scenario: the binary file (per-pCPU windows of 64
     records, as xentrace writes them) and its truth, both atomically."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", dir=out.parent)
-    os.close(fd)
+    tmp = atomic.temp_file(out)
     try:
-        res.writer.write(tmp, window_records=64)
-        os.chmod(tmp, _umask_mode())
+        res.writer.write(str(tmp), window_records=64)
         os.replace(tmp, out)
     except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
     counts = res.record_counts()
     truth = dict(schema=TRUTH_SCHEMA, scenario=name, scenario_version=mod.VERSION, seed=seed, params=params,
@@ -154,20 +145,13 @@ def _counts(events) -> dict[str, int]:
     return c
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.chmod(tmp, _umask_mode())
-    os.replace(tmp, path)
-
-
 def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, version: int, compression: str) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise UsageError(f"-o {out}: exists and is not a directory (a raw capture is a directory)")
     if out.exists() and any(out.iterdir()) and not force:
         raise OutputExistsError(f"{out} exists and is not empty (use --force to replace it)")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = atomic.temp_dir(out)
     try:
         xen = is_xentrace(scenario(name))
         data_name, data_kind = ("xentrace.bin", "xentrace") if xen else ("trace.dat", "tracedat")
@@ -189,7 +173,6 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
                         question=f"synthetic scenario {name} (seed {seed}); truth in {data_name}.truth.json",
                         files=files, tools=dict(synth=f"cratrace synth {name} v{truth['scenario_version']}"))
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        os.chmod(tmp, 0o777 & ~_umask())
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp, out)
@@ -199,7 +182,3 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
     return truth
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask

@@ -51,12 +51,12 @@ from __future__ import annotations
 import os
 import re
 import struct
-import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
+from cratrace import atomic
 from cratrace.synth.event_formats import (
     EventFormat,
     Field,
@@ -111,13 +111,6 @@ class _Ctx:
     long_size: int
     formats: dict[str, EventFormat]  # by name and system:name
     printk: dict[str, int]  # fmt -> address
-
-
-def _umask_mode() -> int:
-    """Mode a plain open() would give a new file (mkstemp makes 0600)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
 
 
 def _as_event(e: Event | Mapping[str, Any]) -> Event:
@@ -534,15 +527,12 @@ def write_tracedat(
                   instance_page_sizes)
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = atomic.temp_file(path)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(out.b)
-        os.chmod(tmp, _umask_mode())
+        tmp.write_bytes(out.b)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         raise
     return path
 

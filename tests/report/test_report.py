@@ -128,3 +128,19 @@ def test_quiet_replay_and_report_print_nothing_and_still_write(repo_root, tmp_pa
     assert r.returncode in (0, 1), r.stderr  # 1: a missed fidelity gate
     assert (m.stdout, r.stdout, p.stdout) == ("", "", "")
     assert (reps / "fair" / "metrics.json").is_file() and page.stat().st_size > 10_000
+
+
+def test_tables_are_not_replaced_without_force(lab_capture, tmp_path):  # noqa: F811
+    tables = tmp_path / "tables"
+    first = run_cli("report", lab_capture.path, "--tables", tables, "-o", tmp_path / "a.html")
+    assert first.returncode == 0, first.stderr
+    before = {p.name: p.read_bytes() for p in tables.iterdir()}
+    assert "billing.csv" in before and "billing.parquet" in before
+    (tables / "billing.csv").write_text("the user's edits\n")
+    again = run_cli("report", lab_capture.path, "--tables", tables, "-o", tmp_path / "b.html")
+    assert again.returncode != 0 and "--force" in again.stderr and len(again.stderr.strip().splitlines()) == 1, again.stderr
+    assert (tables / "billing.csv").read_text() == "the user's edits\n" and not (tmp_path / "b.html").exists()
+    forced = run_cli("report", lab_capture.path, "--tables", tables, "-o", tmp_path / "b.html", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (tables / "billing.csv").read_bytes() == before["billing.csv"]
+    assert sorted(p.name for p in tables.iterdir()) == sorted(before)  # no temporaries left behind
