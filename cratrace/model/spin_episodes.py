@@ -90,7 +90,7 @@ def with_holder(ep: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
         .group_by("_i")
         .agg(pl.col("holder_vcpu").min())
     )
-    return ep.with_row_index("_i").join(cand, on="_i", how="left").drop("_i")
+    return ep.with_row_index("_i").join(cand, on="_i", how="left").sort("_i").drop("_i")
 
 
 def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, markers: pl.DataFrame, gap_ns: int = 50_000) -> pl.DataFrame:
@@ -99,4 +99,6 @@ def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, markers: p
     if not parts:
         return empty("spin_episodes")
     ep = pl.concat([conform(p.with_columns((pl.col("end") - pl.col("start")).alias("dur")), "spin_episodes") for p in parts])
-    return ep.sort("vm", "vcpu", "start")
+    # every column breaks ties: two kicks can end one halt, and rows equal
+    # in (vm, vcpu, start) came out in either order from one build to the next
+    return ep.sort("vm", "vcpu", "start", *(c for c in ep.columns if c not in ("vm", "vcpu", "start")))

@@ -177,3 +177,21 @@ def test_holder_is_a_sibling_preempted_at_the_episode_start_as_brute_force_finds
         want.append(min(c) if c else None)
     assert got == want
     assert sum(h is not None for h in got) > 20
+
+
+def test_spin_episodes_order_is_total_when_two_kicks_end_one_halt():
+    # vCPU 1 (tid 11) halts at 100; siblings 0 (tid 10) and 2 (tid 12) both
+    # kick it, at 300 and 200: two episodes [100, 200) and [100, 300) that
+    # agree in (vm, vcpu, start), the table's documented order. Their
+    # order came from the build's threads until every column broke ties.
+    from cratrace.model.spin_episodes import spin_episodes
+
+    threads = pl.DataFrame({"tid": [10, 11, 12], "vm": ["a"] * 3, "vcpu": [0, 1, 2], "role": ["vcpu"] * 3},
+                           schema={"tid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String})
+    for kickers in ([10, 12], [12, 10]):
+        ev = {
+            "kvm_exit": _lf(ts=[100], cpu=[1], pid=[11], exit_reason=[12]),
+            "kvm_hypercall": _lf(ts=[300 if k == 10 else 200 for k in kickers], cpu=[0, 2], pid=kickers, nr=[5, 5], a1=[1, 1]),
+        }
+        ep = spin_episodes(ev, threads, empty("markers"))
+        assert list(zip(ep["start"], ep["end"], ep["clearer_vcpu"])) == [(100, 200, 2), (100, 300, 0)], kickers
