@@ -97,7 +97,7 @@ def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str)
         .select("_seg", "start", "end", (pl.col("o_end") >= pl.col("end")).fill_null(False).alias("_cov"))
     )
     out = covered.join(b.drop("start", "end"), on="_seg").with_columns(
-        pl.when(pl.col("_cov")).then(pl.lit(state)).otherwise(pl.col("state")).alias("state"),
+        pl.when(pl.col("_cov")).then(pl.lit(state, base.schema["state"])).otherwise(pl.col("state")).alias("state"),
         (pl.col("end") - pl.col("start")).alias("dur"),
     )
     return out.select(base.columns)

@@ -18,14 +18,19 @@ from cratrace.model.frames import conform, empty, overlay, strictly_inside, top_
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
 
+#: a KVM timeline's states while it is built: an integer a row, not a
+#: string (the table's column is a string, cast at the end)
+STATE = pl.Enum(["guest", "vmm", "preempted", "blocked", "halted", "spinning"])
+
+
 def _kvm_marks(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
     parts = []
     if "kvm_entry" in ev:
-        parts.append(top_buffer(ev["kvm_entry"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("guest").alias("state"), pl.lit(None, pl.UInt32).alias("reason")))
+        parts.append(top_buffer(ev["kvm_entry"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("guest", STATE).alias("state"), pl.lit(None, pl.UInt32).alias("reason")))
     if "kvm_exit" in ev:
-        parts.append(top_buffer(ev["kvm_exit"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("vmm").alias("state"), pl.col("exit_reason").cast(pl.UInt32).alias("reason")))
+        parts.append(top_buffer(ev["kvm_exit"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("vmm", STATE).alias("state"), pl.col("exit_reason").cast(pl.UInt32).alias("reason")))
     if not parts:
-        return pl.DataFrame(schema={"ts": pl.Int64, "tid": pl.Int64, "state": pl.String, "reason": pl.UInt32})
+        return pl.DataFrame(schema={"ts": pl.Int64, "tid": pl.Int64, "state": STATE, "reason": pl.UInt32})
     return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("tid", "ts")
 
 
@@ -67,6 +72,28 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
     vc = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
     if vc.height == 0 or slices.height == 0:
         return empty("vcpu_states")
+    # Each (vm, vcpu) as one integer, numbered in their sort order: the
+    # timelines are built, sorted and overlaid by it, and get their VM's
+    # name at the end (sorting 1.2 M segments of 10 s of kvm-heavy-spin by
+    # the string key took 0.37 s and 130 MB).
+    order = vc.select("vm", "vcpu").unique().sort("vm", "vcpu").with_row_index("_key")
+    segs = _segments(ev, vc.join(order, on=["vm", "vcpu"]).select("tid", "_key"), slices, span)
+    if spins.height:
+        segs = _overlay_spins(segs, spins.join(order, on=["vm", "vcpu"]))
+    keys = order["_key"].to_list()
+    segs = segs.with_columns(
+        pl.col("_key").replace_strict(keys, order["vm"].to_list(), return_dtype=pl.String).alias("vm"),
+        pl.col("_key").replace_strict(keys, order["vcpu"].to_list(), return_dtype=pl.Int32).alias("vcpu"),
+        (pl.col("end") - pl.col("start")).alias("dur"),
+    )
+    return conform(segs, "vcpu_states")
+
+
+def _segments(ev: dict[str, pl.LazyFrame], vc: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
+    """The vCPU threads' (`vc`: tid, _key) timelines before spin episodes:
+    _key, tid, state, start, end, pcpu, sorted by _key and start. Its own
+    function so that the events and pieces it reads are let go before the
+    overlay, the build's peak."""
     start, end = span
     tids = vc["tid"].to_list()
     runs = slices.filter(pl.col("tid").is_in(tids)).select("tid", "start", "end", pl.col("cpu").alias("pcpu")).sort("tid", "start")
@@ -93,19 +120,15 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
         gaps = gaps.with_columns(pl.lit(None, pl.UInt32).alias("reason"))
     runnable = (pl.col("prev_state") & 0xFF) == 0
     gaps = gaps.with_columns(
-        pl.when(runnable).then(pl.lit("preempted")).when(pl.col("reason").is_in(HLT_EXITS)).then(pl.lit("halted")).otherwise(pl.lit("blocked")).alias("state"),
+        pl.when(runnable).then(pl.lit("preempted", STATE)).when(pl.col("reason").is_in(HLT_EXITS)).then(pl.lit("halted", STATE)).otherwise(pl.lit("blocked", STATE)).alias("state"),
         pl.lit(None, pl.Int32).alias("pcpu"),
     ).select("tid", "start", "end", "state", "pcpu")
     gaps = _split_at_wakeups(gaps, ev, tids)
-    pre = pl.concat([firsts.select("tid", "start", "end"), never]).with_columns(pl.lit("blocked").alias("state"), pl.lit(None, pl.Int32).alias("pcpu"))
+    pre = pl.concat([firsts.select("tid", "start", "end"), never]).with_columns(pl.lit("blocked", STATE).alias("state"), pl.lit(None, pl.Int32).alias("pcpu"))
     # running time split by KVM entry/exit
     run_segs = _split_runs(runs, marks, kvm_tids)
     segs = pl.concat([run_segs, gaps, pre.select(run_segs.columns)], how="vertical_relaxed").filter(pl.col("end") > pl.col("start"))
-    segs = segs.join(vc, on="tid").with_columns((pl.col("end") - pl.col("start")).alias("dur"))
-    segs = segs.select("vm", "vcpu", "tid", "state", "start", "end", "dur", "pcpu").sort("vm", "vcpu", "start")
-    if spins.height:
-        segs = _overlay_spins(segs, spins)
-    return conform(segs, "vcpu_states")
+    return segs.join(vc, on="tid").select("_key", "tid", "state", "start", "end", "pcpu").sort("_key", "start")
 
 
 def _wakeups(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
@@ -134,12 +157,12 @@ def _split_at_wakeups(gaps: pl.DataFrame, ev: dict[str, pl.LazyFrame], tids: lis
     j = sleepy.join_asof(wk, left_on="start", right_on="wake", by="tid", strategy="forward", check_sortedness=False)
     inside = (pl.col("wake") > pl.col("start")) & (pl.col("wake") < pl.col("end"))
     first = j.with_columns(pl.when(inside).then(pl.col("wake")).otherwise(pl.col("end")).alias("end")).select(gaps.columns)
-    second = j.filter(inside).with_columns(pl.col("wake").alias("start"), pl.lit("preempted").alias("state")).select(gaps.columns)
+    second = j.filter(inside).with_columns(pl.col("wake").alias("start"), pl.lit("preempted", STATE).alias("state")).select(gaps.columns)
     return pl.concat([gaps.filter(pl.col("state") == "preempted"), first, second]).sort("tid", "start")
 
 
 def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.DataFrame:
-    plain = runs.filter(~pl.col("tid").is_in(list(kvm_tids))).with_columns(pl.lit("guest").alias("state"))
+    plain = runs.filter(~pl.col("tid").is_in(list(kvm_tids))).with_columns(pl.lit("guest", STATE).alias("state"))
     k = runs.filter(pl.col("tid").is_in(list(kvm_tids)))
     if k.height == 0:
         return plain.select("tid", "start", "end", "state", pl.col("pcpu").cast(pl.Int32))
@@ -153,7 +176,7 @@ def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.Da
         k.select("_run", "tid", pl.col("start").alias("t"))
         .sort("t")
         .join_asof(marks.select("tid", pl.col("ts").alias("t"), "state").sort("t"), on="t", by="tid", strategy="backward", check_sortedness=False)
-        .with_columns(pl.col("state").fill_null("vmm"))
+        .with_columns(pl.col("state").fill_null(pl.lit("vmm", STATE)))
         .select("_run", "t", "state")
     )
     pts = pl.concat([at_start, inner]).sort("_run", "t")
@@ -164,8 +187,9 @@ def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.Da
 
 
 def _overlay_spins(segs: pl.DataFrame, spins: pl.DataFrame) -> pl.DataFrame:
-    """Spinning replaces guest time inside spin episodes."""
+    """Spinning replaces guest time inside spin episodes (both keyed by
+    `_key`, their vCPU's number)."""
     guest = segs.filter(pl.col("state") == "guest")
     other = segs.filter(pl.col("state") != "guest")
-    sp = spins.select("vm", "vcpu", "start", "end")
-    return pl.concat([other, overlay(guest, sp, ["vm", "vcpu"], "spinning")]).sort("vm", "vcpu", "start")
+    sp = spins.select("_key", "start", "end")
+    return pl.concat([other, overlay(guest, sp, ["_key"], "spinning")]).sort("_key", "start")
