@@ -20,7 +20,7 @@ def report_cmd(
     fmt: Annotated[str, typer.Option("--format", help="html or md.")] = "html",
     billing_rule: Annotated[str, typer.Option(help="Split of the common pool: proportional, packets, bytes, equal, unallocated.")] = "proportional",
     prices: Annotated[Optional[Path], typer.Option(help="JSON prices, e.g. {\"cpu_second\": 0.00001}.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace an existing report.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing report (and the files of --tables).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No message when the report is written.")] = False,
 ) -> None:
     """Throughput, latency, energy and per-VM billing, recorded vs each replay."""
