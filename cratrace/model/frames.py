@@ -40,6 +40,22 @@ def col_or(lf_cols: list[str], *names: str) -> str:
     raise KeyError(names)
 
 
+def in_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
+    """`df` sorted by `cols`, sorted only if it is not already: model
+    tables are written in their documented order, and sorting 1.3 M
+    vcpu_states rows that were already in order took 0.1 s and 190 MB
+    (checking takes a pass over the columns and no copy). Columns with
+    nulls are always sorted (nulls first, as `sort` puts them)."""
+    if df.height < 2 or any(df[c].null_count() for c in cols):
+        return df.sort(*cols)
+    # row i is >= row i-1 in (cols...) order, built from the last column out
+    ok: pl.Expr | None = None
+    for c in reversed(cols):
+        cur, prev = pl.col(c), pl.col(c).shift(1)
+        ok = cur >= prev if ok is None else (cur > prev) | ((cur == prev) & ok)
+    return df if df.select(ok.fill_null(True).all()).item() else df.sort(*cols)
+
+
 def strictly_inside(points: pl.DataFrame, intervals: pl.DataFrame, by: str | list[str]) -> pl.DataFrame:
     """`points` (by + `t`) that fall strictly inside an interval of theirs
     (by + `start` + `end`), each with that interval's columns. A key's

@@ -7,24 +7,30 @@ from __future__ import annotations
 
 import polars as pl
 
+from cratrace.model.frames import in_order
+
 RUNNING = ("guest", "spinning")
 ASLEEP = ("blocked", "halted")
 
 
-def _runs(states: pl.DataFrame) -> pl.DataFrame:
+def _runs(s: pl.DataFrame) -> pl.DataFrame:
     """Each stretch a vCPU spent on a CPU (guest and spinning segments
-    merged), with the state it left into."""
-    s = states.select("tid", "vm", "state", "start", "end").sort("tid", "start").with_columns(
-        pl.col("state").is_in(RUNNING).alias("_on"),
-        pl.col("state").shift(-1).over("tid").alias("_next"),
+    merged), with the state it left into, from a timeline sorted by tid and
+    start. A stretch's first and last rows are picked out in that order and
+    paired by position (grouping 0.5 M stretches cost 0.23 s and 240 MB)."""
+    on = pl.col("state").is_in(RUNNING)
+    same_prev = pl.col("tid") == pl.col("tid").shift(1)
+    same_next = pl.col("tid") == pl.col("tid").shift(-1)
+    flags = s.select(
+        "tid", "vm", "start", "end",
+        on.alias("_on"),
+        (same_prev & on.shift(1)).fill_null(False).alias("_prev_on"),
+        (same_next & on.shift(-1)).fill_null(False).alias("_next_on"),
+        pl.when(same_next).then(pl.col("state").shift(-1)).alias("left_to"),
     )
-    s = s.with_columns((pl.col("_on") & ~pl.col("_on").shift(1).over("tid").fill_null(False)).cum_sum().over("tid").alias("_run"))
-    return (
-        s.filter(pl.col("_on"))
-        .group_by("tid", "_run")
-        .agg(pl.col("vm").first(), pl.col("start").min(), pl.col("end").max(), pl.col("_next").last().alias("left_to"))
-        .drop("_run")
-    )
+    first = flags.filter(pl.col("_on") & ~pl.col("_prev_on")).select("tid", "vm", "start")
+    last = flags.filter(pl.col("_on") & ~pl.col("_next_on")).select("end", "left_to")
+    return pl.concat([first, last], how="horizontal")
 
 
 def sibling_wakeup_preemption(states: pl.DataFrame, window_ns: int = 30_000) -> dict[str, float | int | None]:
@@ -35,9 +41,10 @@ def sibling_wakeup_preemption(states: pl.DataFrame, window_ns: int = 30_000) -> 
     # the columns used, before any sort: sorting the whole timeline frame
     # (1.3 M segments) cost 300 MB
     states = states.filter(pl.col("vm").is_not_null()).select("vm", "tid", "state", "start", "end")
-    s = states.sort("tid", "start").with_columns(pl.col("state").shift(1).over("tid").alias("_prev"))
-    wakes = s.filter(pl.col("_prev").is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
-    runs = _runs(states).rename({"tid": "sib", "start": "rs", "end": "re"}).sort("rs")
+    s = in_order(states, "tid", "start")
+    prev = pl.when(pl.col("tid") == pl.col("tid").shift(1)).then(pl.col("state").shift(1))
+    wakes = s.filter(prev.is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
+    runs = _runs(s).rename({"tid": "sib", "start": "rs", "end": "re"}).sort("rs")
     sibs = states.select("vm", pl.col("tid").alias("sib")).unique()
     pairs = wakes.join(sibs, on="vm").filter(pl.col("sib") != pl.col("tid")).sort("t")
     if pairs.height == 0 or runs.height == 0:
