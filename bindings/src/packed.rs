@@ -34,9 +34,19 @@ packed!(u8, u32, i64);
 
 /// `v` as packed bytes.
 pub(crate) fn to_bytes<'py, T: Packed>(py: Python<'py>, v: &[T]) -> PyResult<Bound<'py, PyBytes>> {
-    PyBytes::new_with(py, v.len() * T::WIDTH, |buf| {
-        for (out, x) in buf.chunks_exact_mut(T::WIDTH).zip(v) {
-            x.write(out);
+    to_bytes_with(py, v, |x| *x)
+}
+
+/// `f` of each of `items`, as packed bytes: one field of a slice of
+/// records, written without a column of it first.
+pub(crate) fn to_bytes_with<'py, S, T: Packed>(
+    py: Python<'py>,
+    items: &[S],
+    f: impl Fn(&S) -> T,
+) -> PyResult<Bound<'py, PyBytes>> {
+    PyBytes::new_with(py, items.len() * T::WIDTH, |buf| {
+        for (out, x) in buf.chunks_exact_mut(T::WIDTH).zip(items) {
+            f(x).write(out);
         }
         Ok(())
     })

@@ -4,7 +4,7 @@
 //! `cratrace.replay.workload`.
 
 use crate::arrow_stream::read_stream;
-use crate::packed::to_bytes;
+use crate::packed::{to_bytes, to_bytes_with};
 use arrow::compute::cast;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
@@ -28,12 +28,11 @@ type PhaseBytes<'py> = (
 );
 
 fn packed<'py>(py: Python<'py>, thread: &[u32], rows: &[PhaseRow]) -> PyResult<PhaseBytes<'py>> {
-    let (kind, a, b) = columns(rows);
     Ok((
         to_bytes(py, thread)?,
-        to_bytes(py, &kind)?,
-        to_bytes(py, &a)?,
-        to_bytes(py, &b)?,
+        to_bytes_with(py, rows, |p| p.kind)?,
+        to_bytes_with(py, rows, |p| p.a)?,
+        to_bytes_with(py, rows, |p| p.b)?,
     ))
 }
 
@@ -147,16 +146,10 @@ pub fn vcpu_phases<'py>(
         }
         (starts, thread, rows)
     });
+    // the inputs go before the outputs are packed: the phase builder's
+    // peak is then its rows and their bytes, not the segments as well
+    drop((segs, seg_t, mark_t, mark_ts));
     Ok((starts, packed(py, &thread, &rows)?))
-}
-
-/// The phase rows as columns: kind, a, b.
-fn columns(rows: &[PhaseRow]) -> (Vec<u8>, Vec<i64>, Vec<i64>) {
-    (
-        rows.iter().map(|p| p.kind).collect(),
-        rows.iter().map(|p| p.a).collect(),
-        rows.iter().map(|p| p.b).collect(),
-    )
 }
 
 /// Phases of `threads` host threads from their CPU slices: `slices`, a
@@ -208,5 +201,6 @@ pub fn host_phases<'py>(
         }
         (thread, rows)
     });
+    drop((all, at_t));
     packed(py, &thread, &rows)
 }

@@ -37,6 +37,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.model.domains import RUNNING, domain_runs, domain_vcpus
+from cratrace.model.frames import in_order
 from cratrace.replay import diagnostics
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
@@ -209,13 +210,11 @@ def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
 _STATE_CODES = {"guest": 0, "vmm": 1, "spinning": 2, "blocked": 3, "halted": 4, "lost": 5}
 
 
-def _vcpu_phases(w: Workload, vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int) -> list[int | None]:
-    """Append the phases of `vcpus` (rows: their thread index order) to
-    `w`, from their timelines in `states` (sorted by vm, vcpu, start) and
-    their throughput `marks` (vm, vcpu, ts); each work phase keeps the CPU
-    it ran on. The rule is cratrace-replay's `demand` module, run on all
-    vCPUs in one call. Returns each vCPU's start when its timeline began
-    blocked or halted (None: it did not)."""
+def _vcpu_timelines(vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """What the phases of `vcpus` (rows: their thread index order) are
+    built from: their timelines in `states` (sorted by vm, vcpu, start) and
+    their throughput `marks` (vm, vcpu, ts), as the narrow frames
+    `_native.vcpu_phases` reads."""
     order = vcpus.select("vm", "vcpu").with_row_index("_t")
 
     def key(df: pl.DataFrame) -> pl.DataFrame:
@@ -232,6 +231,14 @@ def _vcpu_phases(w: Workload, vcpus: pl.DataFrame, states: pl.DataFrame, marks: 
         )
     )
     ts = marks.join(key(marks), on=["vm", "vcpu"]).select("_t", "ts").sort("_t", "ts")
+    return segs, ts
+
+
+def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int) -> list[int | None]:
+    """Append the vCPUs' phases to `w` from their `_vcpu_timelines`; each
+    work phase keeps the CPU it ran on. The rule is cratrace-replay's
+    `demand` module, run on all vCPUs in one call. Returns each vCPU's
+    start when its timeline began blocked or halted (None: it did not)."""
     starts, phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
     w.extend_phases(*phases)
     return starts
@@ -245,7 +252,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     threads = m["threads"].collect()
     slices = m["cpu_slices"].collect()
     episodes = m["spin_episodes"].collect() if "spin_episodes" in m else None
-    states = mark_lock_waits(m["vcpu_states"].collect().sort("vm", "vcpu", "start"), episodes)
+    states = mark_lock_waits(in_order(m["vcpu_states"].collect(), "vm", "vcpu", "start"), episodes)
     markers = m["markers"].collect()
     w = Workload(t0=int(lo), duration_ns=int(hi - lo + 1))
     w.pcpus = int(slices["cpu"].max() + 1) if slices.height else int(cap.meta.get("cpus") or 1)
@@ -284,7 +291,13 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
     rows = vcpus.select("vm", "vcpu", "tid").rows()
-    starts = _vcpu_phases(w, vcpus, states, tx, [w.critical_ns.get(vm, 0) for vm, _, _ in rows], switch_ns, migration_ns)
+    segs, ts = _vcpu_timelines(vcpus, states, tx)
+    # the recorded timelines are not read again: let them go before the
+    # phases are built, the extraction's peak (150 MB of 670 on 10 s of
+    # kvm-heavy-spin)
+    del states, markers, episodes
+    starts = _vcpu_phases(w, segs, ts, [w.critical_ns.get(vm, 0) for vm, _, _ in rows], switch_ns, migration_ns)
+    del segs
     for (vm, vcpu, tid), first in zip(rows, starts):
         start = lo if first is None else first
         w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
