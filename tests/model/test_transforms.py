@@ -195,3 +195,24 @@ def test_spin_episodes_order_is_total_when_two_kicks_end_one_halt():
         }
         ep = spin_episodes(ev, threads, empty("markers"))
         assert list(zip(ep["start"], ep["end"], ep["clearer_vcpu"])) == [(100, 200, 2), (100, 300, 0)], kickers
+
+
+def test_in_order_gives_the_sorted_frame_whether_or_not_it_was_sorted():
+    import random
+
+    from cratrace.model.frames import in_order
+
+    rng = random.Random(7)
+    for trial in range(200):
+        n = rng.randint(0, 12)
+        df = pl.DataFrame({
+            "vm": [rng.choice(["a", "b", "c"]) for _ in range(n)],
+            "vcpu": [rng.randint(0, 2) for _ in range(n)],
+            "start": [rng.randint(0, 5) for _ in range(n)],
+        }, schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64})
+        if trial % 3 == 0:
+            df = df.sort("vm", "vcpu", "start")  # already in order: returned as it is
+        if trial % 7 == 0 and n:
+            df = df.with_columns(pl.when(pl.int_range(n) == 0).then(None).otherwise(pl.col("vcpu")).alias("vcpu"))
+        got = in_order(df, "vm", "vcpu", "start")
+        assert got.rows() == df.sort("vm", "vcpu", "start").rows(), df
