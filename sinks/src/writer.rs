@@ -239,13 +239,12 @@ const HEAP_WARMUP: usize = 16 << 20;
 
 /// Grow this thread's heap once, in large steps, and give it back. glibc
 /// gives a new thread a heap of its own that grows by exactly what each
-/// allocation needs, one `mprotect` call and page fault at a time: the
-/// encoders' many growing buffers made 900 of them on a 4 MB xentrace
-/// file (a quarter of its first import in a process). The heap keeps
-/// what it has been grown to (freed memory is returned with
-/// `madvise`, not unmapped), so the buffers then grow inside it. The
-/// blocks are never written: no memory is touched. Other allocators do a
-/// few allocations for nothing.
+/// allocation needs, one `mprotect` call at a time: the encoders' many
+/// growing buffers made about 880 of them on the 4 MB Xen fixture. The
+/// heap keeps what it has been grown to (freed memory goes back with
+/// `madvise`, not unmapped), so the buffers then grow inside it. Only
+/// malloc's header of each block is written (a page each, given back
+/// when freed). Other allocators do a few allocations for nothing.
 fn warm_heap() {
     // below glibc's mmap threshold (128 KiB), so they come from the heap
     const BLOCK: usize = 120 << 10;
