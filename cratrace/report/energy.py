@@ -31,15 +31,20 @@ def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = Powe
     """Per-owner energy rows (owner = VM, 'idle' or 'unattributed') and totals."""
     s = slices.join(threads.select("tid", "vm"), on="tid", how="left")
     ghz = (pl.col("freq_khz").cast(pl.Float64) / 1e6).fill_null(model.nominal_ghz)
+    # Each slice's energy in whole nanojoules (W x ns), summed as integers:
+    # a multi-threaded sum of floats depends on how the rows were split
+    # between threads, and the report's tables changed in their last
+    # digits from one run to the next; integer sums do not.
     s = s.with_columns(
         pl.when(pl.col("tid") == 0).then(pl.lit("idle")).when(pl.col("vm").is_not_null()).then(pl.col("vm")).otherwise(pl.lit("unattributed")).alias("owner"),
-        (pl.when(pl.col("tid") == 0).then(pl.lit(model.idle_w)).otherwise(model.busy_w(ghz)) * pl.col("dur") / 1e9).alias("joules"),
+        (pl.when(pl.col("tid") == 0).then(pl.lit(model.idle_w)).otherwise(model.busy_w(ghz)) * pl.col("dur")).round().cast(pl.Int64).alias("_nj"),
     )
-    per_owner = s.group_by("owner").agg(pl.col("joules").sum()).sort("owner")
+    joules = (pl.col("_nj").sum() / 1e9).alias("joules")
+    per_owner = s.group_by("owner").agg(joules).sort("owner")
     # over time: 100 ms bins by slice start (slices are short next to a bin)
     t0 = s["start"].min() if s.height else 0
-    series = s.with_columns(((pl.col("start") - t0) // 100_000_000 / 10).alias("t_s")).group_by("t_s", "owner").agg(pl.col("joules").sum()).sort("t_s", "owner")
-    per_core = s.group_by("cpu").agg(pl.col("joules").sum()).sort("cpu")
-    total = float(per_core["joules"].sum())
-    parts = float(per_owner["joules"].sum())
+    series = s.with_columns(((pl.col("start") - t0) // 100_000_000 / 10).alias("t_s")).group_by("t_s", "owner").agg(joules).sort("t_s", "owner")
+    per_core = s.group_by("cpu").agg(pl.col("_nj").sum()).sort("cpu").with_columns((pl.col("_nj") / 1e9).alias("joules"))
+    total = int(per_core["_nj"].sum()) / 1e9
+    parts = int(s["_nj"].sum()) / 1e9
     return per_owner, {"total_j": total, "parts_j": parts, "conserved": abs(total - parts) <= 1e-9 * max(total, 1.0), "per_core_j": per_core["joules"].to_list(), "series": series}

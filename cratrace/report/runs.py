@@ -9,26 +9,43 @@ from pathlib import Path
 
 import polars as pl
 
+from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import CaptureError, UsageError
+from cratrace.model.frames import in_order
+
+#: the columns of a table the report reads, where it reads fewer than all
+#: (the markers' text and fields were a tenth of a report's memory)
+READ_COLUMNS = {"markers": ["ts", "name", "vm", "vcpu"]}
 
 
 @dataclass
 class Run:
+    """A run's model tables (read when first asked for, and kept) and
+    its headline figures."""
+
     name: str
-    tables: dict[str, pl.DataFrame]
+    sources: dict[str, pl.LazyFrame]
     duration_s: float
     metrics: dict = field(default_factory=dict)
+    _read: dict[str, pl.DataFrame] = field(default_factory=dict, repr=False)
 
     def table(self, name: str) -> pl.DataFrame:
-        return self.tables.get(name, pl.DataFrame())
+        if name not in self._read:
+            lf = self.sources.get(name)
+            if lf is not None and name in READ_COLUMNS:
+                lf = lf.select(READ_COLUMNS[name])
+            self._read[name] = lf.collect() if lf is not None else pl.DataFrame()
+        return self._read[name]
 
 
 def wakeup_latency_us(states: pl.DataFrame) -> dict[str, float | None]:
     """Percentiles of runnable time right after a block (wakeup → run)."""
     if states.height == 0:
         return {"p50": None, "p95": None, "p99": None}
-    s = states.sort("vm", "vcpu", "start").with_columns(pl.col("state").shift(1).over("vm", "vcpu").alias("prev"))
+    s = in_order(states.select("vm", "vcpu", "state", "start", "dur"), "vm", "vcpu", "start")
+    same = (pl.col("vm") == pl.col("vm").shift(1)) & (pl.col("vcpu") == pl.col("vcpu").shift(1))
+    s = s.with_columns(pl.when(same).then(pl.col("state").shift(1)).alias("prev"))
     lat = s.filter((pl.col("state") == "preempted") & pl.col("prev").is_in(["blocked", "halted"]))["dur"] / 1e3
     if lat.len() == 0:
         return {"p50": None, "p95": None, "p99": None}
@@ -36,27 +53,32 @@ def wakeup_latency_us(states: pl.DataFrame) -> dict[str, float | None]:
 
 
 def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
-    tables = {k: lf.collect() for k, lf in cap.model.items()}
+    r = Run("recorded", dict(cap.model), 0.0)
     lo, hi = cap.meta.get("time_range_ns") or [0, 1]
     dur = max((hi - lo) / 1e9, 1e-9)
-    st = tables.get("vcpu_states", pl.DataFrame())
-    mk = tables.get("markers", pl.DataFrame())
+    st = r.table("vcpu_states")
+    mk = r.table("markers")
     vms = {}
     if st.height:
-        for vm, g in st.group_by("vm"):
-            run = g.filter(pl.col("state").is_in(["guest", "vmm", "spinning"]))["dur"].sum()
-            spin = g.filter(pl.col("state") == "spinning")["dur"].sum()
-            n = mk.filter((pl.col("name") == marker) & (pl.col("vm") == vm[0])).height if mk.height else 0
-            vms[vm[0]] = {"cpu_s": run / 1e9, "spin_s": spin / 1e9, "marks": n, "throughput_per_s": n / dur if n else (run - spin) / 1e9 / dur}
+        # one pass over the timeline, the VMs in name order
+        per = st.group_by("vm").agg(
+            pl.col("dur").filter(pl.col("state").is_in(["guest", "vmm", "spinning"])).sum().alias("run"),
+            pl.col("dur").filter(pl.col("state") == "spinning").sum().alias("spin"),
+        ).sort("vm")
+        ends_of = dict(mk.filter(pl.col("name") == marker).group_by("vm").len().iter_rows()) if mk.height else {}
+        for vm, run, spin in per.iter_rows():
+            n = ends_of.get(vm, 0) if vm is not None else 0
+            vms[vm] = {"cpu_s": run / 1e9, "spin_s": spin / 1e9, "marks": n, "throughput_per_s": n / dur if n else (run - spin) / 1e9 / dur}
     ends = sum(v["marks"] for v in vms.values())
-    sl = tables.get("cpu_slices", pl.DataFrame())
+    sl = r.table("cpu_slices")
     # a Xen capture has no host threads' slices: the CPUs it recorded
     pcpus = int(sl["cpu"].max() + 1) if sl.height else int(cap.meta.get("cpus") or 1)
     busy = sl.filter(pl.col("tid") != 0)["dur"].sum() / 1e9 if sl.height else 0
     guest = sum(v["cpu_s"] - v["spin_s"] for v in vms.values())
     U = busy / (pcpus * dur) if dur else 0
     host = {"pcpus": pcpus, "etr": ends / dur, "itr": ends / (dur * U) if U else None, "guest_util_pct": 100 * guest / (pcpus * dur), "busy_pct": 100 * U}
-    return Run("recorded", tables, dur, {"vms": vms, "host": host, "fidelity": None})
+    r.duration_s, r.metrics = dur, {"vms": vms, "host": host, "fidelity": None}
+    return r
 
 
 def replay_runs(out: Path) -> list[Run]:
@@ -74,6 +96,9 @@ def replay_runs(out: Path) -> list[Run]:
             m = json.loads((d / "metrics.json").read_text())
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise CaptureError(f"{d / 'metrics.json'}: damaged ({e})") from None
-        tables = {p.stem: pl.read_parquet(p) for p in sorted((d / "model").glob("*.parquet"))}
+        paths = sorted((d / "model").glob("*.parquet"))
+        for p in paths:
+            _native.parquet_rows(p)  # a damaged table: a one-line error naming it, before any is read
+        tables = {p.stem: pl.scan_parquet(p) for p in paths}
         runs.append(Run(m.get("policy", d.name), tables, float(m.get("duration_s") or 1), m))
     return runs

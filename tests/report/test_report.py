@@ -73,7 +73,11 @@ def test_markdown_and_cli(lab_capture, tmp_path):  # noqa: F811
     (tmp_path / "empty").mkdir()
     (tmp_path / "damaged" / "fair").mkdir(parents=True)
     (tmp_path / "damaged" / "fair" / "metrics.json").write_text("{oops")
-    for replays, says in (("missing", "not a directory"), ("empty", "holds no replay"), ("damaged", "metrics.json: damaged")):
+    # a replay whose timeline table was cut short
+    (tmp_path / "cut" / "fair" / "model").mkdir(parents=True)
+    (tmp_path / "cut" / "fair" / "metrics.json").write_text(json.dumps({"policy": "fair", "duration_s": 1.0, "vms": {}, "host": {}}))
+    (tmp_path / "cut" / "fair" / "model" / "vcpu_states.parquet").write_bytes((lab_capture.path / "model" / "vcpu_states.parquet").read_bytes()[:300])
+    for replays, says in (("missing", "not a directory"), ("empty", "holds no replay"), ("damaged", "metrics.json: damaged"), ("cut", "vcpu_states.parquet")):
         bad = run_cli("report", lab_capture.path, "--replays", tmp_path / replays, "-o", tmp_path / "x.html")
         assert bad.returncode == 2 and says in bad.stderr and "internal error" not in bad.stderr, bad.stderr
     # prices: a typo or a bad value is refused rather than billed at the default
@@ -144,3 +148,12 @@ def test_tables_are_not_replaced_without_force(lab_capture, tmp_path):  # noqa: 
     assert forced.returncode == 0, forced.stderr
     assert (tables / "billing.csv").read_bytes() == before["billing.csv"]
     assert sorted(p.name for p in tables.iterdir()) == sorted(before)  # no temporaries left behind
+
+
+def test_two_reports_of_the_same_runs_have_the_same_tables(report, lab_capture, tmp_path):  # noqa: F811
+    # energy was summed as floats by several threads, and its series
+    # changed in the last digits from one report to the next
+    d, _ = report
+    build_report(lab_capture, d / "replays", tmp_path / "again.html", tables_dir=tmp_path / "tables")
+    for f in sorted((d / "tables").glob("*.parquet")):
+        assert pl.read_parquet(f).equals(pl.read_parquet(tmp_path / "tables" / f.name)), f.name
