@@ -183,8 +183,13 @@ def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.Da
         .select("_run", "t", "state")
     )
     pts = pl.concat([at_start, inner]).sort("_run", "t")
-    pts = pts.join(k.select("_run", "tid", "end", "pcpu"), on="_run")
-    pts = pts.with_columns(pl.col("t").shift(-1).over("_run").fill_null(pl.col("end")).alias("end2"))
+    # _run is k's row number: its columns are gathered, in the points' order
+    run = pts["_run"]
+    pts = pts.with_columns(k["tid"].gather(run), k["end"].gather(run), k["pcpu"].gather(run))
+    # a piece ends at the next point of its run, the last at the run's end
+    # (the rows are in run order: a shifted column, not a window per run)
+    nxt = pl.when(pl.col("_run") == pl.col("_run").shift(-1)).then(pl.col("t").shift(-1)).otherwise(pl.col("end"))
+    pts = pts.with_columns(nxt.alias("end2"))
     split = pts.select("tid", pl.col("t").alias("start"), pl.col("end2").alias("end"), "state", "pcpu")
     return pl.concat([plain.select(split.columns), split]).with_columns(pl.col("pcpu").cast(pl.Int32))
 
