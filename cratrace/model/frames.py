@@ -40,6 +40,15 @@ def col_or(lf_cols: list[str], *names: str) -> str:
     raise KeyError(names)
 
 
+def shift_within(expr: pl.Expr | str, keys: str | list[str], n: int) -> pl.Expr:
+    """`expr` of the row `n` places back (1: the previous row, -1: the
+    next) when that row has the same `keys`, else null: `shift(n).over(keys)`
+    for rows already grouped by `keys`, without the window's group-by."""
+    e = pl.col(expr) if isinstance(expr, str) else expr
+    same = pl.all_horizontal([pl.col(k) == pl.col(k).shift(n) for k in ([keys] if isinstance(keys, str) else keys)])
+    return pl.when(same).then(e.shift(n))
+
+
 def in_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
     """`df` sorted by `cols`, sorted only if it is not already: model
     tables are written in their documented order, and sorting 1.3 M
@@ -96,7 +105,7 @@ def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str)
     is_split = pl.col("_seg").is_in(inner["_seg"].implode())
     split = bn.filter(is_split)
     bounds = pl.concat([split.select("_seg", pl.col("start").alias("t")), inner, split.select("_seg", pl.col("end").alias("t"))]).unique().sort("_seg", "t")
-    nxt = pl.when(pl.col("_seg") == pl.col("_seg").shift(-1)).then(pl.col("t").shift(-1))
+    nxt = shift_within("t", "_seg", -1)
     pieces = pl.concat(
         [
             bn.filter(~is_split),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, overlay, strictly_inside, top_buffer
+from cratrace.model.frames import conform, empty, overlay, shift_within, strictly_inside, top_buffer
 
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
@@ -187,9 +187,7 @@ def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.Da
     run = pts["_run"]
     pts = pts.with_columns(k["tid"].gather(run), k["end"].gather(run), k["pcpu"].gather(run))
     # a piece ends at the next point of its run, the last at the run's end
-    # (the rows are in run order: a shifted column, not a window per run)
-    nxt = pl.when(pl.col("_run") == pl.col("_run").shift(-1)).then(pl.col("t").shift(-1)).otherwise(pl.col("end"))
-    pts = pts.with_columns(nxt.alias("end2"))
+    pts = pts.with_columns(shift_within("t", "_run", -1).fill_null(pl.col("end")).alias("end2"))
     split = pts.select("tid", pl.col("t").alias("start"), pl.col("end2").alias("end"), "state", "pcpu")
     return pl.concat([plain.select(split.columns), split]).with_columns(pl.col("pcpu").cast(pl.Int32))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import in_order
+from cratrace.model.frames import in_order, shift_within
 
 RUNNING = ("guest", "spinning")
 ASLEEP = ("blocked", "halted")
@@ -19,14 +19,12 @@ def _runs(s: pl.DataFrame) -> pl.DataFrame:
     start. A stretch's first and last rows are picked out in that order and
     paired by position (grouping 0.5 M stretches cost 0.23 s and 240 MB)."""
     on = pl.col("state").is_in(RUNNING)
-    same_prev = pl.col("tid") == pl.col("tid").shift(1)
-    same_next = pl.col("tid") == pl.col("tid").shift(-1)
     flags = s.select(
         "tid", "vm", "start", "end",
         on.alias("_on"),
-        (same_prev & on.shift(1)).fill_null(False).alias("_prev_on"),
-        (same_next & on.shift(-1)).fill_null(False).alias("_next_on"),
-        pl.when(same_next).then(pl.col("state").shift(-1)).alias("left_to"),
+        shift_within(on, "tid", 1).fill_null(False).alias("_prev_on"),
+        shift_within(on, "tid", -1).fill_null(False).alias("_next_on"),
+        shift_within("state", "tid", -1).alias("left_to"),
     )
     first = flags.filter(pl.col("_on") & ~pl.col("_prev_on")).select("tid", "vm", "start")
     last = flags.filter(pl.col("_on") & ~pl.col("_next_on")).select("end", "left_to")
@@ -42,8 +40,7 @@ def sibling_wakeup_preemption(states: pl.DataFrame, window_ns: int = 30_000) -> 
     # (1.3 M segments) cost 300 MB
     states = states.filter(pl.col("vm").is_not_null()).select("vm", "tid", "state", "start", "end")
     s = in_order(states, "tid", "start")
-    prev = pl.when(pl.col("tid") == pl.col("tid").shift(1)).then(pl.col("state").shift(1))
-    wakes = s.filter(prev.is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
+    wakes = s.filter(shift_within("state", "tid", 1).is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
     runs = _runs(s).rename({"tid": "sib", "start": "rs", "end": "re"}).sort("rs")
     sibs = states.select("vm", pl.col("tid").alias("sib")).unique()
     pairs = wakes.join(sibs, on="vm").filter(pl.col("sib") != pl.col("tid")).sort("t")

@@ -12,7 +12,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import CaptureError, UsageError
-from cratrace.model.frames import in_order
+from cratrace.model.frames import in_order, shift_within
 
 #: the columns of a table the report reads, where it reads fewer than all
 #: (the markers' text and fields were a tenth of a report's memory)
@@ -44,8 +44,7 @@ def wakeup_latency_us(states: pl.DataFrame) -> dict[str, float | None]:
     if states.height == 0:
         return {"p50": None, "p95": None, "p99": None}
     s = in_order(states.select("vm", "vcpu", "state", "start", "dur"), "vm", "vcpu", "start")
-    same = (pl.col("vm") == pl.col("vm").shift(1)) & (pl.col("vcpu") == pl.col("vcpu").shift(1))
-    s = s.with_columns(pl.when(same).then(pl.col("state").shift(1)).alias("prev"))
+    s = s.with_columns(shift_within("state", ["vm", "vcpu"], 1).alias("prev"))
     lat = s.filter((pl.col("state") == "preempted") & pl.col("prev").is_in(["blocked", "halted"]))["dur"] / 1e3
     if lat.len() == 0:
         return {"p50": None, "p95": None, "p99": None}
