@@ -40,11 +40,13 @@ def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = Powe
         (pl.when(pl.col("tid") == 0).then(pl.lit(model.idle_w)).otherwise(model.busy_w(ghz)) * pl.col("dur")).round().cast(pl.Int64).alias("_nj"),
     )
     joules = (pl.col("_nj").sum() / 1e9).alias("joules")
-    per_owner = s.group_by("owner").agg(joules).sort("owner")
+    owner_nj = s.group_by("owner").agg(pl.col("_nj").sum()).sort("owner")
+    per_owner = owner_nj.select("owner", (pl.col("_nj") / 1e9).alias("joules"))
     # over time: 100 ms bins by slice start (slices are short next to a bin)
     t0 = s["start"].min() if s.height else 0
     series = s.with_columns(((pl.col("start") - t0) // 100_000_000 / 10).alias("t_s")).group_by("t_s", "owner").agg(joules).sort("t_s", "owner")
     per_core = s.group_by("cpu").agg(pl.col("_nj").sum()).sort("cpu").with_columns((pl.col("_nj") / 1e9).alias("joules"))
     total = int(per_core["_nj"].sum()) / 1e9
-    parts = int(s["_nj"].sum()) / 1e9
+    # the owners' rows add up to the cores' total (each slice has one owner)
+    parts = int(owner_nj["_nj"].sum()) / 1e9
     return per_owner, {"total_j": total, "parts_j": parts, "conserved": abs(total - parts) <= 1e-9 * max(total, 1.0), "per_core_j": per_core["joules"].to_list(), "series": series}
