@@ -173,12 +173,13 @@ def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.Da
     # each mark inside a run of its thread (joining every run with every
     # mark of its thread grew with the square of the trace: 8.4 GB for a
     # second of kvm-heavy-spin)
-    inner = strictly_inside(marks.select("tid", pl.col("ts").alias("t"), "state"), k.select("_run", "tid", "start", "end"), "tid").select("_run", "t", "state")
+    points = marks.select("tid", pl.col("ts").alias("t"), "state")
+    inner = strictly_inside(points, k.select("_run", "tid", "start", "end"), "tid").select("_run", "t", "state")
     # state at a run's start: the last mark before it (vmm if none)
     at_start = (
         k.select("_run", "tid", pl.col("start").alias("t"))
         .sort("t")
-        .join_asof(marks.select("tid", pl.col("ts").alias("t"), "state").sort("t"), on="t", by="tid", strategy="backward", check_sortedness=False)
+        .join_asof(points.sort("t"), on="t", by="tid", strategy="backward", check_sortedness=False)
         .with_columns(pl.col("state").fill_null(pl.lit("vmm", STATE)))
         .select("_run", "t", "state")
     )

@@ -299,9 +299,9 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
     rows = vcpus.select("vm", "vcpu", "tid").rows()
     segs, ts = _vcpu_timelines(vcpus, states, tx)
-    # the recorded timelines are not read again: let them go before the
-    # phases are built, the extraction's peak (150 MB of 670 on 10 s of
-    # kvm-heavy-spin)
+    # the recorded timelines are not read again: dropped before the phases
+    # are built, the extraction's peak (polars may keep the freed memory
+    # for itself, so this bounds what Python holds, not the process's peak)
     del states, markers, episodes
     starts = _vcpu_phases(w, segs, ts, [w.critical_ns.get(vm, 0) for vm, _, _ in rows], switch_ns, migration_ns)
     del segs
