@@ -26,7 +26,7 @@ def domain_runs(states: pl.DataFrame) -> pl.DataFrame:
     """The running intervals of the domain vCPUs (`cpu`, `tid`, `start`,
     `end`), under their stand-in ids."""
     run = states.filter(pl.col("tid").is_null() & pl.col("state").is_in(RUNNING)).drop("tid")
-    return run.join(domain_vcpus(states), on=["vm", "vcpu"]).select(pl.col("pcpu").alias("cpu"), "tid", "start", "end").sort("cpu", "start")
+    return run.join(domain_vcpus(states), on=["vm", "vcpu"]).select(pl.col("pcpu").alias("cpu"), "tid", "start", "end").sort("cpu", "start", "end", "tid")
 
 
 def domain_threads(vcpus: pl.DataFrame) -> pl.DataFrame:
@@ -38,11 +38,18 @@ def with_idle(sl: pl.DataFrame, end: int, t0: int, pcpus: int) -> pl.DataFrame:
     """Fill each CPU's gaps with idle (tid 0) slices, covering [t0, end)."""
     parts = [sl]
     for c in range(pcpus):
-        s = sl.filter(pl.col("cpu") == c).sort("start")
-        starts = [t0] + s["end"].to_list()
-        ends = s["start"].to_list() + [end]
-        gaps = [(c, 0, a, b) for a, b in zip(starts, ends) if b > a]
+        s = sl.filter(pl.col("cpu") == c).sort("start", "end")
+        # a gap opens where every slice so far has ended: slices that start
+        # together (a zero-length dispatch, then work) must not leave one
+        # whose end comes before another's
+        gaps, free = [], t0
+        for a, b in zip(s["start"].to_list(), s["end"].to_list()):
+            if a > free:
+                gaps.append((c, 0, free, a))
+            free = max(free, b)
+        if end > free:
+            gaps.append((c, 0, free, end))
         if gaps:
             parts.append(pl.DataFrame(gaps, schema={"cpu": pl.Int32, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row"))
-    out = pl.concat(parts).sort("cpu", "start")
+    out = pl.concat(parts).sort("cpu", "start", "end", "tid")
     return out.with_columns((pl.col("end") - pl.col("start")).alias("dur"))
