@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, top_buffer
+from cratrace.model.frames import conform, empty, top_buffer, total_order
 
 KINDS = {
     "kvm_page_fault": ("ept", "fault_address", None),
@@ -38,9 +38,9 @@ def faults(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame) -> pl.DataFrame:
         )
     if not parts:
         return empty("faults")
-    df = pl.concat(parts).join(threads.select("tid", "vm", "vcpu"), on="tid", how="left").sort("ts")
+    df = pl.concat(parts).join(threads.select("tid", "vm", "vcpu"), on="tid", how="left")
     np_ = df.filter(pl.col("kind") == "apf-not-present").select("token", pl.col("ts").alias("np_ts"))
     rd = df.filter(pl.col("kind") == "apf-ready").group_by("token").agg(pl.col("ts").min().alias("rd_ts"))
     lat = np_.join(rd, on="token").select("token", "np_ts", (pl.col("rd_ts") - pl.col("np_ts")).alias("latency_ns")).filter(pl.col("latency_ns") >= 0)
     df = df.join(lat, left_on=["token", "ts"], right_on=["token", "np_ts"], how="left")
-    return conform(df, "faults")
+    return total_order(conform(df, "faults"), "ts")

@@ -49,6 +49,14 @@ def shift_within(expr: pl.Expr | str, keys: str | list[str], n: int) -> pl.Expr:
     return pl.when(same).then(e.shift(n))
 
 
+def total_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
+    """`df` sorted by `cols`, then by every other column: rows equal in
+    `cols` (two events at one ns, two kicks ending one halt) otherwise come
+    out in whatever order a join or group-by left them, which polars does
+    not fix from one run to the next, and a table must be byte-identical."""
+    return df.sort(*cols, *(c for c in df.columns if c not in cols))
+
+
 def in_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
     """`df` sorted by `cols`, sorted only if it is not already: model
     tables are written in their documented order, and sorting 1.3 M

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, top_buffer
+from cratrace.model.frames import conform, empty, top_buffer, total_order
 
 PAUSE_EXITS = (40, 0x77)
 KVM_HC_KICK_CPU = 5
@@ -101,4 +101,4 @@ def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, markers: p
     ep = pl.concat([conform(p.with_columns((pl.col("end") - pl.col("start")).alias("dur")), "spin_episodes") for p in parts])
     # every column breaks ties: two kicks can end one halt, and rows equal
     # in (vm, vcpu, start) came out in either order from one build to the next
-    return ep.sort("vm", "vcpu", "start", *(c for c in ep.columns if c not in ("vm", "vcpu", "start")))
+    return total_order(ep, "vm", "vcpu", "start")

@@ -23,7 +23,7 @@ from cratrace import _native, atomic
 from cratrace.capture import Capture
 from cratrace.errors import OutputExistsError, UsageError
 from cratrace.model.domains import domain_threads, with_idle
-from cratrace.model.frames import conform
+from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
 from cratrace.replay.workload import Workload, extract_workload
 
@@ -206,9 +206,9 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
     out = {
         "threads": _replayed_threads(w, cap, th),
         "cpu_slices": conform(sl, "cpu_slices"),
-        "vcpu_states": conform(st.sort("vm", "vcpu", "start"), "vcpu_states"),
-        "spin_episodes": conform(ep.sort("vm", "vcpu", "start"), "spin_episodes"),
-        "markers": conform(mk.sort("ts"), "markers"),
+        "vcpu_states": conform(st.sort("vm", "vcpu", "start", "end"), "vcpu_states"),
+        "spin_episodes": total_order(conform(ep, "spin_episodes"), "vm", "vcpu", "start"),
+        "markers": conform(mk.sort("ts", "tid"), "markers"),
     }
     for name in ("thread_names", "io_work", "power", "faults"):
         out[name] = cap.model[name].collect() if name in cap.model else conform(pl.DataFrame(), name)

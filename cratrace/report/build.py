@@ -62,7 +62,8 @@ def best_marks(summary: pl.DataFrame) -> dict[str, str]:
     for col, higher in HIGHER_BETTER.items():
         s = summary.filter(pl.col("run") != "recorded").drop_nulls(col)
         if s.height:
-            best[col] = s.sort(col, descending=higher)["run"][0]
+            # a tie goes to the first run by name, not to whichever row came first
+            best[col] = s.sort([col, "run"], descending=[higher, False])["run"][0]
     return best
 
 

@@ -157,3 +157,18 @@ def test_two_reports_of_the_same_runs_have_the_same_tables(report, lab_capture, 
     build_report(lab_capture, d / "replays", tmp_path / "again.html", tables_dir=tmp_path / "tables")
     for f in sorted((d / "tables").glob("*.parquet")):
         assert pl.read_parquet(f).equals(pl.read_parquet(tmp_path / "tables" / f.name)), f.name
+
+
+def test_a_tie_for_best_goes_to_the_same_run_whatever_the_row_order():
+    # two replays with no spinning at all tie for the lowest spin; which one
+    # the report marks best must not depend on the order the runs were given
+    from cratrace.report.build import HIGHER_BETTER, best_marks
+
+    rows = {"run": ["recorded", "wopd", "wapd", "spin"], **{c: [None] * 4 for c in HIGHER_BETTER}}
+    rows |= {"ETR /s": [5.0, 9.0, 9.0, 7.0], "spin s": [1.0, 0.0, 0.0, 2.0]}
+    marks = set()
+    for order in ([0, 1, 2, 3], [0, 2, 1, 3], [3, 2, 1, 0]):
+        s = pl.DataFrame(rows, schema={"run": pl.String, **{c: pl.Float64 for c in HIGHER_BETTER}})[order]
+        b = best_marks(s)
+        marks.add((b["ETR /s"], b["spin s"]))
+    assert marks == {("wapd", "wapd")}
