@@ -20,11 +20,11 @@ from cratrace.report.runs import Run, recorded_run, replay_runs, wakeup_latency_
 HIGHER_BETTER = {"ETR /s": True, "ITR /s": True, "guest util %": True, "spin s": False, "wakeup p95 µs": False, "energy J": False, "fidelity err %": False}
 
 
-def summary_table(runs: list[Run], energies: dict[str, float]) -> pl.DataFrame:
+def summary_table(runs: list[Run], energies: dict[str, float], latencies: dict[str, dict]) -> pl.DataFrame:
     rows = []
     for r in runs:
         h = r.metrics["host"]
-        lat = wakeup_latency_us(r.table("vcpu_states"))
+        lat = latencies[r.name]
         fid = r.metrics.get("fidelity")
         # the recording counted transactions (a replay may complete none)
         counted = any(v.get("marks") or v.get("recorded_throughput_per_s") for v in r.metrics["vms"].values())
@@ -49,9 +49,13 @@ def owned_slices(r: Run, cap: Capture) -> tuple[pl.DataFrame, pl.DataFrame]:
     gives them, and idle between (billing keeps to the runstates)."""
     sl = r.table("cpu_slices")
     th = r.table("threads") if r.table("threads").height else cap.model["threads"].collect()
-    st = r.table("vcpu_states")
-    if sl.height or not st.height or not st["tid"].is_null().any():
+    states = r.scan("vcpu_states")
+    if sl.height or states is None:
         return sl, th
+    rows, domains = states.select(pl.len(), pl.col("tid").is_null().any()).collect(engine="streaming").row(0)
+    if not rows or not domains:
+        return sl, th
+    st = r.table("vcpu_states")
     lo, hi = cap.meta.get("time_range_ns") or [0, 1]
     sl = conform(with_idle(domain_runs(st), hi + 1, lo, int(r.metrics["host"]["pcpus"])), "cpu_slices")
     return sl, pl.concat([th, domain_threads(domain_vcpus(st))], how="diagonal_relaxed")
@@ -89,38 +93,23 @@ def per_vm_throughput(runs: list[Run]) -> pl.DataFrame:
     return pl.DataFrame(rows) if rows else pl.DataFrame(schema={"run": pl.String, "vm": pl.String})
 
 
-def throughput_series(runs: list[Run], bin_ms: float = 100.0) -> pl.DataFrame:
-    parts = []
-    for r in runs:
-        m = r.table("markers")
-        if m.height == 0:
-            continue
-        t0 = r.table("cpu_slices")["start"].min() if r.table("cpu_slices").height else m["ts"].min()
-        s = m.filter(pl.col("name") == "txn_end").with_columns(((pl.col("ts") - t0) // int(bin_ms * 1e6) * bin_ms / 1000).alias("t_s"))
-        parts.append(s.group_by("t_s").len().with_columns(pl.lit(r.name).alias("run"), (pl.col("len") / (bin_ms / 1000)).alias("per_s")).select("run", "t_s", "per_s"))
-    return pl.concat(parts).sort("run", "t_s") if parts else pl.DataFrame()
+def throughput_series(r: Run, bin_ms: float = 100.0) -> pl.DataFrame | None:
+    """A run's transaction ends per second in `bin_ms` bins (None without markers)."""
+    marks = r.scan("markers")
+    if marks is None:
+        return None
+    n, first = marks.select(pl.len(), pl.col("ts").min()).collect().row(0)
+    if n == 0:
+        return None
+    t0 = r.table("cpu_slices")["start"].min() if r.table("cpu_slices").height else first
+    # counted as the markers stream past (a 30 s capture's 0.9 M were 80 MB held whole)
+    s = marks.filter(pl.col("name") == "txn_end").select(((pl.col("ts") - t0) // int(bin_ms * 1e6) * bin_ms / 1000).alias("t_s"))
+    return s.group_by("t_s").len().collect(engine="streaming").with_columns(pl.lit(r.name).alias("run"), (pl.col("len") / (bin_ms / 1000)).alias("per_s")).select("run", "t_s", "per_s")
 
 
-def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
-    cap = capture if isinstance(capture, Capture) else Capture(capture)
-    from cratrace.errors import OutputExistsError
-
-    # every model table the report reads, there and intact
-    cap.require_model(sorted(set(cap.model_paths) | {"cpu_slices", "threads"}))
-    runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
-    missing = []
-    if not replays:
-        missing.append("no replays given (--replays OUT): only the recorded run is shown")
-    energies, energy_rows, core_rows, energy_series = {}, [], [], []
-    for r in runs:
-        per, tot = energy(*owned_slices(r, cap), PowerModel())
-        energies[r.name] = tot["total_j"]
-        energy_rows += [{"run": r.name, "owner": o, "joules": round(j, 6)} for o, j in per.iter_rows()]
-        energy_rows.append({"run": r.name, "owner": "TOTAL (per core, independent)", "joules": round(tot["total_j"], 6)})
-        core_rows += [{"run": r.name, "cpu": i, "joules": round(j, 6)} for i, j in enumerate(tot["per_core_j"])]
-        energy_series.append(tot["series"].with_columns(pl.lit(r.name).alias("run")))
-    summary = summary_table(runs, energies)
-    rec = runs[0]
+def recorded_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str]) -> tuple[pl.DataFrame, dict]:
+    """Billing of the recorded run: its VMs' direct CPU time, and the host's
+    I/O work shared out by `rule`."""
     threads = rec.table("threads")
     sl = rec.table("cpu_slices").join(threads.select("tid", "vm", "role"), on="tid", how="left")
     direct = {vm: int(n) for vm, n in sl.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("dur").sum()).iter_rows()}
@@ -136,7 +125,37 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
             run = vs.filter(pl.col("state") == "guest").group_by("vm").agg(pl.col("dur").sum())
             direct = {vm: int(n) for vm, n in run.iter_rows() if vm != "dom0"}
             host_total = int(run.filter(pl.col("vm") == "dom0")["dur"].sum())
-    bill, recon = billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=max(host_total, int(io["cpu_ns"].sum()) if io.height else 0))
+    return billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=max(host_total, int(io["cpu_ns"].sum()) if io.height else 0))
+
+
+def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
+    cap = capture if isinstance(capture, Capture) else Capture(capture)
+    from cratrace.errors import OutputExistsError
+
+    # every model table the report reads, there and intact
+    cap.require_model(sorted(set(cap.model_paths) | {"cpu_slices", "threads"}))
+    runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
+    missing = []
+    if not replays:
+        missing.append("no replays given (--replays OUT): only the recorded run is shown")
+    energies, latencies, energy_rows, core_rows, energy_series, series = {}, {}, [], [], [], []
+    # One run at a time: what the report needs of a run's tables is taken
+    # from them, then they are let go (a report held every run's timelines
+    # at once, and its memory grew with the number of replays).
+    for r in runs:
+        per, tot = energy(*owned_slices(r, cap), PowerModel())
+        energies[r.name] = tot["total_j"]
+        energy_rows += [{"run": r.name, "owner": o, "joules": round(j, 6)} for o, j in per.iter_rows()]
+        energy_rows.append({"run": r.name, "owner": "TOTAL (per core, independent)", "joules": round(tot["total_j"], 6)})
+        core_rows += [{"run": r.name, "cpu": i, "joules": round(j, 6)} for i, j in enumerate(tot["per_core_j"])]
+        energy_series.append(tot["series"].with_columns(pl.lit(r.name).alias("run")))
+        latencies[r.name] = wakeup_latency_us(r.scan("vcpu_states"))
+        if (s := throughput_series(r)) is not None:
+            series.append(s)
+        if r is runs[0]:
+            bill, recon = recorded_bill(r, rule, prices, missing)
+        r.release()
+    summary = summary_table(runs, energies, latencies)
     report = {
         "title": f"cratrace report: {cap.path.name}",
         "capture": str(cap.path),
@@ -144,7 +163,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "best": best_marks(summary),
         "sentences": sentences(summary),
         "per_vm": per_vm_throughput(runs),
-        "series": throughput_series(runs),
+        "series": pl.concat(series).sort("run", "t_s") if series else pl.DataFrame(),
         "energy": pl.DataFrame(energy_rows),
         "energy_per_core": pl.DataFrame(core_rows),
         "energy_series": pl.concat(energy_series) if energy_series else pl.DataFrame(),

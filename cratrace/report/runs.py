@@ -21,8 +21,8 @@ READ_COLUMNS = {"markers": ["ts", "name", "vm", "vcpu"]}
 
 @dataclass
 class Run:
-    """A run's model tables (read when first asked for, and kept) and
-    its headline figures."""
+    """A run's model tables (read when first asked for, and kept until
+    released) and its headline figures."""
 
     name: str
     sources: dict[str, pl.LazyFrame]
@@ -38,16 +38,35 @@ class Run:
             self._read[name] = lf.collect() if lf is not None else pl.DataFrame()
         return self._read[name]
 
+    def scan(self, name: str) -> pl.LazyFrame | None:
+        """The table as a query (None when the run has none): figures that
+        need a few columns of it, or a few rows, need not hold it whole."""
+        return self.sources.get(name)
 
-def wakeup_latency_us(states: pl.DataFrame) -> dict[str, float | None]:
-    """Percentiles of runnable time right after a block (wakeup → run)."""
-    if states.height == 0:
-        return {"p50": None, "p95": None, "p99": None}
-    s = in_order(states.select("vm", "vcpu", "state", "start", "dur"), "vm", "vcpu", "start")
-    s = s.with_columns(shift_within("state", ["vm", "vcpu"], 1).alias("prev"))
-    lat = s.filter((pl.col("state") == "preempted") & pl.col("prev").is_in(["blocked", "halted"]))["dur"] / 1e3
+    def release(self) -> None:
+        """Let go of the tables read so far (read again if asked for)."""
+        self._read.clear()
+
+
+def wakeup_latency_us(states: pl.LazyFrame | pl.DataFrame | None) -> dict[str, float | None]:
+    """Percentiles of runnable time right after a block (wakeup → run): a
+    `preempted` segment whose vCPU's segment before it was `blocked` or
+    `halted`. Timelines are gap-free, so that segment ends where the
+    preempted one starts, and only those three states need reading (the
+    whole timeline took 250 MB for 3.8 M segments)."""
+    none: dict[str, float | None] = {"p50": None, "p95": None, "p99": None}
+    if states is None:
+        return none
+    asleep = ("blocked", "halted")
+    s = states.lazy().filter(pl.col("state").is_in(["preempted", *asleep])).select("vm", "vcpu", "state", "start", "end", "dur").collect(engine="streaming")
+    if s.height == 0:
+        return none
+    s = in_order(s, "vm", "vcpu", "start")
+    keys = ["vm", "vcpu"]
+    woke = (pl.col("state") == "preempted") & shift_within("state", keys, 1).is_in(asleep) & (shift_within("end", keys, 1) == pl.col("start"))
+    lat = s.filter(woke.fill_null(False))["dur"] / 1e3
     if lat.len() == 0:
-        return {"p50": None, "p95": None, "p99": None}
+        return none
     return {f"p{q}": round(float(lat.quantile(q / 100)), 3) for q in (50, 95, 99)}
 
 
@@ -55,16 +74,25 @@ def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
     r = Run("recorded", dict(cap.model), 0.0)
     lo, hi = cap.meta.get("time_range_ns") or [0, 1]
     dur = max((hi - lo) / 1e9, 1e-9)
-    st = r.table("vcpu_states")
-    mk = r.table("markers")
+    states, marks = r.scan("vcpu_states"), r.scan("markers")
     vms = {}
-    if st.height:
-        # one pass over the timeline, the VMs in name order
-        per = st.group_by("vm").agg(
-            pl.col("dur").filter(pl.col("state").is_in(["guest", "vmm", "spinning"])).sum().alias("run"),
-            pl.col("dur").filter(pl.col("state") == "spinning").sum().alias("spin"),
-        ).sort("vm")
-        ends_of = dict(mk.filter(pl.col("name") == marker).group_by("vm").len().iter_rows()) if mk.height else {}
+    if states is not None:
+        # running and spinning time per VM, the VMs in name order, summed
+        # as the timeline streams past: it is not held whole (3.8 M
+        # segments took 290 MB read, and a filter inside the aggregation
+        # 390 MB more)
+        per = (
+            states.select(
+                "vm",
+                pl.when(pl.col("state").is_in(["guest", "vmm", "spinning"])).then(pl.col("dur")).otherwise(0).alias("run"),
+                pl.when(pl.col("state") == "spinning").then(pl.col("dur")).otherwise(0).alias("spin"),
+            )
+            .group_by("vm")
+            .agg(pl.col("run").sum(), pl.col("spin").sum())
+            .collect(engine="streaming")
+            .sort("vm")
+        )
+        ends_of = dict(marks.filter(pl.col("name") == marker).group_by("vm").len().collect(engine="streaming").iter_rows()) if marks is not None else {}
         for vm, run, spin in per.iter_rows():
             n = ends_of.get(vm, 0) if vm is not None else 0
             vms[vm] = {"cpu_s": run / 1e9, "spin_s": spin / 1e9, "marks": n, "throughput_per_s": n / dur if n else (run - spin) / 1e9 / dur}
