@@ -46,9 +46,11 @@ def _template() -> go.layout.Template:
     return pio.templates["plotly_white"]
 
 
-def _fig_html(fig: go.Figure, first: bool) -> str:
+def _fig_html(fig: go.Figure, i: int) -> str:
     fig.update_layout(height=360, margin={"l": 50, "r": 20, "t": 40, "b": 40}, template=_template())
-    return fig.to_html(full_html=False, include_plotlyjs=True if first else False, config={"displaylogo": False, "responsive": True})
+    # each chart's element named by its place, not a fresh random id, so
+    # that the same runs give the same report, byte for byte
+    return fig.to_html(full_html=False, include_plotlyjs=i == 0, div_id=f"chart-{i}", config={"displaylogo": False, "responsive": True})
 
 
 def render_html(rep: dict) -> str:
@@ -91,7 +93,7 @@ def render_html(rep: dict) -> str:
             f.add_bar(name=col.replace("_ms_per_s", ""), x=bl["vm"].to_list(), y=bl[col].to_list())
         f.update_layout(title="Host CPU per VM (ms per second): direct + attributed + common share", barmode="stack")
         figs.append(f)
-    charts = [_fig_html(f, i == 0) for i, f in enumerate(figs)]
+    charts = [_fig_html(f, i) for i, f in enumerate(figs)]
     rec = rep["reconciliation"]
     parts = [
         f"<!doctype html><html lang=en><head><meta charset=utf-8><meta name=viewport content='width=device-width,initial-scale=1'><title>{esc(rep['title'])}</title><style>{CSS}</style></head><body>",

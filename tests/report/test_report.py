@@ -38,6 +38,16 @@ def test_summary_compares_every_run_and_marks_the_best(report):
         assert (d / "tables" / f"{name}.csv").is_file() and (d / "tables" / f"{name}.parquet").is_file()
 
 
+def test_the_same_runs_give_the_same_report_byte_for_byte(report, lab_capture):  # noqa: F811
+    # charts once took a fresh random element id each time
+    d, _ = report
+    again = d / "again.html"
+    build_report(lab_capture, d / "replays", again, tables_dir=d / "tables-again")
+    assert again.read_bytes() == (d / "report.html").read_bytes()
+    for p in sorted((d / "tables").iterdir()):
+        assert (d / "tables-again" / p.name).read_bytes() == p.read_bytes(), p.name
+
+
 def test_energy_is_conserved_with_idle_as_its_own_row(lab_capture):  # noqa: F811
     per, tot = energy(lab_capture.model["cpu_slices"].collect(), lab_capture.model["threads"].collect())
     assert tot["conserved"] and tot["total_j"] > 0
