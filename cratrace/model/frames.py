@@ -73,6 +73,20 @@ def in_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
     return df if df.select(ok.fill_null(True).all()).item() else df.sort(*cols)
 
 
+def grouped(df: pl.DataFrame, key: str, col: str) -> pl.DataFrame:
+    """`df` with each `key`'s rows together and in `col` order within: as
+    it is when it already is (a vCPU timeline sorted by vm, vcpu and start
+    has each thread's rows together, and sorting 3.8 M of them by thread
+    instead took 200 MB), else sorted by (`key`, `col`). A null key always
+    sorts, as `in_order` does."""
+    if df.height < 2 or df[key].null_count():
+        return df.sort(key, col)
+    k, c = pl.col(key), pl.col(col)
+    same = (k == k.shift(1)).fill_null(False)
+    blocks, keys, back = df.select((~same).sum().alias("blocks"), k.n_unique().alias("keys"), (same & (c < c.shift(1))).any().alias("back")).row(0)
+    return df if blocks == keys and not back else df.sort(key, col)
+
+
 def strictly_inside(points: pl.DataFrame, intervals: pl.DataFrame, by: str | list[str]) -> pl.DataFrame:
     """`points` (by + `t`) that fall strictly inside an interval of theirs
     (by + `start` + `end`), each with that interval's columns. A key's

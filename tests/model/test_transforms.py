@@ -241,3 +241,32 @@ def test_tables_with_rows_equal_in_their_sort_key_come_out_the_same_whatever_the
         tables.add(tuple(faults(ev, threads).rows()))
     assert len(tables) == 1
     assert [(r[2], r[5]) for r in next(iter(tables))] == [(5, 0x5000), (6, 0x6000)]
+
+
+def test_grouped_keeps_a_frame_whose_keys_are_together_and_sorts_one_whose_are_not():
+    import random
+
+    from cratrace.model.frames import grouped
+
+    rng = random.Random(11)
+    for trial in range(300):
+        n = rng.randint(0, 10)
+        df = pl.DataFrame({"tid": [rng.randint(0, 3) for _ in range(n)], "start": [rng.randint(0, 6) for _ in range(n)]}, schema={"tid": pl.Int64, "start": pl.Int64})
+        if trial % 3 == 0:
+            # together but not in key order: kept as it is
+            order = {t: rng.random() for t in range(4)}
+            df = df.with_columns(pl.col("tid").replace_strict(order, return_dtype=pl.Float64).alias("_o")).sort("_o", "start").drop("_o")
+        got = grouped(df, "tid", "start")
+        rows = got.rows()
+        # each key's rows together, in start order within, and the same rows
+        seen, last = [], None
+        for t, s in rows:
+            if t != last:
+                assert t not in seen, rows
+                seen.append(t)
+            else:
+                assert s >= prev, rows
+            last, prev = t, s
+        assert sorted(rows) == sorted(df.rows())
+        if trial % 3 == 0:
+            assert rows == df.rows()
