@@ -441,13 +441,17 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         # how long this capture's guests spun before halting
         engine.setdefault("pv_spin_ns", float(w.pv_spin_ns))
     out = Path(out)
+    # every policy's output checked before any is replayed: a clash found
+    # after the first policies ran cost their time and left them behind
+    dests = {policy: out / policy.replace("/", "_") for policy in policies}
+    there = [d for d in dests.values() if d.exists()]
+    if there and not force:
+        raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace it")
     out.mkdir(parents=True, exist_ok=True)
     base = baseline_policy(cap, w)
     results = {}
     for policy in policies:
-        dest = out / policy.replace("/", "_")
-        if dest.exists() and not force:
-            raise OutputExistsError(f"{dest}: already exists; pass --force to replace it")
+        dest = dests[policy]
         if policy in python_policies:
             from cratrace.replay.policy import run_python_policy
 

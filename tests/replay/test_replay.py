@@ -138,6 +138,19 @@ def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: 
         assert bad.returncode == 2 and f"--set {setting}: expected" in bad.stderr and says in bad.stderr, bad.stderr
 
 
+def test_an_existing_output_is_refused_before_any_policy_runs(lab_capture, tmp_path):  # noqa: F811
+    # the second policy's output is there: nothing is replayed, the first
+    # policy's output is not written, and --force replaces both
+    out = tmp_path / "r"
+    (out / "wapd").mkdir(parents=True)
+    (out / "wapd" / "keep.txt").write_text("mine")
+    p = run_cli("replay", lab_capture.path, "-o", out, "-p", "fair", "-p", "wapd")
+    assert p.returncode == 2 and "wapd" in p.stderr and "--force" in p.stderr, p.stderr
+    assert not (out / "fair").exists() and (out / "wapd" / "keep.txt").read_text() == "mine"
+    assert run_cli("replay", lab_capture.path, "-o", out, "-p", "fair", "-p", "wapd", "--force").returncode in (0, 1)
+    assert (out / "fair" / "metrics.json").is_file() and not (out / "wapd" / "keep.txt").exists()
+
+
 def test_python_policy_interface_replays_every_transaction(lab_capture, tmp_path):  # noqa: F811
     from cratrace.replay.policy import RoundRobin
 
