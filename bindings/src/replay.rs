@@ -1,7 +1,7 @@
 //! `replay`: run the engine once on columnar inputs; columnar outputs.
 
 use crate::arrow_stream::ArrowTable;
-use crate::packed::from_py;
+use crate::packed::{column, Column};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
 use cratrace_replay::{
     replay as run, Costs, GroupSpec, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec,
@@ -94,10 +94,12 @@ pub fn replay(
             "replay: thread_* columns differ in length",
         ));
     }
-    let phase_thread: Vec<u32> = from_py(phase_thread, "replay: phase_thread")?;
-    let phase_kind: Vec<u8> = from_py(phase_kind, "replay: phase_kind")?;
-    let phase_a: Vec<i64> = from_py(phase_a, "replay: phase_a")?;
-    let phase_b: Vec<i64> = from_py(phase_b, "replay: phase_b")?;
+    // views of the caller's columns where they are packed (read here, with
+    // the GIL held, and let go before the replay runs)
+    let phase_thread: Column<u32> = column(phase_thread, "replay: phase_thread")?;
+    let phase_kind: Column<u8> = column(phase_kind, "replay: phase_kind")?;
+    let phase_a: Column<i64> = column(phase_a, "replay: phase_a")?;
+    let phase_b: Column<i64> = column(phase_b, "replay: phase_b")?;
     let m = phase_thread.len();
     if [phase_kind.len(), phase_a.len(), phase_b.len()]
         .iter()
@@ -152,14 +154,14 @@ pub fn replay(
     // of each unused, and the engine keeps them for the whole replay.
     // a work phase's b: 1 + the CPU the capture ran it on (0: unknown)
     let work_cpu = |i: usize| -> Option<u32> {
-        (phase_kind[i] == 0 && phase_b[i] > 0)
-            .then(|| u32::try_from(phase_b[i] - 1).ok())
+        (phase_kind.get(i) == 0 && phase_b.get(i) > 0)
+            .then(|| u32::try_from(phase_b.get(i) - 1).ok())
             .flatten()
     };
     let mut counts = vec![0usize; n];
     let mut cpu_known = vec![false; n];
-    for (i, &t) in phase_thread.iter().enumerate() {
-        let t = t as usize;
+    for i in 0..m {
+        let t = phase_thread.get(i) as usize;
         let c = counts
             .get_mut(t)
             .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?;
@@ -173,16 +175,17 @@ pub fn replay(
         }
     }
     for i in 0..m {
-        let t = phase_thread[i] as usize;
-        let ph = match phase_kind[i] {
-            0 => Phase::Work(phase_a[i]),
-            1 => Phase::Block(phase_a[i]),
-            2 => Phase::Acquire(phase_a[i] as u32),
-            3 => Phase::Release(phase_a[i] as u32),
+        let t = phase_thread.get(i) as usize;
+        let (a, b) = (phase_a.get(i), phase_b.get(i));
+        let ph = match phase_kind.get(i) {
+            0 => Phase::Work(a),
+            1 => Phase::Block(a),
+            2 => Phase::Acquire(a as u32),
+            3 => Phase::Release(a as u32),
             4 => Phase::Mark,
             5 => Phase::WaitFor {
-                thread: ThreadId(phase_a[i] as u32),
-                phase: phase_b[i] as u32,
+                thread: ThreadId(a as u32),
+                phase: b as u32,
             },
             k => {
                 return Err(PyValueError::new_err(format!(

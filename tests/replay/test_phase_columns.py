@@ -1,10 +1,12 @@
 """The replay's demand crosses into the engine as packed columns (the
-workload's array.array columns, as bytes) or as lists, with one result."""
+workload's array.array columns, read in place, or their bytes) or as
+lists, with one result."""
 
 from __future__ import annotations
 
 from array import array
 
+import polars as pl
 import pytest
 
 from cratrace import _native
@@ -33,15 +35,31 @@ def _run(w: Workload, cols) -> dict:
     )
 
 
-def test_packed_bytes_and_lists_replay_alike():
+def test_arrays_packed_bytes_and_lists_replay_alike():
     w = _workload()
     assert [c.typecode for c in w.phase_columns()] == list(PHASE_TYPECODES)
     packed = _run(w, [c.tobytes() for c in w.phase_columns()])
     listed = _run(w, [c.tolist() for c in w.phase_columns()])
-    assert packed["events"] == listed["events"] > 0
+    arrays = _run(w, w.phase_columns())
+    assert packed["events"] == listed["events"] == arrays["events"] > 0
     for k in ("cpu_ns", "spin_ns", "calls", "excessive", "overhead_ns", "end_ns"):
-        assert packed[k] == listed[k], k
-    assert len(packed["marks"]) == len(listed["marks"]) == 4 * 30
+        assert packed[k] == listed[k] == arrays[k], k
+    assert pl.DataFrame(packed["marks"]).equals(pl.DataFrame(arrays["marks"]))
+    assert len(packed["marks"]) == 4 * 30
+    # the arrays were read, not consumed or changed
+    assert len(w.phase_kind) == 4 * 30 * 6 and w.phase_kind[:6].tolist() == [WORK, ACQUIRE, WORK, RELEASE, MARK, BLOCK]
+
+
+def test_an_array_of_another_type_is_refused_by_name():
+    w = _workload()
+    cols = list(w.phase_columns())
+    cols[1] = array("H", cols[1])  # 2-byte kinds
+    with pytest.raises(ValueError, match='replay: phase_kind: an array of typecode "H" \\(2 bytes\\); expected one of "B" of 1 bytes'):
+        _run(w, cols)
+    cols = list(w.phase_columns())
+    cols[2] = array("d", map(float, cols[2]))  # 8 bytes, but not integers
+    with pytest.raises(ValueError, match='replay: phase_a: an array of typecode "d"'):
+        _run(w, cols)
 
 
 def test_extend_phases_takes_packed_bytes_or_iterables():
