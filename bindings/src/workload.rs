@@ -8,7 +8,7 @@ use crate::packed::{to_bytes, to_bytes_with};
 use arrow::compute::cast;
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
-use arrow_array::{Array, ArrayRef, RecordBatch};
+use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt8Array};
 use arrow_schema::DataType;
 use cratrace_replay::demand::{
     host_phases as host_phases_of, trim_leading_blocks, vcpu_phases as phases_of, PhaseRow,
@@ -76,6 +76,45 @@ fn ranges(t: &[u32], threads: usize, what: &str) -> PyResult<Vec<std::ops::Range
     Ok(r)
 }
 
+/// The columns of one record batch of segments.
+struct SegmentColumns {
+    start: Int64Array,
+    end: Int64Array,
+    state: UInt8Array,
+    in_spin: BooleanArray,
+    cpu: Int64Array,
+}
+
+impl SegmentColumns {
+    /// Rows `rows` of the batches taken as one table, as `Segment`s in
+    /// `out` (cleared first).
+    fn gather(batches: &[SegmentColumns], rows: std::ops::Range<usize>, out: &mut Vec<Segment>) {
+        out.clear();
+        out.reserve(rows.len());
+        let (mut first, mut left) = (rows.start, rows.len());
+        for b in batches {
+            let n = b.start.len();
+            if first >= n {
+                first -= n;
+                continue;
+            }
+            let take = left.min(n - first);
+            out.extend((first..first + take).map(|i| Segment {
+                start: b.start.value(i),
+                end: b.end.value(i),
+                state: state(b.state.value(i)),
+                in_spin: b.in_spin.is_valid(i) && b.in_spin.value(i),
+                cpu: b.cpu.is_valid(i).then(|| b.cpu.value(i)),
+            }));
+            left -= take;
+            if left == 0 {
+                break;
+            }
+            first = 0;
+        }
+    }
+}
+
 /// Phases of `critical_ns.len()` vCPU threads. `segments`: a polars frame
 /// of `_t` (thread index), `start`, `end`, `state` (0 guest, 1 vmm, 2
 /// spinning, 3 blocked, 4 halted, 5 lost, else other), `in_spin` and
@@ -94,30 +133,31 @@ pub fn vcpu_phases<'py>(
     switch_ns: i64,
     migration_ns: i64,
 ) -> PyResult<(Vec<Option<i64>>, PhaseBytes<'py>)> {
-    let (mut seg_t, mut segs) = (Vec::new(), Vec::new());
+    // The segments stay in their Arrow arrays (polars' buffers, not
+    // copied) and become `Segment`s one thread at a time: all of them at
+    // once were 40 bytes a segment, 150 MB for 30 s of kvm-heavy-spin.
+    let (mut seg_t, mut batches) = (Vec::new(), Vec::new());
     for b in read_stream(segments, "segments")? {
         let w = "segments";
         let t = column(&b, w, "_t", &DataType::UInt32)?;
-        let start = column(&b, w, "start", &DataType::Int64)?;
-        let end = column(&b, w, "end", &DataType::Int64)?;
-        let st = column(&b, w, "state", &DataType::UInt8)?;
-        let spin = column(&b, w, "in_spin", &DataType::Boolean)?;
-        let cpu = column(&b, w, "pcpu", &DataType::Int64)?;
-        let (start, end, st, spin, cpu) = (
-            start.as_primitive::<Int64Type>(),
-            end.as_primitive::<Int64Type>(),
-            st.as_primitive::<UInt8Type>(),
-            spin.as_boolean(),
-            cpu.as_primitive::<Int64Type>(),
-        );
         seg_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
-        segs.extend((0..b.num_rows()).map(|i| Segment {
-            start: start.value(i),
-            end: end.value(i),
-            state: state(st.value(i)),
-            in_spin: spin.is_valid(i) && spin.value(i),
-            cpu: cpu.is_valid(i).then(|| cpu.value(i)),
-        }));
+        batches.push(SegmentColumns {
+            start: column(&b, w, "start", &DataType::Int64)?
+                .as_primitive::<Int64Type>()
+                .clone(),
+            end: column(&b, w, "end", &DataType::Int64)?
+                .as_primitive::<Int64Type>()
+                .clone(),
+            state: column(&b, w, "state", &DataType::UInt8)?
+                .as_primitive::<UInt8Type>()
+                .clone(),
+            in_spin: column(&b, w, "in_spin", &DataType::Boolean)?
+                .as_boolean()
+                .clone(),
+            cpu: column(&b, w, "pcpu", &DataType::Int64)?
+                .as_primitive::<Int64Type>()
+                .clone(),
+        });
     }
     let (mut mark_t, mut mark_ts) = (Vec::new(), Vec::new());
     for b in read_stream(marks, "marks")? {
@@ -138,8 +178,10 @@ pub fn vcpu_phases<'py>(
     let (starts, thread, rows) = py.detach(|| {
         let mut starts = Vec::with_capacity(threads);
         let (mut thread, mut rows): (Vec<u32>, Vec<PhaseRow>) = (Vec::new(), Vec::new());
+        let mut segs = Vec::new();
         for (t, crit) in critical_ns.iter().enumerate() {
-            let (rest, start) = trim_leading_blocks(&segs[seg_at[t].clone()]);
+            SegmentColumns::gather(&batches, seg_at[t].clone(), &mut segs);
+            let (rest, start) = trim_leading_blocks(&segs);
             starts.push(start);
             phases_of(rest, &mark_ts[mark_at[t].clone()], *crit, costs, &mut rows);
             thread.resize(rows.len(), t as u32);
@@ -148,7 +190,7 @@ pub fn vcpu_phases<'py>(
     });
     // the inputs go before the outputs are packed: the phase builder's
     // peak is then its rows and their bytes, not the segments as well
-    drop((segs, seg_t, mark_t, mark_ts));
+    drop((batches, seg_t, mark_t, mark_ts));
     Ok((starts, packed(py, &thread, &rows)?))
 }
 
