@@ -69,6 +69,24 @@ def write_with(path: Path, write: Callable[[Path], T]) -> T:
     return result
 
 
+def write_all(writers: dict[Path, Callable[[Path], object]]) -> None:
+    """Write several files that belong together: each under a temporary
+    name first, then all moved into place, so that a failure while any is
+    written leaves every earlier file as it was, not half of a set new."""
+    done: list[tuple[Path, Path]] = []
+    try:
+        for path, write in writers.items():
+            tmp = temp_file(path)
+            done.append((tmp, path))
+            write(tmp)
+    except BaseException:
+        for tmp, _ in done:
+            tmp.unlink(missing_ok=True)
+        raise
+    for tmp, path in done:
+        os.replace(tmp, path)
+
+
 def write_text(path: Path, text: str) -> None:
     """Write `text` to `path` atomically."""
     write_with(path, lambda tmp: tmp.write_text(text))

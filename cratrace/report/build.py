@@ -190,7 +190,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
 def _write_tables(tables: dict[str, pl.DataFrame], tables_dir: Path, force: bool) -> None:
     """Each table as CSV and Parquet in `tables_dir`, refusing to replace
     an earlier report's tables without `force` (checked before any is
-    written)."""
+    written), and replacing them together."""
     from cratrace.errors import OutputExistsError
 
     paths = {(name, ext): tables_dir / f"{name}.{ext}" for name in tables for ext in ("csv", "parquet")}
@@ -198,9 +198,8 @@ def _write_tables(tables: dict[str, pl.DataFrame], tables_dir: Path, force: bool
     if there and not force:
         raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace the report's tables")
     tables_dir.mkdir(parents=True, exist_ok=True)
-    for (name, ext), path in paths.items():
-        df = tables[name]
-        atomic.write_with(path, df.write_csv if ext == "csv" else df.write_parquet)
+    # one set: written whole before any replaces an earlier report's
+    atomic.write_all({path: (tables[name].write_csv if ext == "csv" else tables[name].write_parquet) for (name, ext), path in paths.items()})
 
 
 def _atomic_write(path: Path, text: str, force: bool) -> None:
