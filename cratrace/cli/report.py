@@ -22,6 +22,7 @@ def report_cmd(
     prices: Annotated[Optional[Path], typer.Option(help="JSON prices, e.g. {\"cpu_second\": 0.00001}.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing report (and the files of --tables).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No message when the report is written.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Also print the figures (summary, best run per column, per-VM throughput, energy, billing) as JSON.")] = False,
 ) -> None:
     """Throughput, latency, energy and per-VM billing, recorded vs each replay."""
     from cratrace.errors import UsageError
@@ -29,6 +30,8 @@ def report_cmd(
 
     if fmt not in ("html", "md"):
         raise UsageError(f"--format {fmt!r}: allowed html, md")
+    if as_json and str(out) == "-":
+        raise UsageError("--json prints the figures: write the report to a file (-o), not to standard output")
     price_map = None
     if prices:
         try:
@@ -36,8 +39,12 @@ def report_cmd(
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"--prices {prices}: {e}") from None
         price_map = _checked_prices(prices, price_map)
-    build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force)  # type: ignore[arg-type]
-    if fmt == "html" and not quiet:
+    rep = build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force)  # type: ignore[arg-type]
+    if as_json:
+        from cratrace.report.render import render_json
+
+        print(json.dumps({**render_json(rep), "output": str(out), "tables": str(tables) if tables else None}, indent=2, sort_keys=True))
+    elif not quiet and str(out) != "-":
         console.print(f"[green]report[/] written to [bold]{out}[/]")
 
 

@@ -1,10 +1,12 @@
-"""Renderers: self-contained HTML (plotly.js inlined once, works offline)
-and a terminal Markdown summary. Every string from a trace is escaped."""
+"""Renderers: self-contained HTML (plotly.js inlined once, works offline),
+a terminal Markdown summary, and the figures as JSON for scripts. Every
+string from a trace is escaped in HTML."""
 
 from __future__ import annotations
 
 import functools
 import html
+import math
 
 import plotly.graph_objects as go
 import polars as pl
@@ -137,3 +139,26 @@ def render_markdown(rep: dict) -> str:
     out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy", md(rep["energy"]), "## Billing", md(rep["billing"])]
     out.append(f"Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} ({'reconciled' if rec['reconciles'] else 'NOT reconciled'})")
     return "\n".join(out)
+
+
+#: the report's parts `--json` gives, in its own words (the time series
+#: stay in the HTML and in --tables)
+JSON_PARTS = ("summary", "best", "sentences", "per_vm", "energy", "energy_per_core", "billing", "reconciliation", "missing")
+
+
+def render_json(rep: dict) -> dict:
+    """The report's figures as plain JSON values: tables as lists of rows,
+    numbers that are not finite as null (JSON has no NaN)."""
+
+    def plain(v):
+        if isinstance(v, pl.DataFrame):
+            return [plain(r) for r in v.to_dicts()]
+        if isinstance(v, dict):
+            return {str(k): plain(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        return v
+
+    return {"title": rep["title"], "capture": rep["capture"], **{k: plain(rep[k]) for k in JSON_PARTS}}

@@ -48,6 +48,24 @@ def test_the_same_runs_give_the_same_report_byte_for_byte(report, lab_capture): 
         assert (d / "tables-again" / p.name).read_bytes() == p.read_bytes(), p.name
 
 
+def test_json_gives_the_figures_the_tables_hold(report, lab_capture):  # noqa: F811
+    d, _ = report
+    p = run_cli("report", lab_capture.path, "--replays", d / "replays", "-o", d / "j.html", "--tables", d / "jt", "--json")
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["output"] == str(d / "j.html") and (d / "j.html").is_file()
+    # the summary is the summary table's rows, run by run
+    table = pl.read_parquet(d / "jt" / "summary.parquet")
+    assert [r["run"] for r in got["summary"]] == table["run"].to_list() == ["recorded", "fair", "rslp", "wapd"]
+    for row, want in zip(got["summary"], table.to_dicts()):
+        assert row == want
+    assert got["best"]["ETR /s"] in {"fair", "rslp", "wapd"}
+    assert {r["vm"] for r in got["billing"]} == {"vm0", "vm1"} and got["reconciliation"]["reconciles"] in (True, False)
+    # standard output carries the JSON alone: a report printed there too is refused
+    bad = run_cli("report", lab_capture.path, "--format", "md", "-o", "-", "--json")
+    assert bad.returncode == 2 and "--json" in bad.stderr
+
+
 def test_energy_is_conserved_with_idle_as_its_own_row(lab_capture):  # noqa: F811
     per, tot = energy(lab_capture.model["cpu_slices"].collect(), lab_capture.model["threads"].collect())
     assert tot["conserved"] and tot["total_j"] > 0
