@@ -240,7 +240,6 @@ def qemu_vms(proc: Path = Path("/proc")) -> list[dict]:
     """Each QEMU process: name from -name, -uuid, vCPU threads `CPU n/KVM`,
     vhost workers `vhost-<pid>` and iothreads, and its cgroup."""
     vms = []
-    comms: dict[int, list[tuple[int, str]]] = {}
     for pdir in proc.iterdir():
         if not pdir.name.isdigit():
             continue

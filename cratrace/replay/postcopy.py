@@ -19,7 +19,7 @@ import polars as pl
 from cratrace import _native, atomic
 from cratrace.capture import Capture
 from cratrace.errors import UsageError
-from cratrace.replay.run import Range, setting_in_range, setting_number
+from cratrace.replay.settings import Range, setting_in_range, setting_number
 
 MODEL = {"tasks": 4, "task_mb": 200, "vm_mb": 1024, "vcpus": 1, "compute_ns": 2000}
 

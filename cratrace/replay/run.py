@@ -9,12 +9,10 @@ are byte-identical; wall-clock figures go to run.json.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
@@ -24,84 +22,11 @@ from cratrace.errors import OutputExistsError, UsageError
 from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
+from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
+from cratrace.replay.settings import split_settings
 from cratrace.replay.workload import Workload, extract_workload
 
-ENGINE_PARAMS = {
-    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "busy_balance_ns", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns",
-    "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries", "pv_spin_ns",
-    "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
-    "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
-    "fast_cores", "fast_khz", "slow_khz", "fast_volt", "slow_volt", "fast_slice_ns", "slow_slice_ns", "cpu_class_util", "io_block_hz", "spill_slow",
-}
-COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
-HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
-OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups"}
 STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked", 5: "halted"}
-
-
-def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
-    """A `--set k=v` value that must be a finite number."""
-    try:
-        x = float(v)
-    except ValueError:
-        x = float("nan")
-    if not math.isfinite(x):
-        raise UsageError(f"--set {k}={v}: expected {expected}")
-    return x
-
-
-#: a setting's range: low, high, whether it counts things, what it is
-Range = tuple[float, float, bool, str]
-
-#: the host and run settings' ranges (elasticity.VM as elasticity)
-RANGES: dict[str, Range] = {
-    "pcpus": (1, 4096, True, "a whole number of pCPUs"),
-    "freq_khz": (1, 1e9, False, "a frequency in kHz above 0"),
-    "recorded_khz": (1, 1e9, False, "a frequency in kHz above 0"),
-    "elasticity": (-1, 0, False, "an elasticity from -1 (CPU bound) to 0 (insensitive to frequency)"),
-    "limit_s": (1e-9, 1e7, False, "a simulated time limit in seconds above 0"),
-    "fidelity_tolerance_pct": (0, 1e6, False, "a tolerance in percent >= 0"),
-}
-
-
-def setting_in_range(k: str, v: str, ranges: dict[str, Range] = RANGES, default: Range = (0, math.inf, False, "a number >= 0")) -> float:
-    """A `--set k=v` number within `k`'s range in `ranges` (else
-    `default`'s: costs and times are >= 0)."""
-    lo, hi, whole, what = ranges.get(k.split(".")[0], default)
-    x = setting_number(k, v, what)
-    if not lo <= x <= hi or (whole and x != int(x)):
-        raise UsageError(f"--set {k}={v}: expected {what}")
-    return x
-
-
-def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
-    engine, costs, host, other = {}, {}, {}, {}
-    for k, v in settings.items():
-        if k in ENGINE_PARAMS:
-            engine[k] = setting_number(k, v)
-        elif k in COSTS:
-            costs[k] = int(setting_in_range(k, v))
-        elif k in HOST:
-            host[k] = setting_in_range(k, v)
-        elif k in OTHER:
-            if k == "sched_groups" and v not in ("auto", "recorded", "off"):
-                raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
-            if k in ("fidelity_tolerance_pct", "limit_s"):
-                setting_in_range(k, v)
-            if k == "throughput_marker" and not v:
-                raise UsageError("--set throughput_marker=: expected the name of a marker the guests write (default txn_end)")
-            other[k] = v
-        elif k.startswith("class.") and len(k) > 6:
-            # per-VM label for asymmetric placement
-            if v not in ("cpu", "io"):
-                raise UsageError(f"--set {k}={v}: a VM's class is cpu or io")
-            host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
-        elif k.startswith("elasticity.") and len(k) > 11:
-            host.setdefault("vm_elasticity", {})[k[11:]] = setting_in_range(k, v)
-        else:
-            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
-            raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
-    return engine, costs, host, other
 
 
 def resolve_sched_groups(w: Workload, mode: str) -> str:
@@ -229,150 +154,6 @@ def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFra
     return pl.concat([rec, domain_threads(th.filter(pl.col("tid") < 0))]).sort("tid")
 
 
-def _metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, tolerance: float, gate: bool) -> dict[str, Any]:
-    n = len(w.vm_names)
-    T = max(int(r["end_ns"]), 1) / 1e9
-    pc = w.pcpus
-    cpu = r["cpu_ns"]
-    spin = r["spin_ns"]
-    vm_cpu = [0] * n
-    vm_spin = [0] * n
-    vm_exc = [0] * n
-    for i, v in enumerate(w.vm_of):
-        if v >= 0:
-            vm_cpu[v] += cpu[i]
-            vm_spin[v] += spin[i]
-            vm_exc[v] += r["excessive"][i]
-    marks = [0] * n
-    last_mark = [0] * n
-    mk = pl.DataFrame(r["marks"]).rename({"_t": "t"})
-    mk = mk.with_columns(pl.col("t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
-    for v, k, last in mk.group_by("vm").agg(pl.len(), pl.col("ts").max()).iter_rows():
-        marks[v], last_mark[v] = k, last
-    busy = sum(cpu) + r["overhead_ns"]
-    U = busy / (pc * T * 1e9) if T > 0 else 0
-    ends = sum(marks)
-    guest = sum(c - s for c, s, v in zip(cpu, spin, w.vm_of) if v >= 0)
-    rec_T = w.duration_ns / 1e9
-    vms = {}
-    tput_err = 0.0
-    for i, name in enumerate(w.vm_names):
-        rec_marks = w.recorded_marks.get(name, 0)
-        # throughput over the VM's own active window (first vCPU start to
-        # last transaction), the same definition for recording and replay,
-        # so capture set-up time around the workload does not count
-        first, rec_last = w.recorded_window.get(name, (0, w.duration_ns))
-        tp = marks[i] / max((last_mark[i] - first) / 1e9, 1e-9) if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / T
-        rec_tp = rec_marks / max((rec_last - first) / 1e9, 1e-9) if rec_marks else None
-        err = abs(tp - rec_tp) / rec_tp * 100 if rec_tp else None
-        if err is not None:
-            tput_err = max(tput_err, err)
-        vms[name] = {
-            "cpu_s": round(vm_cpu[i] / 1e9, 6),
-            "spin_s": round(vm_spin[i] / 1e9, 6),
-            "throughput_per_s": round(tp, 6),
-            "throughput_unit": "marks/s" if marks[i] else "useful guest s/s",
-            "marks": marks[i],
-            "recorded_throughput_per_s": round(rec_tp, 6) if rec_tp else None,
-            "recorded_spin_s": round(w.recorded_spin_ns.get(name, 0) / 1e9, 6),
-            "excessive_spins": vm_exc[i],
-        }
-    cpu_err = 0.0
-    worst = None
-    for i, v in enumerate(w.vm_of):
-        rec = w.recorded_cpu_ns[i]
-        if v >= 0 and rec > 0:
-            e = abs(cpu[i] - rec) / rec * 100
-            if e >= cpu_err:
-                cpu_err, worst = e, w.tids[i]
-    return {
-        "policy": policy,
-        "seed": seed,
-        "params": settings,
-        "duration_s": round(T, 6),
-        "recorded_duration_s": round(rec_T, 6),
-        "vms": vms,
-        "host": {
-            "pcpus": pc,
-            "etr": round(ends / T, 6),
-            "itr": round(ends / (T * U), 6) if U > 0 else None,
-            "busy_pct": round(100 * U, 4),
-            "guest_util_pct": round(100 * guest / (pc * T * 1e9), 4),
-            "hypercalls": int(sum(r["calls"])),
-            "hypercalls_per_busy_s": round(sum(r["calls"]) / (T * U), 4) if U > 0 else None,
-            "sched_overhead_pct": round(100 * r["overhead_ns"] / (pc * T * 1e9), 4),
-            # the host's CFS groups the replayed threads were scheduled in
-            "sched_groups": len({g for g in w.group_of if g >= 0}),
-        },
-        "fidelity": {
-            "cpu_time_err_pct": round(cpu_err, 4),
-            "worst_thread": worst,
-            "throughput_err_pct": round(tput_err, 4),
-            "tolerance_pct": tolerance,
-            "gate_applies": gate,
-            "passed": cpu_err <= tolerance and tput_err <= tolerance,
-        },
-        "events": int(r["events"]),
-        "critical_ns": w.critical_ns,
-        "energy": _energy_metrics(r),
-    } | ({"energy_balance": _balance_metrics(r)} if r.get("bal_ts") else {})
-
-
-def _energy_metrics(r: dict) -> dict:
-    """Per-core busy time and energy from the replay's power model."""
-    busy = r.get("core_busy_ns", [])
-    dyn = sum(ns * w * 1e-9 for ns, w in zip(busy, r.get("core_dynamic_w", [])))
-    return {
-        "core_khz": list(r.get("core_khz", [])),
-        "core_volt": [round(v, 4) for v in r.get("core_volt", [])],
-        "core_busy_s": [round(ns / 1e9, 6) for ns in busy],
-        "core_energy_j": [round(j, 6) for j in r.get("core_energy_j", [])],
-        "total_energy_j": round(sum(r.get("core_energy_j", [])), 6),
-        "dynamic_energy_j": round(dyn, 6),
-    }
-
-
-def _asymmetric_metrics(w: Workload, r: dict, base: str, m: dict, mb: dict) -> dict:
-    """Pools, and the saving against the same demand under credit on a
-    homogeneous host of fast cores (the baseline of Takouna et al.)."""
-    pools: dict[str, dict] = {}
-    for name, code in (("fast", 0), ("slow", 1)):
-        cores = [c for c, p in enumerate(r["core_pool"]) if p == code]
-        vcpus = [f"{w.vm_names[v]}/{c}" for v, c, p in zip(w.vm_of, w.vcpu_of, r["vcpu_pool"]) if p == code and v >= 0]
-        pools[name] = {"cores": cores, "khz": r["core_khz"][cores[0]] if cores else None, "vcpus": vcpus}
-
-    def tput(x: dict) -> float:
-        return sum(v["throughput_per_s"] for v in x["vms"].values())
-
-    e, eb = m["energy"], mb["energy"]
-    return {
-        "pools": pools,
-        "baseline": f"{base} with every core fast",
-        "dynamic_energy_saving_pct": round(100 * (1 - e["dynamic_energy_j"] / eb["dynamic_energy_j"]), 3) if eb["dynamic_energy_j"] else None,
-        "energy_saving_pct": round(100 * (1 - e["total_energy_j"] / eb["total_energy_j"]), 3) if eb["total_energy_j"] else None,
-        "throughput_change_pct": round(100 * (tput(m) / tput(mb) - 1), 3) if tput(mb) else None,
-        "duration_change_pct": round(100 * (m["duration_s"] / mb["duration_s"] - 1), 3) if mb["duration_s"] else None,
-    }
-
-
-def _balance_metrics(r: dict) -> dict:
-    n = max(r["bal_core"]) + 1
-    per = [0.0] * n
-    for c, j in zip(r["bal_core"], r["bal_energy_j"]):
-        per[c] += j
-    temps = {}
-    for c, t in zip(r["bal_core"], r["bal_temp_c"]):
-        temps[c] = max(temps.get(c, 0.0), t)
-    total = sum(per)
-    return {
-        "swaps_decided": r["swaps_decided"],
-        "swaps_realised": r["swaps_realised"],
-        "core_energy_j": [round(x, 6) for x in per],
-        "core_energy_spread_pct": round(100 * (max(per) - min(per)) / total, 3) if total else None,
-        "max_core_temp_c": [round(temps[c], 3) for c in range(n)],
-    }
-
-
 def baseline_policy(cap: Capture, w: Workload | None = None) -> str:
     """The policy that produced the capture: credit on Xen; on Linux,
     eevdf from 6.6 on (host.json's kernel), fair (CFS) before or when the
@@ -459,7 +240,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         else:
             r = _run_engine(w, policy, engine, costs, host, limit_ns, seed)
         gate = policy in (base, f"{base}+spin")
-        metrics = _metrics(w, r, policy, seed, settings, tolerance, gate)
+        metrics = replay_metrics(w, r, policy, seed, settings, tolerance, gate)
         metrics["host"]["sched_groups_mode"] = groups_mode
         if any(p >= 0 for p in r.get("vcpu_pool", [])):
             # the fast cores' frequency and voltage as the engine set them
@@ -469,7 +250,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             # same spin response, credit on a host of fast cores only
             bp = "+".join(dict.fromkeys("credit" if part == "asymmetric" else part for part in policy.split("+")))
             rb = _run_engine(w, bp, fast, costs, hb, limit_ns, seed)
-            metrics["asymmetric"] = _asymmetric_metrics(w, r, bp, metrics, _metrics(w, rb, bp, seed, settings, tolerance, False))
+            metrics["asymmetric"] = asymmetric_metrics(w, r, bp, metrics, replay_metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
         metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))
         tmp = atomic.temp_dir(dest)

@@ -36,7 +36,7 @@ import polars as pl
 
 from cratrace import _native
 from cratrace.capture import Capture
-from cratrace.model.domains import RUNNING, domain_runs, domain_vcpus
+from cratrace.model.domains import domain_runs, domain_vcpus
 from cratrace.model.frames import in_order
 from cratrace.replay import diagnostics
 

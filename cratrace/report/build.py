@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 
 import polars as pl
@@ -209,6 +207,3 @@ def _atomic_write(path: Path, text: str, force: bool) -> None:
     if path.exists() and not force:
         raise OutputExistsError(f"{path}: already exists; pass --force to replace it")
     atomic.write_text(path, text)
-
-
-_ = (html, json)

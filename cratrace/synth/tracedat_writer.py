@@ -59,7 +59,6 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 from cratrace import atomic
 from cratrace.synth.event_formats import (
     EventFormat,
-    Field,
     bundled_formats,
     header_event,
     header_page,

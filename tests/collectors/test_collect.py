@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from collectors import cratrace_collect as cc
-from cratrace.lab import LabParams, executable, start
+from cratrace.lab import LabParams, executable
 from tests.helpers import cratrace as run_cli
 
 STANDINS = Path(__file__).with_name("standins")

@@ -259,7 +259,7 @@ def test_grouped_keeps_a_frame_whose_keys_are_together_and_sorts_one_whose_are_n
         got = grouped(df, "tid", "start")
         rows = got.rows()
         # each key's rows together, in start order within, and the same rows
-        seen, last = [], None
+        seen, last, prev = [], None, None
         for t, s in rows:
             if t != last:
                 assert t not in seen, rows

@@ -7,7 +7,6 @@ no compression), conversions of them made here with `trace-cmd convert`
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path

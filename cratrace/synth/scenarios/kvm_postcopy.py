@@ -100,7 +100,6 @@ def _run_vcpu(b, rng, p, v, tid, kw, procs, faults, token_seq) -> dict[str, Any]
         rng.shuffle(pages)
     runnable = list(procs)
     arrivals: list[tuple[int, int, dict[str, Any]]] = []  # (time, seq, fault)
-    ready_pending: list[dict[str, Any]] = []
     guest_ns = halt_ns = blocked_ns = 0
     halts = 0
     t = 0

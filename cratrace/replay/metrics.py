@@ -1,0 +1,156 @@
+"""A replay's metrics.json: per VM and host figures, the fidelity against
+the recording, and each placement's own figures (energy balance,
+asymmetric pools). Only what the inputs and seed determine goes here, so
+two runs are byte-identical."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import polars as pl
+
+from cratrace.replay.workload import Workload
+
+
+def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, tolerance: float, gate: bool) -> dict[str, Any]:
+    n = len(w.vm_names)
+    T = max(int(r["end_ns"]), 1) / 1e9
+    pc = w.pcpus
+    cpu = r["cpu_ns"]
+    spin = r["spin_ns"]
+    vm_cpu = [0] * n
+    vm_spin = [0] * n
+    vm_exc = [0] * n
+    for i, v in enumerate(w.vm_of):
+        if v >= 0:
+            vm_cpu[v] += cpu[i]
+            vm_spin[v] += spin[i]
+            vm_exc[v] += r["excessive"][i]
+    marks = [0] * n
+    last_mark = [0] * n
+    mk = pl.DataFrame(r["marks"]).rename({"_t": "t"})
+    mk = mk.with_columns(pl.col("t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
+    for v, k, last in mk.group_by("vm").agg(pl.len(), pl.col("ts").max()).iter_rows():
+        marks[v], last_mark[v] = k, last
+    busy = sum(cpu) + r["overhead_ns"]
+    U = busy / (pc * T * 1e9) if T > 0 else 0
+    ends = sum(marks)
+    guest = sum(c - s for c, s, v in zip(cpu, spin, w.vm_of) if v >= 0)
+    rec_T = w.duration_ns / 1e9
+    vms = {}
+    tput_err = 0.0
+    for i, name in enumerate(w.vm_names):
+        rec_marks = w.recorded_marks.get(name, 0)
+        # throughput over the VM's own active window (first vCPU start to
+        # last transaction), the same definition for recording and replay,
+        # so capture set-up time around the workload does not count
+        first, rec_last = w.recorded_window.get(name, (0, w.duration_ns))
+        tp = marks[i] / max((last_mark[i] - first) / 1e9, 1e-9) if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / T
+        rec_tp = rec_marks / max((rec_last - first) / 1e9, 1e-9) if rec_marks else None
+        err = abs(tp - rec_tp) / rec_tp * 100 if rec_tp else None
+        if err is not None:
+            tput_err = max(tput_err, err)
+        vms[name] = {
+            "cpu_s": round(vm_cpu[i] / 1e9, 6),
+            "spin_s": round(vm_spin[i] / 1e9, 6),
+            "throughput_per_s": round(tp, 6),
+            "throughput_unit": "marks/s" if marks[i] else "useful guest s/s",
+            "marks": marks[i],
+            "recorded_throughput_per_s": round(rec_tp, 6) if rec_tp else None,
+            "recorded_spin_s": round(w.recorded_spin_ns.get(name, 0) / 1e9, 6),
+            "excessive_spins": vm_exc[i],
+        }
+    cpu_err = 0.0
+    worst = None
+    for i, v in enumerate(w.vm_of):
+        rec = w.recorded_cpu_ns[i]
+        if v >= 0 and rec > 0:
+            e = abs(cpu[i] - rec) / rec * 100
+            if e >= cpu_err:
+                cpu_err, worst = e, w.tids[i]
+    return {
+        "policy": policy,
+        "seed": seed,
+        "params": settings,
+        "duration_s": round(T, 6),
+        "recorded_duration_s": round(rec_T, 6),
+        "vms": vms,
+        "host": {
+            "pcpus": pc,
+            "etr": round(ends / T, 6),
+            "itr": round(ends / (T * U), 6) if U > 0 else None,
+            "busy_pct": round(100 * U, 4),
+            "guest_util_pct": round(100 * guest / (pc * T * 1e9), 4),
+            "hypercalls": int(sum(r["calls"])),
+            "hypercalls_per_busy_s": round(sum(r["calls"]) / (T * U), 4) if U > 0 else None,
+            "sched_overhead_pct": round(100 * r["overhead_ns"] / (pc * T * 1e9), 4),
+            # the host's CFS groups the replayed threads were scheduled in
+            "sched_groups": len({g for g in w.group_of if g >= 0}),
+        },
+        "fidelity": {
+            "cpu_time_err_pct": round(cpu_err, 4),
+            "worst_thread": worst,
+            "throughput_err_pct": round(tput_err, 4),
+            "tolerance_pct": tolerance,
+            "gate_applies": gate,
+            "passed": cpu_err <= tolerance and tput_err <= tolerance,
+        },
+        "events": int(r["events"]),
+        "critical_ns": w.critical_ns,
+        "energy": energy_metrics(r),
+    } | ({"energy_balance": balance_metrics(r)} if r.get("bal_ts") else {})
+
+
+def energy_metrics(r: dict) -> dict:
+    """Per-core busy time and energy from the replay's power model."""
+    busy = r.get("core_busy_ns", [])
+    dyn = sum(ns * w * 1e-9 for ns, w in zip(busy, r.get("core_dynamic_w", [])))
+    return {
+        "core_khz": list(r.get("core_khz", [])),
+        "core_volt": [round(v, 4) for v in r.get("core_volt", [])],
+        "core_busy_s": [round(ns / 1e9, 6) for ns in busy],
+        "core_energy_j": [round(j, 6) for j in r.get("core_energy_j", [])],
+        "total_energy_j": round(sum(r.get("core_energy_j", [])), 6),
+        "dynamic_energy_j": round(dyn, 6),
+    }
+
+
+def asymmetric_metrics(w: Workload, r: dict, base: str, m: dict, mb: dict) -> dict:
+    """Pools, and the saving against the same demand under credit on a
+    homogeneous host of fast cores (the baseline of Takouna et al.)."""
+    pools: dict[str, dict] = {}
+    for name, code in (("fast", 0), ("slow", 1)):
+        cores = [c for c, p in enumerate(r["core_pool"]) if p == code]
+        vcpus = [f"{w.vm_names[v]}/{c}" for v, c, p in zip(w.vm_of, w.vcpu_of, r["vcpu_pool"]) if p == code and v >= 0]
+        pools[name] = {"cores": cores, "khz": r["core_khz"][cores[0]] if cores else None, "vcpus": vcpus}
+
+    def tput(x: dict) -> float:
+        return sum(v["throughput_per_s"] for v in x["vms"].values())
+
+    e, eb = m["energy"], mb["energy"]
+    return {
+        "pools": pools,
+        "baseline": f"{base} with every core fast",
+        "dynamic_energy_saving_pct": round(100 * (1 - e["dynamic_energy_j"] / eb["dynamic_energy_j"]), 3) if eb["dynamic_energy_j"] else None,
+        "energy_saving_pct": round(100 * (1 - e["total_energy_j"] / eb["total_energy_j"]), 3) if eb["total_energy_j"] else None,
+        "throughput_change_pct": round(100 * (tput(m) / tput(mb) - 1), 3) if tput(mb) else None,
+        "duration_change_pct": round(100 * (m["duration_s"] / mb["duration_s"] - 1), 3) if mb["duration_s"] else None,
+    }
+
+
+def balance_metrics(r: dict) -> dict:
+    n = max(r["bal_core"]) + 1
+    per = [0.0] * n
+    for c, j in zip(r["bal_core"], r["bal_energy_j"]):
+        per[c] += j
+    temps = {}
+    for c, t in zip(r["bal_core"], r["bal_temp_c"]):
+        temps[c] = max(temps.get(c, 0.0), t)
+    total = sum(per)
+    return {
+        "swaps_decided": r["swaps_decided"],
+        "swaps_realised": r["swaps_realised"],
+        "core_energy_j": [round(x, 6) for x in per],
+        "core_energy_spread_pct": round(100 * (max(per) - min(per)) / total, 3) if total else None,
+        "max_core_temp_c": [round(temps[c], 3) for c in range(n)],
+    }
