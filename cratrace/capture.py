@@ -15,12 +15,21 @@ from __future__ import annotations
 import json
 from functools import cached_property
 from pathlib import Path
-from typing import Any
-
-import polars as pl
+from typing import TYPE_CHECKING, Any
 
 from cratrace.errors import CaptureError
 from cratrace.importer import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    import polars as pl
+
+
+def _scan(path: Path) -> pl.LazyFrame:
+    # polars is imported when a table is first asked for: a quarter of a
+    # second that `cratrace info`, which reads capture.json only, need not pay
+    import polars as pl
+
+    return pl.scan_parquet(path)
 
 
 def _tables_in(folder: Path) -> dict[str, Path]:
@@ -65,12 +74,12 @@ class Capture:
     @property
     def events(self) -> dict[str, pl.LazyFrame]:
         """One LazyFrame per event table, keyed by event name."""
-        return {k: pl.scan_parquet(p) for k, p in self.event_paths.items()}
+        return {k: _scan(p) for k, p in self.event_paths.items()}
 
     @property
     def model(self) -> dict[str, pl.LazyFrame]:
         """One LazyFrame per model table present (run `cratrace model` to build them)."""
-        return {k: pl.scan_parquet(p) for k, p in self.model_paths.items()}
+        return {k: _scan(p) for k, p in self.model_paths.items()}
 
     def require_model(self, names: list[str]) -> dict[str, pl.LazyFrame]:
         """The model tables `names`, each checked to be there and to have an
@@ -84,14 +93,14 @@ class Capture:
             raise CaptureError(f"{self.path}: model tables missing ({', '.join(missing)}); run `cratrace model {self.path}` first")
         for n in names:
             _native.parquet_rows(paths[n])  # raises "damaged table: FILE: ..."
-        return {n: pl.scan_parquet(paths[n]) for n in names}
+        return {n: _scan(paths[n]) for n in names}
 
     def table(self, name: str) -> pl.LazyFrame:
         """A model table if there is one of that name, else an event table."""
         paths = {**self.event_paths, **self.model_paths}
         if name not in paths:
             raise CaptureError(f"{self.path}: no table {name!r} (have: {', '.join(sorted(paths)) or 'none'})")
-        return pl.scan_parquet(paths[name])
+        return _scan(paths[name])
 
     def has(self, name: str) -> bool:
         return name in self.event_paths or name in self.model_paths

@@ -150,6 +150,29 @@ def test_importing_a_raw_capture_loads_neither_polars_nor_rich(tmp_path):
     assert (tmp_path / "cap" / "events" / "perf_counter.parquet").exists()
 
 
+def test_info_reads_capture_json_without_loading_polars(tmp_path):
+    # `cratrace info` answers from capture.json: polars (a quarter of a
+    # second) loads only when a table is asked for
+    assert cratrace("import", RAW, "-o", tmp_path / "cap", "-q").returncode == 0
+    code = (
+        "import sys, json, io, contextlib\n"
+        "from cratrace.cli.main import main\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        "    try:\n"
+        f"        main(['info', {str(tmp_path / 'cap')!r}, '--json'])\n"
+        "    except SystemExit as e:\n"
+        "        assert not e.code, e.code\n"
+        "info = json.loads(out.getvalue())\n"
+        "before = 'polars' in sys.modules\n"
+        "import cratrace\n"
+        "n = cratrace.open(info['capture']).events['sched_switch'].collect().height\n"
+        "print(before, info['events']['sched_switch'] == n)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert p.stdout.strip() == "False True"
+
+
 def test_a_damaged_perf_stat_line_is_a_one_line_error_naming_file_and_line(tmp_path):
     lines = (RAW / "perf-stat.csv").read_text().splitlines(keepends=True)
     data = [i for i, line in enumerate(lines) if ",CPU" in line]
