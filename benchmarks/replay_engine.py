@@ -8,12 +8,13 @@ of --runs: the engine's events/s, and the wall time of the engine and of
 the Python reference on the same (smaller) workload, with the ratio.
 
 Memory: a child process per size (a quarter of --txns, then all of it)
-builds the workload, resets its peak RSS (/proc/self/clear_refs) and
-replays it once. What the replay added at its peak, less its output
-tables (their Arrow buffers), is what it holds for the demand: the engine
-keeps each thread's phases for the whole replay (16 bytes a phase);
-anything else growing with the trace shows as bytes per phase beyond
-those 16.
+builds the workload (typed arrays, as `cratrace replay` hands it over),
+resets its peak RSS (/proc/self/clear_refs) and replays it once. What
+the replay added at its peak, less its output tables (their Arrow
+buffers), is what it holds beyond them: the engine takes over each
+thread's phases (16 bytes a phase) and gives their pages back as the
+thread passes them, so past the start what it holds of the demand shrinks
+while the outputs grow. Flat means about the same MiB at both sizes.
 
     python benchmarks/replay_engine.py [--runs 3] [--txns 100000] [--no-memory]
 """
@@ -179,7 +180,7 @@ def python_fair(w: dict, pcpus: int, latency=6e6, min_gran=0.75e6) -> tuple[int,
     return events, time.perf_counter() - t0
 
 
-#: bytes the engine holds per phase of demand (replay::model::Phase)
+#: bytes the engine takes over per phase of demand (replay::model::Phase)
 PHASE_BYTES = 16
 
 
@@ -195,6 +196,14 @@ def memory_child(txns: int) -> dict:
     """In a fresh process: the replay's peak RSS above the built
     workload, its outputs' bytes and the demand it holds."""
     w = workload(4, 4, txns)
+    # the phases as the replay command hands them over: typed arrays, read
+    # in place (a list would be copied into columns first)
+    from array import array
+
+    from cratrace.replay.workload import PHASE_TYPECODES
+
+    for key, code in zip(("phase_thread", "phase_kind", "phase_a", "phase_b"), PHASE_TYPECODES):
+        w[key] = array(code, w[key])
     before = _status_bytes("VmRSS")
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")  # the peak (VmHWM) starts again from the current RSS
@@ -250,7 +259,7 @@ def main() -> None:
     for m in res.get("memory", []):
         print(
             f"memory, {m['events']:,} events ({m['phases']:,} phases): replay peak +{m['added_bytes'] / mib:.1f} MiB = "
-            f"outputs {m['output_bytes'] / mib:.1f} MiB + {m['beyond_outputs_bytes'] / mib:.1f} MiB for the demand ({m['beyond_outputs_per_phase']:.1f} B per phase; the engine holds {PHASE_BYTES})"
+            f"outputs {m['output_bytes'] / mib:.1f} MiB + {m['beyond_outputs_bytes'] / mib:.1f} MiB beyond them ({m['beyond_outputs_per_phase']:.1f} B per phase; the engine takes over {PHASE_BYTES} and gives them back as it passes them)"
         )
     if "memory" in res:
         m0, m1 = res["memory"]

@@ -4,7 +4,7 @@ use crate::arrow_stream::ArrowTable;
 use crate::packed::{column, Column};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
 use cratrace_replay::{
-    replay as run, Costs, GroupSpec, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec,
+    replay_consuming, Costs, GroupSpec, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec,
     Workload,
 };
 use pyo3::exceptions::PyValueError;
@@ -222,7 +222,7 @@ pub fn replay(
         .zip(group_shares)
         .map(|(name, shares)| GroupSpec { name, shares })
         .collect();
-    let w = Workload {
+    let mut w = Workload {
         threads,
         vms,
         groups,
@@ -234,7 +234,9 @@ pub fn replay(
         costs: c,
     };
     let t0 = std::time::Instant::now();
-    let out = py.detach(|| run(&w, &h, &p, limit_ns));
+    // the engine takes the phases over and lets each go once passed: the
+    // demand it holds shrinks as the output grows
+    let out = py.detach(|| replay_consuming(&mut w, &h, &p, limit_ns));
     let wall = t0.elapsed().as_secs_f64();
     let d = PyDict::new(py);
     // The per-row columns cross as one Arrow table per kind of row

@@ -35,3 +35,11 @@ pub use policy::{Placement, Policy, SchedulerKind, SpinResponse, PARAMS};
 pub fn replay(w: &Workload, h: &Host, p: &Policy, limit_ns: i64) -> Output {
     engine::Engine::new(w, h, p).run(limit_ns)
 }
+
+/// [`replay`], taking over `w`'s phases and letting each go once the
+/// replay has passed it, so that what it holds of the demand shrinks as
+/// its output grows (the same output, byte for byte). `w` keeps its
+/// threads, VMs and groups, without their phases.
+pub fn replay_consuming(w: &mut Workload, h: &Host, p: &Policy, limit_ns: i64) -> Output {
+    engine::Engine::consuming(w, h, p).run(limit_ns)
+}

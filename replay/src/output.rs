@@ -139,16 +139,16 @@ struct RowsAhead {
 }
 
 impl RowsAhead {
-    fn of(w: &Workload) -> Self {
+    fn of<'p>(demand: impl Iterator<Item = &'p [Phase]>) -> Self {
         let mut r = RowsAhead {
             phases: 0,
             work: 0,
             marks: 0,
             acquires: 0,
         };
-        for t in &w.threads {
-            r.phases += t.phases.len();
-            for ph in &t.phases {
+        for phases in demand {
+            r.phases += phases.len();
+            for ph in phases {
                 match ph {
                     Phase::Work(_) => r.work += 1,
                     Phase::Mark => r.marks += 1,
@@ -162,9 +162,15 @@ impl RowsAhead {
 }
 
 impl Output {
-    pub(crate) fn new(w: &Workload, h: &Host) -> Self {
+    /// An output with room for what `demand` (each thread's phases) will
+    /// write.
+    pub(crate) fn new<'p>(
+        w: &Workload,
+        h: &Host,
+        demand: impl Iterator<Item = &'p [Phase]>,
+    ) -> Self {
         let n = w.threads.len();
-        let rows = RowsAhead::of(w);
+        let rows = RowsAhead::of(demand);
         let (states, slices) = (rows.phases + n, rows.work + n);
         Output {
             states: StateColumns {

@@ -557,3 +557,63 @@ fn recorded_placement_runs_each_stretch_of_work_where_the_capture_did() {
     assert!(ran.iter().filter(|r| r.0 == 1).all(|r| r.1 == 0), "{ran:?}");
     assert_eq!(out.cpu_ns, vec![3_000_000, 500_000]);
 }
+
+#[test]
+fn a_replay_that_takes_over_its_demand_gives_the_same_output() {
+    // 4 VMs x 2 vCPUs, 6,000 transactions each (36,000 phases a thread:
+    // enough for the engine to let go of passed demand a few times), with
+    // recorded CPUs for the recorded placement and a causal wait
+    let mut threads = Vec::new();
+    for v in 0..4 {
+        for c in 0..2 {
+            let mut ph = Vec::new();
+            let mut cpus = Vec::new();
+            for k in 0..6_000u32 {
+                ph.extend([
+                    Phase::Work(20_000 + 1_000 * ((v + c + k) % 5) as i64),
+                    Phase::Acquire(0),
+                    Phase::Work(8_000),
+                    Phase::Release(0),
+                    Phase::Mark,
+                    Phase::Block(15_000),
+                ]);
+                cpus.extend([Some((v + k) % 3), None, Some(c % 3), None, None, None]);
+            }
+            let mut t = vm_thread(v, c, ph);
+            t.work_cpu = cpus;
+            threads.push(t);
+        }
+    }
+    // a block of thread 1 becomes a wait for thread 0's 20,000th phase
+    threads[1].phases[4_001] = Phase::WaitFor {
+        thread: ThreadId(0),
+        phase: 20_000,
+    };
+    let w = workload(threads, 4);
+    for name in [
+        "fair+spin",
+        "fair+wapd",
+        "eevdf+wopd",
+        "eevdf+rslp",
+        "credit+pv",
+        "eevdf+recorded",
+        "credit+asymmetric",
+        "fair+energy-balance",
+    ] {
+        let p = Policy::parse(name).unwrap();
+        let h = Host::uniform(3, 2_000_000);
+        let kept = replay(&w, &h, &p, i64::MAX);
+        let mut given = w.clone();
+        let consumed = replay_consuming(&mut given, &h, &p, i64::MAX);
+        assert_eq!(kept, consumed, "{name}");
+        assert_eq!(
+            kept.mark_ts.len(),
+            8 * 6_000,
+            "{name}: every transaction completes"
+        );
+        assert!(
+            given.threads.iter().all(|t| t.phases.is_empty()),
+            "{name}: the phases were taken over"
+        );
+    }
+}

@@ -9,8 +9,10 @@
 mod per_cpu;
 mod placement;
 mod spin;
+mod thread_demand;
 
 use placement::Balancer;
+use thread_demand::ThreadDemand;
 
 use crate::asymmetric::VcpuFeatures;
 use crate::model::{Host, Phase, ThreadId, VmId, Workload};
@@ -97,6 +99,8 @@ struct Cpu {
 /// Runs one replay.
 pub struct Engine<'a> {
     w: &'a Workload,
+    /// Each thread's phases (the workload's own are read through this).
+    demand: Vec<ThreadDemand<'a>>,
     h: &'a Host,
     p: &'a Policy,
     now: i64,
@@ -176,8 +180,41 @@ fn demand_features(phases: &[Phase]) -> VcpuFeatures {
 }
 
 impl<'a> Engine<'a> {
-    /// Prepare a replay.
+    /// Prepare a replay that reads the workload's phases where they are.
     pub fn new(w: &'a Workload, h: &'a Host, p: &'a Policy) -> Self {
+        let demand = w
+            .threads
+            .iter()
+            .map(|t| ThreadDemand::Borrowed {
+                phases: &t.phases,
+                cpus: &t.work_cpu,
+            })
+            .collect();
+        Self::with_demand(w, demand, h, p)
+    }
+
+    /// Prepare a replay that takes over each thread's phases (and recorded
+    /// CPUs) from `w` and lets them go as the replay passes them: `w` is
+    /// left without them.
+    pub fn consuming(w: &'a mut Workload, h: &'a Host, p: &'a Policy) -> Self {
+        let demand = w
+            .threads
+            .iter_mut()
+            .map(|t| ThreadDemand::Owned {
+                phases: std::mem::take(&mut t.phases),
+                cpus: std::mem::take(&mut t.work_cpu),
+                released: 0,
+            })
+            .collect();
+        Self::with_demand(w, demand, h, p)
+    }
+
+    fn with_demand(
+        w: &'a Workload,
+        demand: Vec<ThreadDemand<'a>>,
+        h: &'a Host,
+        p: &'a Policy,
+    ) -> Self {
         let n = w.threads.len();
         // A VM's weight is shared by its vCPUs (Xen credit), so a VM's share
         // grows with its weight, not with weight × vCPUs.
@@ -240,8 +277,8 @@ impl<'a> Engine<'a> {
             )),
         };
         let mut lock_index = std::collections::BTreeMap::new();
-        for t in &w.threads {
-            for ph in &t.phases {
+        for (t, d) in w.threads.iter().zip(&demand) {
+            for ph in d.ahead() {
                 if let (Phase::Acquire(l) | Phase::Release(l), Some(vm)) = (ph, t.vm) {
                     let k = lock_index.len();
                     lock_index.entry((vm.0, *l)).or_insert(k);
@@ -306,7 +343,8 @@ impl<'a> Engine<'a> {
             gspw: vec![0; w.vms.len()],
             last_boosted: vec![0; w.vms.len()],
             siblings,
-            out: Output::new(w, h),
+            out: Output::new(w, h, demand.iter().map(|d| d.ahead())),
+            demand,
             events: 0,
             util_avg: 1.0,
             win_busy: 0,
@@ -619,7 +657,6 @@ impl<'a> Engine<'a> {
         let c = self.cpu_of(t);
         let ti = t as usize;
         loop {
-            let phases = &self.w.threads[ti].phases;
             if self.th[ti].spin.is_some() {
                 // a spin window ended or the lock was released: re-check
                 if self.retry_spin(t, c) {
@@ -627,7 +664,7 @@ impl<'a> Engine<'a> {
                 }
                 continue;
             }
-            let Some(&ph) = phases.get(self.th[ti].phase) else {
+            let Some(ph) = self.demand[ti].get(self.th[ti].phase) else {
                 self.finish(t, c);
                 return;
             };
@@ -695,8 +732,8 @@ impl<'a> Engine<'a> {
     /// Entering a phase: a Work phase starts with its full amount.
     fn load_phase(&mut self, t: u32) {
         let ti = t as usize;
-        self.th[ti].remaining = match self.w.threads[ti].phases.get(self.th[ti].phase) {
-            Some(Phase::Work(ns)) => (*ns).max(0),
+        self.th[ti].remaining = match self.demand[ti].get(self.th[ti].phase) {
+            Some(Phase::Work(ns)) => ns.max(0),
             _ => 0,
         };
         self.th[ti].progress_at = self.now;
@@ -710,6 +747,7 @@ impl<'a> Engine<'a> {
     fn complete_phase(&mut self, t: u32) {
         let ti = t as usize;
         self.th[ti].phase += 1;
+        self.demand[ti].passed(self.th[ti].phase);
         self.load_phase(t);
         self.th[ti].done_phases = self.th[ti].phase;
         if !self.th[ti].waiters.is_empty() {

@@ -120,7 +120,7 @@ impl Engine<'_> {
             let class = match self.w.vms[v.0 as usize].cpu_intensive {
                 Some(true) => VcpuClass::Cpu,
                 Some(false) => VcpuClass::Io,
-                None => classify(&demand_features(&t.phases), &thresholds),
+                None => classify(&demand_features(self.demand[i].ahead()), &thresholds),
             };
             idx.push(i);
             vcpus.push((class, vcpus_of[v.0 as usize] > 1));
@@ -271,13 +271,11 @@ impl Engine<'_> {
     /// The CPU the capture ran `t`'s current or next stretch of work on
     /// (None when unknown, or when this host has no such CPU).
     fn recorded_cpu(&self, t: u32) -> Option<u32> {
-        let spec = &self.w.threads[t as usize];
         let n = self.cpus.len() as u32;
-        let from = self.th[t as usize].phase;
-        spec.phases
-            .get(from..)?
+        let (phases, cpus) = self.demand[t as usize].from(self.th[t as usize].phase);
+        phases
             .iter()
-            .zip(spec.work_cpu.get(from..)?)
+            .zip(cpus?)
             .find_map(|(ph, cpu)| match ph {
                 Phase::Work(_) => Some(*cpu),
                 _ => None,
