@@ -80,9 +80,19 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
     # name at the end (sorting 1.2 M segments of 10 s of kvm-heavy-spin by
     # the string key took 0.37 s and 130 MB).
     order = vc.select("vm", "vcpu").unique().sort("vm", "vcpu").with_row_index("_key")
-    segs = _segments(ev, vc.join(order, on=["vm", "vcpu"]).select("tid", "_key"), slices, span)
-    if spins.height:
-        segs = _overlay_spins(segs, spins.join(order, on=["vm", "vcpu"]))
+    keyed = vc.join(order, on=["vm", "vcpu"])
+    # VMs a batch at a time, in name order, so the batches' timelines come
+    # out in _key order: the build holds one batch's KVM marks and pieces
+    # at once, not the whole host's
+    spins = spins.join(order, on=["vm", "vcpu"]) if spins.height else spins
+    parts = []
+    for batch in _vm_batches(ev, order):
+        segs = _segments(ev, keyed.filter(pl.col("_key").is_in(batch)).select("tid", "_key"), slices, span)
+        ep = spins.filter(pl.col("_key").is_in(batch)) if spins.height else spins
+        parts.append(_overlay_spins(segs, ep) if ep.height else segs)
+        del segs
+    segs = pl.concat(parts) if len(parts) > 1 else parts[0]
+    del parts
     keys = order["_key"].to_list()
     segs = segs.with_columns(
         pl.col("_key").replace_strict(keys, order["vm"].to_list(), return_dtype=pl.String).alias("vm"),
@@ -90,6 +100,30 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
         (pl.col("end") - pl.col("start")).alias("dur"),
     )
     return conform(segs, "vcpu_states")
+
+
+#: KVM entry/exit marks a batch of VMs' timelines is built from at most
+#: (about 75 bytes of the build's memory each): a host's VMs are split
+#: into batches of equal vCPU counts when their marks are more
+MARKS_PER_BATCH = 2_000_000
+
+
+def _vm_batches(ev: dict[str, pl.LazyFrame], order: pl.DataFrame) -> list[list[int]]:
+    """The _keys of `order` (_key, vm, vcpu; sorted) in consecutive
+    batches of whole VMs, few enough vCPUs each that a batch's share of the
+    capture's KVM marks stays under MARKS_PER_BATCH (marks taken as shared
+    evenly by the vCPUs; a VM bigger than that is a batch of its own)."""
+    marks = sum(ev[n].select(pl.len()).collect().item() for n in ("kvm_entry", "kvm_exit") if n in ev)
+    per_vcpu = marks / max(order.height, 1)
+    batches: list[list[int]] = [[]]
+    held = 0.0
+    for keys in order.group_by("vm", maintain_order=True).agg("_key")["_key"].to_list():
+        if batches[-1] and held + len(keys) * per_vcpu > MARKS_PER_BATCH:
+            batches.append([])
+            held = 0.0
+        batches[-1].extend(keys)
+        held += len(keys) * per_vcpu
+    return batches
 
 
 def _segments(ev: dict[str, pl.LazyFrame], vc: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:

@@ -41,3 +41,28 @@ def test_a_second_of_heavy_spin_models_within_a_gigabyte(tmp_path):
     subprocess.run([*py, "model", str(cap), "-q"], check=True, capture_output=True)
     for name, df in first.items():
         assert df.equals(pl.read_parquet(cap / "model" / name)), f"{name} differs between two builds"
+
+
+def test_building_vm_timelines_a_batch_of_vms_at_a_time_changes_no_row(tmp_path, monkeypatch):
+    # a long capture's vCPU timelines are built a few VMs at a time; the
+    # tables must be the ones a build of all VMs at once gives
+    import shutil
+
+    from cratrace.model import build_model
+    from cratrace.model import vcpu_states as vs
+
+    trace, cap = tmp_path / "spin.dat", tmp_path / "cap"
+    py = [sys.executable, "-m", "cratrace"]
+    subprocess.run([*py, "synth", "kvm-heavy-spin", "-o", trace, "--seed", "2", "--set", "duration_ms=300"], check=True, capture_output=True)
+    subprocess.run([*py, "import", trace, "-o", cap, "-q"], check=True, capture_output=True)
+    shutil.copytree(cap, tmp_path / "batched")
+    build_model(cap)
+    seen = []
+    batches = vs._vm_batches
+    monkeypatch.setattr(vs, "MARKS_PER_BATCH", 1)
+    monkeypatch.setattr(vs, "_vm_batches", lambda ev, order: seen.append(b := batches(ev, order)) or b)
+    build_model(tmp_path / "batched")
+    assert len(seen[0]) == 2, seen  # one batch per VM
+    for name in ("vcpu_states", "spin_episodes"):
+        whole = pl.read_parquet(cap / "model" / f"{name}.parquet")
+        assert whole.height and whole.equals(pl.read_parquet(tmp_path / "batched" / "model" / f"{name}.parquet")), name
