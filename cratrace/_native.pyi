@@ -45,6 +45,7 @@ def vcpu_phases(
     critical_ns: list[int],
     switch_ns: int,
     migration_ns: int,
+    first_thread: int = 0,
 ) -> tuple[list[int | None], tuple[bytes, bytes, bytes, bytes]]: ...
 def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int, first_thread: int = 0) -> tuple[bytes, bytes, bytes, bytes]: ...
 def replay(

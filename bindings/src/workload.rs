@@ -121,9 +121,10 @@ impl SegmentColumns {
 /// `pcpu` (null: unknown), each thread's rows together and in time order;
 /// `marks`: `_t` and `ts`, likewise. Returns each thread's start when its
 /// leading blocked or halted segments were dropped (None: none were), and
-/// the phases as packed columns: thread, kind, a, b.
+/// the phases as packed columns: thread (`first_thread` + the `_t`
+/// index), kind, a, b.
 #[pyfunction]
-#[pyo3(signature = (*, segments, marks, critical_ns, switch_ns, migration_ns))]
+#[pyo3(signature = (*, segments, marks, critical_ns, switch_ns, migration_ns, first_thread = 0))]
 #[allow(clippy::type_complexity)]
 pub fn vcpu_phases<'py>(
     py: Python<'py>,
@@ -132,6 +133,7 @@ pub fn vcpu_phases<'py>(
     critical_ns: Vec<i64>,
     switch_ns: i64,
     migration_ns: i64,
+    first_thread: u32,
 ) -> PyResult<(Vec<Option<i64>>, PhaseBytes<'py>)> {
     // The segments stay in their Arrow arrays (polars' buffers, not
     // copied) and become `Segment`s one thread at a time: all of them at
@@ -184,7 +186,7 @@ pub fn vcpu_phases<'py>(
             let (rest, start) = trim_leading_blocks(&segs);
             starts.push(start);
             phases_of(rest, &mark_ts[mark_at[t].clone()], *crit, costs, &mut rows);
-            thread.resize(rows.len(), t as u32);
+            thread.resize(rows.len(), first_thread + t as u32);
         }
         (starts, thread, rows)
     });

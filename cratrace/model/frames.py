@@ -87,6 +87,22 @@ def grouped(df: pl.DataFrame, key: str, col: str) -> pl.DataFrame:
     return df if blocks == keys and not back else df.sort(key, col)
 
 
+def in_batches(sizes: list[tuple[object, float]], limit: float) -> list[list]:
+    """The items of `sizes` ((item, size), in order) in consecutive
+    batches whose sizes add up to at most `limit`; an item bigger than that
+    is a batch of its own. A long capture's VMs are built a batch at a time
+    this way, so that a step holds one batch's rows, not the host's."""
+    batches: list[list] = [[]]
+    held = 0.0
+    for item, size in sizes:
+        if batches[-1] and held + size > limit:
+            batches.append([])
+            held = 0.0
+        batches[-1].append(item)
+        held += size
+    return batches
+
+
 def strictly_inside(points: pl.DataFrame, intervals: pl.DataFrame, by: str | list[str]) -> pl.DataFrame:
     """`points` (by + `t`) that fall strictly inside an interval of theirs
     (by + `start` + `end`), each with that interval's columns. A key's

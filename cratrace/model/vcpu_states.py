@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, overlay, shift_within, strictly_inside, top_buffer
+from cratrace.model.frames import conform, empty, in_batches, overlay, shift_within, strictly_inside, top_buffer
 
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
@@ -115,15 +115,8 @@ def _vm_batches(ev: dict[str, pl.LazyFrame], order: pl.DataFrame) -> list[list[i
     evenly by the vCPUs; a VM bigger than that is a batch of its own)."""
     marks = sum(ev[n].select(pl.len()).collect().item() for n in ("kvm_entry", "kvm_exit") if n in ev)
     per_vcpu = marks / max(order.height, 1)
-    batches: list[list[int]] = [[]]
-    held = 0.0
-    for keys in order.group_by("vm", maintain_order=True).agg("_key")["_key"].to_list():
-        if batches[-1] and held + len(keys) * per_vcpu > MARKS_PER_BATCH:
-            batches.append([])
-            held = 0.0
-        batches[-1].extend(keys)
-        held += len(keys) * per_vcpu
-    return batches
+    vms = order.group_by("vm", maintain_order=True).agg("_key")["_key"].to_list()
+    return [[k for keys in batch for k in keys] for batch in in_batches([(keys, len(keys) * per_vcpu) for keys in vms], MARKS_PER_BATCH)]
 
 
 def _segments(ev: dict[str, pl.LazyFrame], vc: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:

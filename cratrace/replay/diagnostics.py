@@ -33,6 +33,13 @@ def sibling_wakeup_preemption(states: pl.DataFrame, window_ns: int = 30_000) -> 
     the share after which such a sibling was preempted within `window_ns`:
     how often a waking vCPU takes the CPU from its own VM (the lock-holder
     preemption the spin policies are about starts here)."""
+    n, preempted = _sibling_counts(states, window_ns)
+    return {"wakeups": n, "preempted_pct": round(100 * preempted / n, 2) if n else None}
+
+
+def _sibling_counts(states: pl.DataFrame, window_ns: int = 30_000) -> tuple[int, int]:
+    """(wakeups beside a running sibling, of them followed by its
+    preemption): sums over VMs, so whole VMs can be counted apart."""
     # the columns used (narrow, from `measure`) before anything is copied:
     # on 3.8 M segments the filter, a sort by thread and the strings'
     # copies took 490 MB
@@ -45,14 +52,13 @@ def sibling_wakeup_preemption(states: pl.DataFrame, window_ns: int = 30_000) -> 
     sibs = states.select("vm", pl.col("tid").alias("sib")).unique()
     pairs = wakes.join(sibs, on="vm").filter(pl.col("sib") != pl.col("tid")).sort("t")
     if pairs.height == 0 or runs.height == 0:
-        return {"wakeups": 0, "preempted_pct": None}
+        return 0, 0
     hit = pairs.join_asof(runs.select("sib", "rs", "re", "left_to"), left_on="t", right_on="rs", by="sib", strategy="backward", check_sortedness=False)
     hit = hit.with_columns(
         ((pl.col("rs") < pl.col("t")) & (pl.col("re") >= pl.col("t"))).fill_null(False).alias("_running"),
     ).with_columns((pl.col("_running") & (pl.col("left_to") == "preempted") & (pl.col("re") - pl.col("t") <= window_ns)).alias("_pre"))
     per_wake = hit.group_by("vm", "tid", "t").agg(pl.col("_running").any(), pl.col("_pre").any()).filter(pl.col("_running"))
-    n = per_wake.height
-    return {"wakeups": n, "preempted_pct": round(100 * per_wake["_pre"].sum() / n, 2) if n else None}
+    return per_wake.height, int(per_wake["_pre"].sum())
 
 
 def preempted_s(states: pl.DataFrame) -> dict[str, float]:
@@ -67,21 +73,39 @@ def vm_cpu_concentration(states: pl.DataFrame, window_ns: int = 100_000_000) -> 
     vCPUs. 100 means each VM's vCPUs shared one CPU (packed: a lock holder
     is then preempted by its own sibling, which spins in its place);
     100/CPUs means spread evenly. Stretches are counted in the window they
-    start in."""
-    if "pcpu" not in states.columns:
+    start in, windows from the first such stretch."""
+    t0 = _concentration_start(states.lazy())
+    if t0 is None:
         return None
-    # narrow queries over the frame, not filtered copies of all of it
-    # (175 MB on 3.8 M segments)
-    lf = states.lazy().select("vm", "tid", "state", "start", "end", "pcpu")
+    top, total = _concentration_sums(states, t0, window_ns)
+    return round(100 * top / total, 2) if total else None
+
+
+def _multi_vcpu(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """The running stretches on a known CPU of the VMs with two or more
+    vCPU threads (narrow queries over the frame, not filtered copies of
+    all of it: 175 MB on 3.8 M segments)."""
+    lf = lf.select("vm", "tid", "state", "start", "end", "pcpu")
     multi = lf.filter(pl.col("vm").is_not_null()).group_by("vm").agg(pl.col("tid").n_unique().alias("n")).filter(pl.col("n") >= 2).collect()["vm"]
-    on = lf.filter(pl.col("vm").is_in(multi.implode()) & pl.col("state").is_in(RUNNING) & pl.col("pcpu").is_not_null()).select("vm", "start", "end", "pcpu").collect()
-    if on.height == 0:
+    return lf.filter(pl.col("vm").is_in(multi.implode()) & pl.col("state").is_in(RUNNING) & pl.col("pcpu").is_not_null())
+
+
+def _concentration_start(lf: pl.LazyFrame) -> int | None:
+    """Where the windows start: the first stretch counted (None: none)."""
+    if "pcpu" not in lf.collect_schema().names():
         return None
-    t0 = on["start"].min()
+    return _multi_vcpu(lf).select(pl.col("start").min()).collect().item()
+
+
+def _concentration_sums(states: pl.DataFrame, t0: int, window_ns: int = 100_000_000) -> tuple[int, int]:
+    """(time on each VM's busiest CPU per window, all the time): sums over
+    VMs, so whole VMs can be counted apart."""
+    on = _multi_vcpu(states.lazy()).select("vm", "start", "end", "pcpu").collect()
+    if on.height == 0:
+        return 0, 0
     per_cpu = on.group_by(((pl.col("start") - t0) // window_ns).alias("w"), "vm", "pcpu").agg((pl.col("end") - pl.col("start")).sum().alias("ns"))
     per_vm = per_cpu.group_by("w", "vm").agg(pl.col("ns").max().alias("top"), pl.col("ns").sum().alias("all"))
-    total = per_vm["all"].sum()
-    return round(100 * per_vm["top"].sum() / total, 2) if total else None
+    return int(per_vm["top"].sum()), int(per_vm["all"].sum())
 
 
 def narrow(states: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
@@ -91,15 +115,29 @@ def narrow(states: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     return states.lazy().select(pl.col("vm").cast(pl.Categorical), pl.col("state").cast(pl.Categorical), *cols).collect()
 
 
-def measure(states: pl.DataFrame | pl.LazyFrame) -> dict:
-    """The diagnostics of one timeline (a recording's or a replay's)."""
-    states = narrow(states)
-    sib = sibling_wakeup_preemption(states)
+def measure(states: pl.DataFrame | pl.LazyFrame, vm_batches: list[list[str]] | None = None) -> dict:
+    """The diagnostics of one timeline (a recording's or a replay's). Each
+    figure is per VM or a sum over VMs: with `vm_batches`, the timeline is
+    read a batch of VMs at a time (a long recording need not be held
+    whole), with the same result."""
+    lf = states.lazy()
+    t0 = _concentration_start(lf)
+    wakeups = preempted = top = total = 0
+    waiting: dict[str, float] = {}
+    for vms in vm_batches or [None]:
+        s = narrow(lf if vms is None else lf.filter(pl.col("vm").is_in(vms)))
+        n, k = _sibling_counts(s)
+        wakeups, preempted = wakeups + n, preempted + k
+        waiting |= preempted_s(s)
+        if t0 is not None:
+            a, b = _concentration_sums(s, t0)
+            top, total = top + a, total + b
+        del s
     return {
-        "sibling_wakeup_preemption_pct": sib["preempted_pct"],
-        "sibling_wakeups": sib["wakeups"],
-        "preempted_s": preempted_s(states),
-        "vm_cpu_concentration_pct": vm_cpu_concentration(states),
+        "sibling_wakeup_preemption_pct": round(100 * preempted / wakeups, 2) if wakeups else None,
+        "sibling_wakeups": wakeups,
+        "preempted_s": waiting,
+        "vm_cpu_concentration_pct": round(100 * top / total, 2) if total else None,
     }
 
 

@@ -37,7 +37,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.model.domains import domain_runs, domain_vcpus
-from cratrace.model.frames import in_order
+from cratrace.model.frames import in_batches, in_order
 from cratrace.replay import diagnostics
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
@@ -190,10 +190,18 @@ def mark_lock_waits(states: pl.DataFrame, episodes: pl.DataFrame | None) -> pl.D
 def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
     """(spin episodes with a halt, median spinning before an episode's
     first halt) from ``mark_lock_waits`` output."""
+    halts, spun = _pv_halts(states)
+    med = spun.median() if spun.len() else None
+    return halts, None if med is None else int(med)
+
+
+def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
+    """(spin episodes with a halt, each one's spinning before its first
+    halt, ns): per vCPU, so whole VMs can be counted apart."""
     ins = states.filter(pl.col("in_spin"))
     halted = ins.filter(pl.col("state").is_in(["blocked", "halted"])).group_by("vm", "vcpu", "episode").agg(pl.col("start").min().alias("_halt"))
     if halted.height == 0:
-        return 0, None
+        return 0, pl.Series("ns", [], pl.Int64)
     spun = (
         ins.filter(pl.col("state") == "spinning")
         .join(halted, on=["vm", "vcpu", "episode"])
@@ -201,8 +209,7 @@ def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
         .group_by("vm", "vcpu", "episode")
         .agg((pl.min_horizontal("end", "_halt") - pl.col("start")).sum().alias("ns"))
     )
-    med = spun["ns"].median() if spun.height else None
-    return halted.height, None if med is None else int(med)
+    return halted.height, spun["ns"]
 
 
 #: `vcpu_states` states as the native phase builder numbers them (others:
@@ -239,14 +246,21 @@ def _vcpu_timelines(vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFra
     return segs, ts
 
 
-def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int) -> list[int | None]:
-    """Append the vCPUs' phases to `w` from their `_vcpu_timelines`; each
-    work phase keeps the CPU it ran on. The rule is cratrace-replay's
-    `demand` module, run on all vCPUs in one call. Returns each vCPU's
-    start when its timeline began blocked or halted (None: it did not)."""
-    starts, phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns)
+def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int, first_thread: int = 0) -> list[int | None]:
+    """Append the vCPUs' phases to `w` from their `_vcpu_timelines` (their
+    thread indices from `first_thread`); each work phase keeps the CPU it
+    ran on. The rule is cratrace-replay's `demand` module, run on the
+    vCPUs in one call. Returns each vCPU's start when its timeline began
+    blocked or halted (None: it did not)."""
+    starts, phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns, first_thread=first_thread)
     w.extend_phases(*phases)
     return starts
+
+
+#: timeline segments the demand is built from at once at most: a capture
+#: with more is read a batch of whole VMs at a time (vCPUs taken to share
+#: the segments evenly; a bigger VM is a batch of its own)
+SEGMENTS_PER_BATCH = 1_500_000
 
 
 def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
@@ -254,14 +268,13 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     optional = [t for t in ("spin_episodes",) if t in cap.model_paths]
     m = cap.require_model(["threads", "cpu_slices", "vcpu_states", "markers", *optional])
     lo, hi = cap.meta.get("time_range_ns") or [0, 0]
-    # measured first, from the columns it reads, while nothing else is
-    # held: beside the extraction's frames it was the replay's peak (1.1 GB
-    # for 30 s of kvm-heavy-spin)
-    recorded_diagnostics = diagnostics.measure(m["vcpu_states"])
+    timelines = m["vcpu_states"]
     threads = m["threads"].collect()
     slices = m["cpu_slices"].collect()
     episodes = m["spin_episodes"].collect() if "spin_episodes" in m else None
-    states = mark_lock_waits(in_order(m["vcpu_states"].collect(), "vm", "vcpu", "start"), episodes)
+    # a Xen domain's vCPUs are no host threads: their timelines (tid null)
+    # give their stand-in ids, running time and first CPU
+    domains = timelines.filter(pl.col("tid").is_null()).collect()
     # what the demand reads of the markers (their text and fields were a
     # fifth of the extraction's memory)
     markers = m["markers"].select("ts", "name", "vm", "vcpu").collect()
@@ -281,11 +294,11 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         w.group_names.append(name)
         w.group_shares.append(int((recorded_groups.get(name) or {}).get("shares") or 1024))
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
-    xen = domain_vcpus(states)
+    xen = domain_vcpus(domains)
     if xen.height:
         # their running time and first CPU come from their states, as the
         # host's threads' come from cpu_slices
-        per = domain_runs(states).sort("start").group_by("tid").agg((pl.col("end") - pl.col("start")).sum().alias("dur"), pl.col("cpu").first())
+        per = domain_runs(domains).sort("start").group_by("tid").agg((pl.col("end") - pl.col("start")).sum().alias("dur"), pl.col("cpu").first())
         cpu_by_tid.update(zip(per["tid"], per["dur"]))
         first_cpu.update((t, c) for t, c in zip(per["tid"], per["cpu"]) if c is not None)
         vcpus = pl.concat([vcpus.select("tid", "vm", "vcpu"), xen.select("tid", "vm", "vcpu")]).sort("vm", "vcpu")
@@ -294,21 +307,40 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.marker_names = sorted(n for n in markers["name"].unique().to_list() if n is not None)
     tx = markers.filter(pl.col("name") == throughput_marker)
     w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
-    spun = states.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum())
+    spun = timelines.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum()).collect(engine="streaming")
     w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
-    w.recorded_diagnostics = recorded_diagnostics
-    w.pv_halts, w.pv_spin_ns = pv_halt_stats(states)
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
+    del markers
     rows = vcpus.select("vm", "vcpu", "tid").rows()
-    segs, ts = _vcpu_timelines(vcpus, states, tx)
-    # the recorded timelines are not read again: dropped before the phases
-    # are built, the extraction's peak (polars may keep the freed memory
-    # for itself, so this bounds what Python holds, not the process's peak)
-    del states, markers, episodes
-    starts = _vcpu_phases(w, segs, ts, [w.critical_ns.get(vm, 0) for vm, _, _ in rows], switch_ns, migration_ns)
-    del segs
+    # A long capture's timelines are read a batch of whole VMs at a time
+    # (every figure below is per vCPU or a sum over VMs): the extraction
+    # holds one batch's segments, not the host's.
+    segments = timelines.select(pl.len()).collect().item()
+    per_vcpu = segments / max(vcpus.height, 1)
+    batches = in_batches([(vm, n * per_vcpu) for vm, n in vcpus.group_by("vm", maintain_order=True).len().iter_rows()], SEGMENTS_PER_BATCH)
+    whole = len(batches) == 1
+    w.recorded_diagnostics = diagnostics.measure(timelines, None if whole else batches)
+    starts: list[int | None] = []
+    halts, spins = 0, []
+    for vms in batches:
+        part = vcpus.filter(pl.col("vm").is_in(vms))
+        states = (timelines if whole else timelines.filter(pl.col("vm").is_in(vms))).collect()
+        ep = episodes if episodes is None or whole else episodes.filter(pl.col("vm").is_in(vms))
+        states = mark_lock_waits(in_order(states, "vm", "vcpu", "start"), ep)
+        n, spun_ns = _pv_halts(states)
+        halts, spins = halts + n, spins + [spun_ns]
+        segs, ts = _vcpu_timelines(part, states, tx)
+        # the recorded timelines are not read again: dropped before the
+        # phases are built (polars may keep the freed memory for itself)
+        del states
+        crit = [w.critical_ns.get(vm, 0) for vm in part["vm"].to_list()]
+        starts += _vcpu_phases(w, segs, ts, crit, switch_ns, migration_ns, first_thread=len(starts))
+        del segs, ts
+    spun_all = pl.concat(spins)
+    med = spun_all.median() if spun_all.len() else None
+    w.pv_halts, w.pv_spin_ns = halts, None if med is None else int(med)
     for (vm, vcpu, tid), first in zip(rows, starts):
         start = lo if first is None else first
         w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))

@@ -151,6 +151,22 @@ def test_an_existing_output_is_refused_before_any_policy_runs(lab_capture, tmp_p
     assert (out / "fair" / "metrics.json").is_file() and not (out / "wapd" / "keep.txt").exists()
 
 
+def test_a_workload_read_a_vm_at_a_time_is_the_same_workload(lab_capture, monkeypatch):  # noqa: F811
+    # a long capture's timelines are read a batch of whole VMs at a time;
+    # every field of the workload (phases, starts, recorded figures,
+    # diagnostics) must be what reading them whole gives
+    import dataclasses
+
+    from cratrace.replay import workload as wl
+
+    whole = extract_workload(lab_capture, switch_ns=2000, migration_ns=5000)
+    monkeypatch.setattr(wl, "SEGMENTS_PER_BATCH", 1)
+    batched = extract_workload(lab_capture, switch_ns=2000, migration_ns=5000)
+    assert len(whole.vm_names) == 2 and len(whole.phase_kind) > 1000
+    for f in dataclasses.fields(whole):
+        assert getattr(batched, f.name) == getattr(whole, f.name), f.name
+
+
 def test_python_policy_interface_replays_every_transaction(lab_capture, tmp_path):  # noqa: F811
     from cratrace.replay.policy import RoundRobin
 
