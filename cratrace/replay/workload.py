@@ -325,7 +325,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     starts: list[int | None] = []
     halts, spins = 0, []
     for vms in batches:
-        part = vcpus.filter(pl.col("vm").is_in(vms))
+        part = vcpus if whole else vcpus.filter(pl.col("vm").is_in(vms))
         states = (timelines if whole else timelines.filter(pl.col("vm").is_in(vms))).collect()
         ep = episodes if episodes is None or whole else episodes.filter(pl.col("vm").is_in(vms))
         states = mark_lock_waits(in_order(states, "vm", "vcpu", "start"), ep)
