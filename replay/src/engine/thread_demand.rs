@@ -134,15 +134,24 @@ fn page_size() -> usize {
 mod tests {
     use super::*;
 
-    fn resident_kib() -> usize {
-        let s = std::fs::read_to_string("/proc/self/status").unwrap();
-        let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    /// Of the pages `v`'s buffer lies on, how many are resident (mincore:
+    /// about this buffer alone, whatever other tests allocate meanwhile).
+    fn resident_pages<T>(v: &[T]) -> usize {
+        let page = page_size();
+        let start = v.as_ptr() as usize / page * page;
+        let end = (v.as_ptr() as usize + std::mem::size_of_val(v)).div_ceil(page) * page;
+        let mut flags = vec![0u8; (end - start) / page];
+        // SAFETY: [start, end) covers the pages of a live buffer; mincore
+        // only reports on them
+        let rc =
+            unsafe { libc::mincore(start as *mut libc::c_void, end - start, flags.as_mut_ptr()) };
+        assert_eq!(rc, 0, "mincore");
+        flags.iter().filter(|&&f| f & 1 == 1).count()
     }
 
     #[test]
     fn owned_demand_reads_like_borrowed_and_gives_back_what_is_passed() {
-        // 64 MiB of phases: what is given back shows in the resident set
+        // 64 MiB of phases and 32 of CPUs
         let n = (64 << 20) / std::mem::size_of::<Phase>();
         let phases: Vec<Phase> = (0..n as i64).map(Phase::Work).collect();
         let cpus: Vec<Option<u32>> = (0..n as u32).map(|c| Some(c % 3)).collect();
@@ -155,7 +164,15 @@ mod tests {
             phases: &phases,
             cpus: &cpus,
         };
-        let before = resident_kib();
+        let ThreadDemand::Owned {
+            phases: held,
+            cpus: held_cpus,
+            ..
+        } = &owned
+        else {
+            unreachable!()
+        };
+        let pages = resident_pages(held) + resident_pages(held_cpus);
         for i in 0..n {
             assert_eq!(owned.get(i), borrowed.get(i), "phase {i}");
             if i % 4099 == 0 {
@@ -167,12 +184,22 @@ mod tests {
         }
         assert_eq!(owned.get(n), None);
         assert!(owned.ahead().len() < RELEASE_STEP / std::mem::size_of::<Phase>());
-        let after = resident_kib();
-        // the owned copy's 64 + 32 MiB (phases, CPUs) went back, but for
-        // the last step's worth
+        let ThreadDemand::Owned {
+            phases: held,
+            cpus: held_cpus,
+            ..
+        } = &owned
+        else {
+            unreachable!()
+        };
+        let left = resident_pages(held) + resident_pages(held_cpus);
+        // all resident at first; at the end, no more than the last
+        // release step's worth of each column
+        let step = RELEASE_STEP / page_size();
+        assert!(pages > 20 * step, "{pages} pages resident at first");
         assert!(
-            before.saturating_sub(after) > 80 << 10,
-            "resident {before} KiB -> {after} KiB"
+            left <= 2 * step + 4,
+            "{left} of {pages} pages still resident"
         );
     }
 }
