@@ -74,33 +74,34 @@ def vm_cpu_concentration(states: pl.DataFrame, window_ns: int = 100_000_000) -> 
     is then preempted by its own sibling, which spins in its place);
     100/CPUs means spread evenly. Stretches are counted in the window they
     start in, windows from the first such stretch."""
-    t0 = _concentration_start(states.lazy())
-    if t0 is None:
+    start = _concentration_start(states.lazy())
+    if start is None:
         return None
-    top, total = _concentration_sums(states, t0, window_ns)
+    top, total = _concentration_sums(states, *start, window_ns)
     return round(100 * top / total, 2) if total else None
 
 
-def _multi_vcpu(lf: pl.LazyFrame) -> pl.LazyFrame:
-    """The running stretches on a known CPU of the VMs with two or more
-    vCPU threads (narrow queries over the frame, not filtered copies of
-    all of it: 175 MB on 3.8 M segments)."""
-    lf = lf.select("vm", "tid", "state", "start", "end", "pcpu")
-    multi = lf.filter(pl.col("vm").is_not_null()).group_by("vm").agg(pl.col("tid").n_unique().alias("n")).filter(pl.col("n") >= 2).collect()["vm"]
-    return lf.filter(pl.col("vm").is_in(multi.implode()) & pl.col("state").is_in(RUNNING) & pl.col("pcpu").is_not_null())
+def _counted(lf: pl.LazyFrame, multi: pl.Series) -> pl.LazyFrame:
+    """The running stretches on a known CPU of the VMs `multi` (narrow
+    queries over the frame, not filtered copies of all of it: 175 MB on
+    3.8 M segments)."""
+    return lf.select("vm", "state", "start", "end", "pcpu").filter(pl.col("vm").is_in(multi.implode()) & pl.col("state").is_in(RUNNING) & pl.col("pcpu").is_not_null())
 
 
-def _concentration_start(lf: pl.LazyFrame) -> int | None:
-    """Where the windows start: the first stretch counted (None: none)."""
+def _concentration_start(lf: pl.LazyFrame) -> tuple[int, pl.Series] | None:
+    """Where the windows start (the first stretch counted) and the VMs with
+    two or more vCPU threads, the ones counted; None: no stretch is."""
     if "pcpu" not in lf.collect_schema().names():
         return None
-    return _multi_vcpu(lf).select(pl.col("start").min()).collect().item()
+    multi = lf.filter(pl.col("vm").is_not_null()).group_by("vm").agg(pl.col("tid").n_unique().alias("n")).filter(pl.col("n") >= 2).collect()["vm"]
+    t0 = _counted(lf, multi).select(pl.col("start").min()).collect().item()
+    return None if t0 is None else (t0, multi)
 
 
-def _concentration_sums(states: pl.DataFrame, t0: int, window_ns: int = 100_000_000) -> tuple[int, int]:
-    """(time on each VM's busiest CPU per window, all the time): sums over
-    VMs, so whole VMs can be counted apart."""
-    on = _multi_vcpu(states.lazy()).select("vm", "start", "end", "pcpu").collect()
+def _concentration_sums(states: pl.DataFrame, t0: int, multi: pl.Series, window_ns: int = 100_000_000) -> tuple[int, int]:
+    """(time on each VM's busiest CPU per window, all the time) over the
+    VMs `multi`: sums over VMs, so whole VMs can be counted apart."""
+    on = _counted(states.lazy(), multi).select("vm", "start", "end", "pcpu").collect()
     if on.height == 0:
         return 0, 0
     per_cpu = on.group_by(((pl.col("start") - t0) // window_ns).alias("w"), "vm", "pcpu").agg((pl.col("end") - pl.col("start")).sum().alias("ns"))
@@ -121,7 +122,8 @@ def measure(states: pl.DataFrame | pl.LazyFrame, vm_batches: list[list[str]] | N
     read a batch of VMs at a time (a long recording need not be held
     whole), with the same result."""
     lf = states.lazy()
-    t0 = _concentration_start(lf)
+    # which VMs count, and from when: once, over the whole timeline
+    start = _concentration_start(lf)
     wakeups = preempted = top = total = 0
     waiting: dict[str, float] = {}
     for vms in vm_batches or [None]:
@@ -129,8 +131,8 @@ def measure(states: pl.DataFrame | pl.LazyFrame, vm_batches: list[list[str]] | N
         n, k = _sibling_counts(s)
         wakeups, preempted = wakeups + n, preempted + k
         waiting |= preempted_s(s)
-        if t0 is not None:
-            a, b = _concentration_sums(s, t0)
+        if start is not None:
+            a, b = _concentration_sums(s, *start)
             top, total = top + a, total + b
         del s
     return {
