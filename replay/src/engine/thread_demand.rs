@@ -149,6 +149,12 @@ mod tests {
         flags.iter().filter(|&&f| f & 1 == 1).count()
     }
 
+    /// Resident pages of a thread's whole demand, phases and CPUs.
+    fn resident(d: &ThreadDemand) -> usize {
+        let (phases, cpus, _) = d.slices();
+        resident_pages(phases) + resident_pages(cpus)
+    }
+
     #[test]
     fn owned_demand_reads_like_borrowed_and_gives_back_what_is_passed() {
         // 64 MiB of phases and 32 of CPUs
@@ -164,15 +170,7 @@ mod tests {
             phases: &phases,
             cpus: &cpus,
         };
-        let ThreadDemand::Owned {
-            phases: held,
-            cpus: held_cpus,
-            ..
-        } = &owned
-        else {
-            unreachable!()
-        };
-        let pages = resident_pages(held) + resident_pages(held_cpus);
+        let pages = resident(&owned);
         for i in 0..n {
             assert_eq!(owned.get(i), borrowed.get(i), "phase {i}");
             if i % 4099 == 0 {
@@ -184,15 +182,7 @@ mod tests {
         }
         assert_eq!(owned.get(n), None);
         assert!(owned.ahead().len() < RELEASE_STEP / std::mem::size_of::<Phase>());
-        let ThreadDemand::Owned {
-            phases: held,
-            cpus: held_cpus,
-            ..
-        } = &owned
-        else {
-            unreachable!()
-        };
-        let left = resident_pages(held) + resident_pages(held_cpus);
+        let left = resident(&owned);
         // all resident at first; at the end, no more than the last
         // release step's worth of each column
         let step = RELEASE_STEP / page_size();
