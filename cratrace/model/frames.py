@@ -87,19 +87,22 @@ def grouped(df: pl.DataFrame, key: str, col: str) -> pl.DataFrame:
     return df if blocks == keys and not back else df.sort(key, col)
 
 
-def in_batches(sizes: list[tuple[object, float]], limit: float) -> list[list]:
-    """The items of `sizes` ((item, size), in order) in consecutive
-    batches whose sizes add up to at most `limit`; an item bigger than that
-    is a batch of its own. A long capture's VMs are built a batch at a time
-    this way, so that a step holds one batch's rows, not the host's."""
-    batches: list[list] = [[]]
+def vm_batches(vcpus: pl.DataFrame, rows: float, limit: float) -> list[list[str]]:
+    """The VMs of `vcpus` (a row per vCPU, sorted by vm) in consecutive
+    batches of whole VMs, few enough vCPUs each that a batch's share of
+    `rows` (taken as shared evenly by the vCPUs) is at most `limit`; a VM
+    bigger than that is a batch of its own. A long capture's VMs are built
+    a batch at a time this way, so that a step holds one batch's rows, not
+    the host's."""
+    per_vcpu = rows / max(vcpus.height, 1)
+    batches: list[list[str]] = [[]]
     held = 0.0
-    for item, size in sizes:
-        if batches[-1] and held + size > limit:
+    for vm, n in vcpus.group_by("vm", maintain_order=True).len().iter_rows():
+        if batches[-1] and held + n * per_vcpu > limit:
             batches.append([])
             held = 0.0
-        batches[-1].append(item)
-        held += size
+        batches[-1].append(vm)
+        held += n * per_vcpu
     return batches
 
 

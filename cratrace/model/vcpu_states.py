@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, in_batches, overlay, shift_within, strictly_inside, top_buffer
+from cratrace.model.frames import conform, empty, overlay, shift_within, strictly_inside, top_buffer, vm_batches
 
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
@@ -86,9 +86,9 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
     # at once, not the whole host's
     spins = spins.join(order, on=["vm", "vcpu"]) if spins.height else spins
     parts = []
-    for batch in _vm_batches(ev, order):
-        segs = _segments(ev, keyed.filter(pl.col("_key").is_in(batch)).select("tid", "_key"), slices, span)
-        ep = spins.filter(pl.col("_key").is_in(batch)) if spins.height else spins
+    for vms in _vm_batches(ev, order):
+        segs = _segments(ev, keyed.filter(pl.col("vm").is_in(vms)).select("tid", "_key"), slices, span)
+        ep = spins.filter(pl.col("vm").is_in(vms)) if spins.height else spins
         parts.append(_overlay_spins(segs, ep) if ep.height else segs)
         del segs
     segs = pl.concat(parts) if len(parts) > 1 else parts[0]
@@ -108,15 +108,11 @@ def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.D
 MARKS_PER_BATCH = 2_000_000
 
 
-def _vm_batches(ev: dict[str, pl.LazyFrame], order: pl.DataFrame) -> list[list[int]]:
-    """The _keys of `order` (_key, vm, vcpu; sorted) in consecutive
-    batches of whole VMs, few enough vCPUs each that a batch's share of the
-    capture's KVM marks stays under MARKS_PER_BATCH (marks taken as shared
-    evenly by the vCPUs; a VM bigger than that is a batch of its own)."""
+def _vm_batches(ev: dict[str, pl.LazyFrame], order: pl.DataFrame) -> list[list[str]]:
+    """The VMs of `order` (_key, vm, vcpu; sorted) in batches whose share
+    of the capture's KVM marks stays under MARKS_PER_BATCH."""
     marks = sum(ev[n].select(pl.len()).collect().item() for n in ("kvm_entry", "kvm_exit") if n in ev)
-    per_vcpu = marks / max(order.height, 1)
-    vms = order.group_by("vm", maintain_order=True).agg("_key")["_key"].to_list()
-    return [[k for keys in batch for k in keys] for batch in in_batches([(keys, len(keys) * per_vcpu) for keys in vms], MARKS_PER_BATCH)]
+    return vm_batches(order, marks, MARKS_PER_BATCH)
 
 
 def _segments(ev: dict[str, pl.LazyFrame], vc: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:

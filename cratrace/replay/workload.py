@@ -37,7 +37,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.model.domains import domain_runs, domain_vcpus
-from cratrace.model.frames import in_batches, in_order
+from cratrace.model.frames import in_order, vm_batches
 from cratrace.replay import diagnostics
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
@@ -190,7 +190,11 @@ def mark_lock_waits(states: pl.DataFrame, episodes: pl.DataFrame | None) -> pl.D
 def pv_halt_stats(states: pl.DataFrame) -> tuple[int, int | None]:
     """(spin episodes with a halt, median spinning before an episode's
     first halt) from ``mark_lock_waits`` output."""
-    halts, spun = _pv_halts(states)
+    return _pv_summary(*_pv_halts(states))
+
+
+def _pv_summary(halts: int, spun: pl.Series) -> tuple[int, int | None]:
+    """(halts, the median of the spinning before them, ns; None: none)."""
     med = spun.median() if spun.len() else None
     return halts, None if med is None else int(med)
 
@@ -317,18 +321,19 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     # A long capture's timelines are read a batch of whole VMs at a time
     # (every figure below is per vCPU or a sum over VMs): the extraction
     # holds one batch's segments, not the host's.
-    segments = timelines.select(pl.len()).collect().item()
-    per_vcpu = segments / max(vcpus.height, 1)
-    batches = in_batches([(vm, n * per_vcpu) for vm, n in vcpus.group_by("vm", maintain_order=True).len().iter_rows()], SEGMENTS_PER_BATCH)
+    batches = vm_batches(vcpus, timelines.select(pl.len()).collect().item(), SEGMENTS_PER_BATCH)
     whole = len(batches) == 1
     w.recorded_diagnostics = diagnostics.measure(timelines, None if whole else batches)
+
+    def of_batch(frame, vms: list[str]):
+        # read whole, every row is taken as it is (a row without a VM too)
+        return frame if whole or frame is None else frame.filter(pl.col("vm").is_in(vms))
+
     starts: list[int | None] = []
     halts, spins = 0, []
     for vms in batches:
-        part = vcpus if whole else vcpus.filter(pl.col("vm").is_in(vms))
-        states = (timelines if whole else timelines.filter(pl.col("vm").is_in(vms))).collect()
-        ep = episodes if episodes is None or whole else episodes.filter(pl.col("vm").is_in(vms))
-        states = mark_lock_waits(in_order(states, "vm", "vcpu", "start"), ep)
+        part = of_batch(vcpus, vms)
+        states = mark_lock_waits(in_order(of_batch(timelines, vms).collect(), "vm", "vcpu", "start"), of_batch(episodes, vms))
         n, spun_ns = _pv_halts(states)
         halts, spins = halts + n, spins + [spun_ns]
         segs, ts = _vcpu_timelines(part, states, tx)
@@ -338,9 +343,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         crit = [w.critical_ns.get(vm, 0) for vm in part["vm"].to_list()]
         starts += _vcpu_phases(w, segs, ts, crit, switch_ns, migration_ns, first_thread=len(starts))
         del segs, ts
-    spun_all = pl.concat(spins)
-    med = spun_all.median() if spun_all.len() else None
-    w.pv_halts, w.pv_spin_ns = halts, None if med is None else int(med)
+    w.pv_halts, w.pv_spin_ns = _pv_summary(halts, pl.concat(spins))
     for (vm, vcpu, tid), first in zip(rows, starts):
         start = lo if first is None else first
         w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
