@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console, progress_bar
+from cratrace.cli.console import console, esc, progress_bar
 
 
 def import_cmd(
@@ -40,12 +40,12 @@ def import_cmd(
         print(json.dumps({"capture": str(out), "events": meta["events"], "lost_events": meta["lost_events"]["total"], "warnings": meta["warnings"]}, indent=2))
     elif not quiet:
         total = sum(meta["events"].values())
-        console.print(f"[green]imported[/] {total:,} events in {len(meta['events'])} tables into [bold]{out}[/]")
+        console.print(f"[green]imported[/] {total:,} events in {len(meta['events'])} tables into [bold]{esc(out)}[/]")
         for w in meta["warnings"]:
             if w not in problems:
-                console.print(f"[yellow]warning:[/] {w}", highlight=False)
+                console.print(f"[yellow]warning:[/] {esc(w)}", highlight=False)
     for p in problems:
-        err_console.print(f"[yellow]warning:[/] {p}", highlight=False, soft_wrap=True)
+        err_console.print(f"[yellow]warning:[/] {esc(p)}", highlight=False, soft_wrap=True)
     if problems:
         # The capture holds everything that could be read; exit 1 says it is incomplete.
         raise typer.Exit(1)

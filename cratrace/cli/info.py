@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cratrace.cli.console import console
+from cratrace.cli.console import console, esc
 
 
 def _fmt_ns(ns: int | None) -> str:
@@ -53,12 +53,12 @@ def info_cmd(
     if as_json:
         print(json.dumps(summary, indent=2))
     else:
-        console.print(f"[bold]{capture}[/]  {summary['total_events']:,} events, {len(summary['events'])} tables")
+        console.print(f"[bold]{esc(capture)}[/]  {summary['total_events']:,} events, {len(summary['events'])} tables")
         console.print(f"time   {_fmt_ns(tr[0])} .. {_fmt_ns(tr[1])}  ({summary['duration_s'] or 0:.3f} s)   clock {m.get('clock')}   CPUs {m.get('cpus')}")
         for s in summary["sources"]:
             algorithm = next((a for a in ("sha256", "blake3") if s.get(a)), None)
             checksum = f", {algorithm} {s[algorithm][:12]}…" if algorithm else ""
-            console.print(f"source {s['kind']:9} {s['path']}  ({s['bytes']:,} bytes{checksum})", highlight=False, soft_wrap=True)
+            console.print(f"source {s['kind']:9} {esc(s['path'])}  ({s['bytes']:,} bytes{checksum})", highlight=False, soft_wrap=True)
         from rich.table import Table
 
         t = Table(box=None, pad_edge=False)
@@ -70,11 +70,11 @@ def info_cmd(
         color = "red" if lost else "green"
         console.print(f"lost events: [{color}]{lost:,}[/]")
         for d in summary["dropped_fields"]:
-            console.print(f"[yellow]dropped field[/] {d['event']}.{d['field']} ({d['type']}): {d['reason']}", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]dropped field[/] {esc(d['event'])}.{esc(d['field'])} ({esc(d['type'])}): {esc(d['reason'])}", highlight=False, soft_wrap=True)
         if summary["model_tables"]:
             console.print("model: " + ", ".join(summary["model_tables"]))
         for w in summary["warnings"]:
-            console.print(f"[yellow]warning:[/] {w}", highlight=False, soft_wrap=True)
+            console.print(f"[yellow]warning:[/] {esc(w)}", highlight=False, soft_wrap=True)
     if lost or summary["damaged"]:
         raise typer.Exit(1)
 

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from cratrace.cli.console import console
+from cratrace.cli.console import console, esc
 
 lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` threads, spin locks and trace_marker annotations.", no_args_is_help=True)
 
@@ -91,7 +91,7 @@ def capture_cmd(
         rows = build_model(cap)
     finally:
         shutil.rmtree(raw, ignore_errors=True)
-    console.print(f"[green]lab capture[/] {out}: {sum(cap.meta['events'].values()):,} events; model: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+    console.print(f"[green]lab capture[/] {esc(out)}: {sum(cap.meta['events'].values()):,} events; model: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
 
 
 def register(app: typer.Typer) -> None:

@@ -20,7 +20,7 @@ from typing import Callable
 
 import typer
 
-from cratrace.cli.console import err_console
+from cratrace.cli.console import err_console, esc
 from cratrace.errors import CratraceError
 from cratrace.optional import optional_module
 
@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None)
     except CratraceError as e:
         if os.environ.get("CRATRACE_DEBUG"):
             raise
-        err_console.print(f"[bold red]error:[/] {e}", markup=True, highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {esc(e)}", markup=True, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as e:
         sys.exit(e.exit_code)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None)
             raise
         where = ": ".join(str(f) for f in (e.filename, e.filename2) if f is not None)
         what = e.strerror or str(e)
-        err_console.print(f"[bold red]error:[/] {where + ': ' if where else ''}{what}", markup=True, highlight=False, soft_wrap=True)
+        err_console.print(f"[bold red]error:[/] {esc(where) + ': ' if where else ''}{esc(what)}", markup=True, highlight=False, soft_wrap=True)
         sys.exit(2)
     except Exception as e:  # click usage errors and the unexpected
         # click (or the copy typer vendors) usage errors know how to show themselves
@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None)
             sys.exit(2)
         if os.environ.get("CRATRACE_DEBUG"):
             raise
-        err_console.print(f"[bold red]internal error:[/] {type(e).__name__}: {e} (CRATRACE_DEBUG=1 for a traceback)")
+        err_console.print(f"[bold red]internal error:[/] {type(e).__name__}: {esc(e)} (CRATRACE_DEBUG=1 for a traceback)")
         sys.exit(2)
     sys.exit(rc if isinstance(rc, int) else 0)
 

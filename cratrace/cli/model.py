@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cratrace.cli.console import console, err_console
+from cratrace.cli.console import console, err_console, esc
 
 
 def model_cmd(
@@ -41,7 +41,7 @@ def model_cmd(
     with MarkerParse(capture) as early:
         from cratrace.model.build import build_model
 
-        say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {name}[/]"))
+        say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {esc(name)}[/]"))
         rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say, marker_parse=early)
     # Everything alive now lives until exit: frozen, interpreter shutdown's
     # collections skip it (exit took 125 ms after a build of the model

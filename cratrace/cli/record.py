@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console
+from cratrace.cli.console import console, esc
 from cratrace.errors import CratraceError
 
 
@@ -54,11 +54,11 @@ def record_cmd(
 
 
 def _summary(out: Path, m: dict) -> None:
-    console.print(f"[green]captured[/] {', '.join(f['path'] for f in m['files'])} into [bold]{out}[/] in {m['duration_s']} s ({m['stop_reason']})")
+    console.print(f"[green]captured[/] {esc(', '.join(f['path'] for f in m['files']))} into [bold]{esc(out)}[/] in {m['duration_s']} s ({m['stop_reason']})")
     if m["events"]["missing"]:
-        console.print(f"[yellow]not on this host, skipped:[/] {', '.join(m['events']['missing'])}")
+        console.print(f"[yellow]not on this host, skipped:[/] {esc(', '.join(m['events']['missing']))}")
     for gap in m.get("not_captured", []):
-        console.print(f"[yellow]not captured:[/] {gap}")
+        console.print(f"[yellow]not captured:[/] {esc(gap)}")
     console.print(f"lost events {m['lost_events'].get('trace_cmd_overruns')} overrun + {m['lost_events'].get('dropped') or 0} dropped, collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU, tracing state restored: {m['tracing_state_restored']}")
 
 

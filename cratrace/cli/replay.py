@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console
+from cratrace.cli.console import console, esc
 from cratrace.errors import UsageError
 
 
@@ -50,8 +50,8 @@ def replay_cmd(
             print(json.dumps(res, indent=2, sort_keys=True))
         elif not quiet:
             for name, r in res["runs"].items():
-                console.print(f"{name:12} mean task {r['mean_task_s']:.3f} s, vCPU in guest {', '.join(f'{x:.0%}' for x in r['vcpu_guest_fraction'])}, faults {r['faults']}")
-            console.print(f"async page faults: {res['async_pf_speedup_pct']}% faster ({res['touches_from']}); outputs in [bold]{out}/postcopy[/]")
+                console.print(f"{esc(name):12} mean task {r['mean_task_s']:.3f} s, vCPU in guest {', '.join(f'{x:.0%}' for x in r['vcpu_guest_fraction'])}, faults {r['faults']}")
+            console.print(f"async page faults: {res['async_pf_speedup_pct']}% faster ({res['touches_from']}); outputs in [bold]{esc(out)}/postcopy[/]")
         return
     if capture is None:
         raise UsageError("a capture is required (except for --scenario postcopy)")
@@ -87,13 +87,13 @@ def replay_cmd(
         for p, m in res.items():
             if "energy_balance" in m:
                 eb = m["energy_balance"]
-                console.print(f"{p}: {eb['swaps_decided']} swaps decided, {eb['swaps_realised']} realised; per-core energy spread {eb['core_energy_spread_pct']}%")
+                console.print(f"{esc(p)}: {eb['swaps_decided']} swaps decided, {eb['swaps_realised']} realised; per-core energy spread {eb['core_energy_spread_pct']}%")
             if "asymmetric" in m:
                 a = m["asymmetric"]
                 pools = "; ".join(f"{k} cores {v['cores']} at {v['khz'] / 1e6 if v['khz'] else 0:.2f} GHz: {', '.join(v['vcpus']) or 'no vCPUs'}" for k, v in a["pools"].items())
-                console.print(f"{p}: {pools}")
-                console.print(f"{p} vs {a['baseline']}: energy {-(a['energy_saving_pct'] or 0):+.1f}% (dynamic {-(a['dynamic_energy_saving_pct'] or 0):+.1f}%), throughput {a['throughput_change_pct'] or 0:+.1f}%")
-        console.print(f"outputs in [bold]{out}[/]")
+                console.print(f"{esc(p)}: {esc(pools)}")
+                console.print(f"{esc(p)} vs {esc(a['baseline'])}: energy {-(a['energy_saving_pct'] or 0):+.1f}% (dynamic {-(a['dynamic_energy_saving_pct'] or 0):+.1f}%), throughput {a['throughput_change_pct'] or 0:+.1f}%")
+        console.print(f"outputs in [bold]{esc(out)}[/]")
     if any(m["fidelity"]["gate_applies"] and not m["fidelity"]["passed"] for m in res.values()):
         raise typer.Exit(1)
 

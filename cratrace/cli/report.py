@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console
+from cratrace.cli.console import console, esc
 
 
 def report_cmd(
@@ -45,7 +45,7 @@ def report_cmd(
 
         print(json.dumps({**render_json(rep), "output": str(out), "tables": str(tables) if tables else None}, indent=2, sort_keys=True))
     elif not quiet and str(out) != "-":
-        console.print(f"[green]report[/] written to [bold]{out}[/]")
+        console.print(f"[green]report[/] written to [bold]{esc(out)}[/]")
 
 
 def register(app: typer.Typer) -> None:

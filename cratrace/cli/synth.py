@@ -13,7 +13,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console, err_console
+from cratrace.cli.console import console, err_console, esc
 from cratrace.errors import UsageError
 
 
@@ -119,8 +119,8 @@ def synth(
     if json_:
         console.print_json(json.dumps(summary))
     elif not quiet:
-        err_console.print(f"wrote {summary['file']} ({summary['bytes']} bytes, {summary['events']} {'records' if xen else 'events'}) "
-                          f"and {summary['truth']}", highlight=False, soft_wrap=True)
+        err_console.print(f"wrote {esc(summary['file'])} ({summary['bytes']} bytes, {summary['events']} {'records' if xen else 'events'}) "
+                          f"and {esc(summary['truth'])}", highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
