@@ -265,6 +265,7 @@ impl<'a> Engine<'a> {
                 // run; the kernel's balancing is for floating ones
                 if p.placement == Placement::Floating {
                     s.set_busy_balance(p.param("busy_balance_ns") as i64);
+                    s.set_balance_by_load(p.param("busy_balance_load") != 0.0);
                 }
                 Box::new(s)
             }
@@ -394,6 +395,7 @@ impl<'a> Engine<'a> {
             }
             self.now = t;
             self.events += 1;
+            self.sched.clock(t);
             match ev {
                 Ev::Dispatch(c) => self.dispatch(c),
                 Ev::Step(th, g) => {

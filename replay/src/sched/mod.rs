@@ -66,6 +66,9 @@ pub trait Scheduler {
     fn preempts(&self, woken: ThreadId, running: ThreadId) -> bool;
     /// Periodic bookkeeping every [`tick_ns`](Self::tick_ns), if any.
     fn tick(&mut self, _now: i64) {}
+    /// The engine's clock before each event (schedulers that average
+    /// how long threads were runnable, as PELT does, read time here).
+    fn clock(&mut self, _now: i64) {}
     /// Tick period.
     fn tick_ns(&self) -> Option<i64> {
         None

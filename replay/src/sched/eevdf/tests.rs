@@ -319,3 +319,93 @@ fn busy_balancing_is_off_unless_set() {
     s.tick(100 * ms);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
 }
+
+#[test]
+fn a_threads_load_averages_its_runnable_time_with_a_32_ms_half_life() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 1], 2, ms, 4 * ms, 0);
+    s.set_balance_by_load(true);
+    s.clock(0);
+    s.migrate(ThreadId(0), 1);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(s.pick_on(1, 0, false, &mut |_| true), Some(ThreadId(0)));
+    // runnable for one half-life from nothing: half its weight
+    s.clock(32 * ms);
+    s.charge(ThreadId(0), 32 * ms);
+    s.sleep(ThreadId(0));
+    assert!((s.cpu_load(1) - 512.0).abs() < 1e-6, "{}", s.cpu_load(1));
+    // asleep for another: half again, and still CPU 1's (blocked load)
+    s.clock(64 * ms);
+    assert!((s.cpu_load(1) - 256.0).abs() < 1e-6, "{}", s.cpu_load(1));
+    assert_eq!(s.cpu_load(0), 0.0);
+}
+
+/// Two CPUs with two threads each, CPU 0's always runnable (load 1024
+/// each) and CPU 1's mostly asleep until now (300 each): equal counts,
+/// unequal loads. Thread 0 runs on CPU 0 and 2 on CPU 1; 1 and 3 wait.
+fn two_by_two(by_load: bool, now: i64) -> Eevdf {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 4], 2, ms, 4 * ms, ms / 2);
+    s.set_busy_balance(32 * ms);
+    s.set_balance_by_load(by_load);
+    s.clock(0);
+    for t in 0..4 {
+        s.migrate(ThreadId(t), t / 2);
+        s.enqueue(ThreadId(t), Sub::ProperReady, true);
+    }
+    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(s.pick_on(1, 0, false, &mut |_| true), Some(ThreadId(2)));
+    s.clock(now);
+    s.load = vec![1024.0, 1024.0, 300.0, 300.0];
+    s.load_at = vec![now; 4];
+    s
+}
+
+#[test]
+fn busy_balancing_by_load_moves_what_thread_counts_do_not_see() {
+    let ms = 1_000_000;
+    let now = 100 * ms;
+    // by counts two and two is balanced
+    let mut s = two_by_two(false, now);
+    s.busy_balance_due_now();
+    s.tick(now);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
+    // by load CPU 1 (600) is below the average (1324) and CPU 0 (2048) is
+    // over 117% of it; the imbalance is 724, which thread 1's load (1024)
+    // does not fit: nothing moves, and the attempt counts as failed
+    let mut s = two_by_two(true, now);
+    s.busy_balance_due_now();
+    s.tick(now);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
+    assert_eq!(s.busy_failed, vec![0, 1]);
+    // after a failed attempt its load counts half (512) and it moves
+    s.busy_balance_due_now();
+    s.tick(now);
+    assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
+    assert_eq!(s.busy_failed, vec![0, 0]);
+}
+
+#[test]
+fn busy_balancing_by_load_leaves_a_cache_hot_thread_until_attempts_fail() {
+    let ms = 1_000_000;
+    let now = 100 * ms;
+    let mut s = two_by_two(true, now);
+    // thread 1 ran until just now: hot for the migration cost (0.5 ms)
+    s.ran_until[1] = now;
+    s.busy_failed[1] = 1;
+    s.busy_balance_due_now();
+    s.tick(now);
+    assert_eq!(
+        (s.ready_on(0), s.ready_on(1)),
+        (1, 1),
+        "hot, and one failure is allowed (cache_nice_tries)"
+    );
+    assert_eq!(s.busy_failed[1], 2);
+    s.busy_balance_due_now();
+    s.tick(now);
+    assert_eq!(
+        (s.ready_on(0), s.ready_on(1)),
+        (0, 2),
+        "past cache_nice_tries a hot thread moves"
+    );
+}
