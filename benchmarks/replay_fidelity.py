@@ -30,6 +30,7 @@ what a replay can be held to.
 
     python benchmarks/replay_fidelity.py [--levels 1,2,3] [--seconds 1.5] [--work-clocks count] [--locks spin,pv] [--vm-sessions shared] [--runs 1] [--keep-over PCT]
     python benchmarks/replay_fidelity.py --replay-kept benchmarks/out/fidelity-kept   # the kept captures again
+    python benchmarks/replay_fidelity.py --replay-kept DIR --set busy_balance_load=0   # ... with a model setting changed
 """
 
 from __future__ import annotations
@@ -74,21 +75,23 @@ def stranded_wait(cap: Path, states: pl.DataFrame, step_ns: int = 20_000) -> tup
     return sum(waiting) * step_ns / 1e9, sum(min(w, i) for w, i in zip(waiting, idle)) * step_ns / 1e9
 
 
-def measure(d: Path, setting: dict, cpus: int) -> tuple[str, dict]:
+def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = None) -> tuple[str, dict]:
     """Replay the capture under `d` (its `cap/`) and compare: the
     baseline, the other Linux scheduler model, the recorded placement and
-    the host's scheduling groups the other way round."""
+    the host's scheduling groups the other way round; `extra` are `--set`
+    settings for every replay."""
     cap = d / "cap"
     policy = baseline_policy(Capture(cap))
     # the other Linux scheduler model on the same capture, to compare
     sched, _, spin = policy.partition("+")
     other = ("fair" if sched == "eevdf" else "eevdf") + (f"+{spin}" if spin else "")
     placed = f"{policy}+recorded"
-    ms = replay_capture(cap, [policy, other, placed], d / "rep")
+    extra = dict(extra or {})
+    ms = replay_capture(cap, [policy, other, placed], d / "rep", settings=extra or None)
     f, g, h = ms[policy]["fidelity"], ms[other]["fidelity"], ms[placed]["fidelity"]
     mode = ms[policy]["host"]["sched_groups_mode"]
     flip = "off" if mode == "recorded" else "recorded"
-    grouped = replay_capture(cap, [policy], d / "rep-groups", settings={"sched_groups": flip})[policy]["fidelity"]
+    grouped = replay_capture(cap, [policy], d / "rep-groups", settings={**extra, "sched_groups": flip})[policy]["fidelity"]
     states = pl.read_parquet(cap / "model" / "vcpu_states.parquet")
     wait_s, stranded_s = stranded_wait(cap, states)
     on_cpu = per_vm_on_cpu(states)
@@ -175,8 +178,13 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=1, help="captures per setting (each recorded anew); the summary gives medians")
     ap.add_argument("--keep-over", type=float, default=None, metavar="PCT", help="keep the captures (raw, imported, replays) whose baseline misses by more than PCT%% (worst of CPU time and throughput) under benchmarks/out/fidelity-kept/, to study them")
     ap.add_argument("--replay-kept", default=None, metavar="DIR", help="record nothing: replay again the captures kept under DIR (by --keep-over; --keep-over -1 keeps every capture), to compare replay changes on the same captures")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a `cratrace replay --set` setting for every replay (to compare model parameters on the same kept captures)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
+    bad = [s for s in a.set if "=" not in s]
+    if bad:
+        ap.error(f"--set {bad[0]}: expected KEY=VALUE")
+    extra = dict(s.split("=", 1) for s in a.set)
     cpus = os.cpu_count() or 1
     res = {}
     kept = Path(__file__).parent / "out" / "fidelity-kept"
@@ -186,7 +194,7 @@ def main() -> None:
             setting = json.loads((d / "setting.json").read_text())
             shutil.rmtree(d / "rep", ignore_errors=True)
             shutil.rmtree(d / "rep-groups", ignore_errors=True)
-            label, row = measure(d, setting, cpus)
+            label, row = measure(d, setting, cpus, extra)
             res.setdefault(label, []).append(row)
     settings = [(c, lk, tuple(int(n) for n in k.split("+"))) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
     recordings = [] if a.replay_kept else [s for s in settings for _ in range(a.runs)]
@@ -199,7 +207,7 @@ def main() -> None:
                 cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k if len(k) > 1 else k[0], duration_s=a.seconds, work_clock=clock, lock=lock_kind, vm_sessions=a.vm_sessions).argv(executable()))
             (d / "setting.json").write_text(json.dumps(setting))
             build_model(import_capture([d / "raw"], d / "cap"))
-            label, f = measure(d, setting, cpus)
+            label, f = measure(d, setting, cpus, extra)
             res.setdefault(label, []).append(f)
             if a.keep_over is not None and max(f["cpu_time_err_pct"], f["throughput_err_pct"]) > a.keep_over:
                 kept.mkdir(parents=True, exist_ok=True)

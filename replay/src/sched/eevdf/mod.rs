@@ -96,6 +96,11 @@ pub struct Eevdf {
     load_at: Vec<i64>,
 }
 
+/// `load_at` of a thread that has not been runnable yet: it has no load
+/// until it is, and then starts at its full weight, as Linux starts a new
+/// task's (init_entity_runnable_average).
+const NEVER_RUNNABLE: i64 = i64::MIN;
+
 /// PELT's half-life: a load average halves over 32 ms.
 const LOAD_HALF_LIFE_NS: f64 = 32e6;
 
@@ -167,7 +172,7 @@ impl Eevdf {
             busy_failed: vec![0; cpus],
             now: 0,
             load: vec![0.0; n],
-            load_at: vec![0; n],
+            load_at: vec![NEVER_RUNNABLE; n],
         };
         for i in 0..n {
             s.e.rq[i] = s.queue_of(i, 0);
@@ -194,6 +199,9 @@ impl Eevdf {
     /// run queue, running, waiting or a delayed sleeper) since `load_at`
     /// if it is now. Called before it joins or leaves its queue.
     fn fold_load(&mut self, i: usize) {
+        if self.load_at[i] == NEVER_RUNNABLE {
+            return;
+        }
         let dt = self.now - self.load_at[i];
         if dt <= 0 {
             return;
@@ -503,6 +511,10 @@ impl Scheduler for Eevdf {
         let c = self.cpu[i];
         self.settle(c);
         if self.by_load {
+            if self.load_at[i] == NEVER_RUNNABLE {
+                self.load[i] = self.e.weight[i] as f64;
+                self.load_at[i] = self.now;
+            }
             self.fold_load(i);
         }
         if woken || self.e.delayed[i] {

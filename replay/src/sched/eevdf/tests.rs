@@ -325,19 +325,27 @@ fn a_threads_load_averages_its_runnable_time_with_a_32_ms_half_life() {
     let ms = 1_000_000;
     let mut s = Eevdf::new(vec![1024; 1], 2, ms, 4 * ms, 0);
     s.set_balance_by_load(true);
-    s.clock(0);
     s.migrate(ThreadId(0), 1);
+    // no load before it first becomes runnable, then its full weight
+    s.clock(10 * ms);
+    assert_eq!(s.cpu_load(1), 0.0);
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
-    assert_eq!(s.pick_on(1, 0, false, &mut |_| true), Some(ThreadId(0)));
-    // runnable for one half-life from nothing: half its weight
-    s.clock(32 * ms);
-    s.charge(ThreadId(0), 32 * ms);
+    assert_eq!(
+        s.pick_on(1, 10 * ms, false, &mut |_| true),
+        Some(ThreadId(0))
+    );
+    assert_eq!(s.cpu_load(1), 1024.0);
+    // asleep for one half-life: half, and still CPU 1's (blocked load)
+    s.clock(20 * ms);
+    s.charge(ThreadId(0), 10 * ms);
     s.sleep(ThreadId(0));
+    s.clock(52 * ms);
     assert!((s.cpu_load(1) - 512.0).abs() < 1e-6, "{}", s.cpu_load(1));
-    // asleep for another: half again, and still CPU 1's (blocked load)
-    s.clock(64 * ms);
-    assert!((s.cpu_load(1) - 256.0).abs() < 1e-6, "{}", s.cpu_load(1));
     assert_eq!(s.cpu_load(0), 0.0);
+    // runnable again for a half-life: half way back to its weight
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    s.clock(84 * ms);
+    assert!((s.cpu_load(1) - 768.0).abs() < 1e-6, "{}", s.cpu_load(1));
 }
 
 /// Two CPUs with two threads each, CPU 0's always runnable (load 1024
