@@ -217,7 +217,9 @@ impl Eevdf {
     }
 
     /// CPU `c`'s load: its threads' load averages, sleepers' decaying
-    /// with them (cfs_rq load_avg, blocked load included).
+    /// with them (cfs_rq load_avg, blocked load included). The balancer
+    /// sums every CPU's in one pass; tests ask for one.
+    #[cfg(test)]
     fn cpu_load(&mut self, c: usize) -> f64 {
         let mut sum = 0.0;
         for i in 0..self.threads {
@@ -272,15 +274,21 @@ impl Eevdf {
     /// threads only after CACHE_NICE_TRIES such attempts
     /// (calculate_imbalance's migrate_load, detach_tasks).
     fn balance_busy_by_load(&mut self, now: i64) {
+        // every CPU's load and thread count once (one pass over the
+        // threads), then kept in step as threads move
+        let mut loads = vec![0.0; self.cpus];
+        for i in 0..self.threads {
+            self.fold_load(i);
+            loads[self.cpu[i]] += self.load[i];
+        }
+        let mut nr: Vec<usize> = (0..self.cpus).map(|c| self.nr_running(c)).collect();
         for c in 0..self.cpus {
-            let local_nr = self.nr_running(c);
-            if local_nr == 0 {
+            if nr[c] == 0 {
                 // idle: its own balancing (pulls) looks after it
                 continue;
             }
-            let loads: Vec<f64> = (0..self.cpus).map(|o| self.cpu_load(o)).collect();
             let Some(b) = (0..self.cpus)
-                .filter(|&o| o != c && self.nr_running(o) >= 2)
+                .filter(|&o| o != c && nr[o] >= 2)
                 .max_by(|&x, &y| loads[x].total_cmp(&loads[y]).then(y.cmp(&x)))
             else {
                 self.busy_failed[c] = 0;
@@ -289,7 +297,7 @@ impl Eevdf {
             let avg = loads.iter().sum::<f64>() / self.cpus as f64;
             let (lb, ll) = (loads[b], loads[c]);
             let balanced =
-                ll >= lb || ll >= avg || (local_nr >= 2 && 100.0 * lb <= IMBALANCE_PCT * ll);
+                ll >= lb || ll >= avg || (nr[c] >= 2 && 100.0 * lb <= IMBALANCE_PCT * ll);
             if balanced {
                 self.busy_failed[c] = 0;
                 continue;
@@ -306,7 +314,6 @@ impl Eevdf {
                 if hot && failed <= CACHE_NICE_TRIES {
                     continue;
                 }
-                self.fold_load(i);
                 let l = self.load[i].max(1.0);
                 if l / 2f64.powi(failed.min(62) as i32) > imbalance {
                     continue;
@@ -314,9 +321,13 @@ impl Eevdf {
                 self.settle(b);
                 self.move_thread(i, c);
                 self.settle(c);
+                loads[b] -= self.load[i];
+                loads[c] += self.load[i];
+                nr[b] -= 1;
+                nr[c] += 1;
                 moved = true;
                 imbalance -= l;
-                if imbalance <= 0.0 {
+                if imbalance <= 0.0 || nr[b] < 2 {
                     break;
                 }
             }
