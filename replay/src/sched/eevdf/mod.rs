@@ -269,9 +269,10 @@ impl Eevdf {
     /// one) gives `c` waiting threads, least recently run first, while
     /// `c`'s load is below the busiest's and the average (and, when `c` is
     /// overloaded too, the busiest is IMBALANCE_PCT of it), each one whose
-    /// load fits the imbalance (half the difference to the average),
-    /// halved once per attempt in a row that moved nothing; cache-hot
-    /// threads only after CACHE_NICE_TRIES such attempts
+    /// load fits the imbalance (the smaller of the busiest's excess over
+    /// the average and `c`'s shortfall), a thread's load halved once per
+    /// attempt in a row that moved nothing; cache-hot threads only once
+    /// more than CACHE_NICE_TRIES such attempts have failed
     /// (calculate_imbalance's migrate_load, detach_tasks).
     fn balance_busy_by_load(&mut self, now: i64) {
         // every CPU's load and thread count once (one pass over the
