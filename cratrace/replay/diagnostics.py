@@ -109,6 +109,19 @@ def _concentration_sums(states: pl.DataFrame, t0: int, multi: pl.Series, window_
     return int(per_vm["top"].sum()), int(per_vm["all"].sum())
 
 
+def vcpu_migrations(states: pl.DataFrame) -> int:
+    """How often a vCPU ran on another CPU than in its previous stretch on
+    one: the kernel moved vCPUs a few hundred times in a 6 s lab capture,
+    most of them pulled by a CPU whose last thread had just blocked, and a
+    replay that moves them far less keeps a VM's vCPUs where lock-holder
+    preemption storms start (docs/fidelity-log.md, stop 36)."""
+    if "pcpu" not in states.columns:
+        return 0
+    on = grouped(states.filter(pl.col("vm").is_not_null() & pl.col("state").is_in(RUNNING) & pl.col("pcpu").is_not_null()).select("tid", "start", "pcpu"), "tid", "start")
+    before = shift_within("pcpu", "tid", 1)
+    return int(on.select((before.is_not_null() & (before != pl.col("pcpu"))).sum()).item())
+
+
 def narrow(states: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """The columns of a timeline that `measure` reads, its strings as
     categories (4 bytes a row, not 16)."""
@@ -124,13 +137,14 @@ def measure(states: pl.DataFrame | pl.LazyFrame, vm_batches: list[list[str]] | N
     lf = states.lazy()
     # which VMs count, and from when: once, over the whole timeline
     start = _concentration_start(lf)
-    wakeups = preempted = top = total = 0
+    wakeups = preempted = top = total = moves = 0
     waiting: dict[str, float] = {}
     for vms in vm_batches or [None]:
         s = narrow(lf if vms is None else lf.filter(pl.col("vm").is_in(vms)))
         n, k = _sibling_counts(s)
         wakeups, preempted = wakeups + n, preempted + k
         waiting |= preempted_s(s)
+        moves += vcpu_migrations(s)
         if start is not None:
             a, b = _concentration_sums(s, *start)
             top, total = top + a, total + b
@@ -140,6 +154,7 @@ def measure(states: pl.DataFrame | pl.LazyFrame, vm_batches: list[list[str]] | N
         "sibling_wakeups": wakeups,
         "preempted_s": waiting,
         "vm_cpu_concentration_pct": round(100 * top / total, 2) if total else None,
+        "vcpu_migrations": moves,
     }
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from cratrace.replay.diagnostics import compare, measure, preempted_s, sibling_wakeup_preemption, vm_cpu_concentration
+from cratrace.replay.diagnostics import compare, measure, preempted_s, sibling_wakeup_preemption, vcpu_migrations, vm_cpu_concentration
 from tests.model.conftest import lab_capture  # noqa: F401  (session fixture)
 
 
@@ -51,6 +51,24 @@ def test_concentration_tells_vcpus_sharing_a_cpu_from_vcpus_spread_over_cpus():
     assert vm_cpu_concentration(timeline(lambda w: 1)) == 50.0  # spread
     assert vm_cpu_concentration(timeline(lambda w: 0 if w < 1 else 1)) == 62.5  # packed a quarter of the time
     assert vm_cpu_concentration(timeline(lambda w: 0).filter(pl.col("vm") == "b")) is None
+    # moves: vCPU 2 changes CPU once in the third timeline, never in the others
+    assert [vcpu_migrations(timeline(f)) for f in (lambda w: 0, lambda w: 1, lambda w: 0 if w < 1 else 1)] == [0, 0, 1]
+
+
+def test_a_migration_is_a_stretch_on_another_cpu_than_the_vcpus_last():
+    ms = 1_000_000
+    rows = [
+        # vCPU 1: CPU 0, then blocked, CPU 1 (a move), preempted, CPU 1, CPU 0 (a move)
+        ("a", 1, "guest", 0, 1 * ms, 0), ("a", 1, "blocked", 1 * ms, 2 * ms, None), ("a", 1, "guest", 2 * ms, 3 * ms, 1),
+        ("a", 1, "preempted", 3 * ms, 4 * ms, None), ("a", 1, "spinning", 4 * ms, 5 * ms, 1), ("a", 1, "guest", 5 * ms, 6 * ms, 0),
+        # vCPU 2 stays on CPU 1; a thread that is no vCPU (no VM) is not counted
+        ("a", 2, "guest", 0, 6 * ms, 1), (None, 9, "guest", 0, 1 * ms, 0), (None, 9, "guest", 2 * ms, 3 * ms, 1),
+    ]
+    s = pl.DataFrame(rows, schema={"vm": pl.String, "tid": pl.Int64, "state": pl.String, "start": pl.Int64, "end": pl.Int64, "pcpu": pl.Int32}, orient="row")
+    assert vcpu_migrations(s) == 2
+    # rows out of order count the same
+    assert vcpu_migrations(s.reverse()) == 2
+    assert measure(s)["vcpu_migrations"] == 2
 
 
 def test_metrics_set_the_replay_beside_the_recording(lab_capture, tmp_path):  # noqa: F811
@@ -67,6 +85,8 @@ def test_metrics_set_the_replay_beside_the_recording(lab_capture, tmp_path):  # 
     cpus = lab_capture.meta["cpus"]
     for side in ("recorded", "replayed"):
         assert 100 / cpus <= d["vm_cpu_concentration_pct"][side] <= 100
+    assert d["vcpu_migrations"]["recorded"] == vcpu_migrations(lab_capture.model["vcpu_states"].collect())
+    assert d["vcpu_migrations"]["replayed"] >= 0
 
 
 def test_model_and_replay_hand_tables_over_without_pyarrow(lab_capture, tmp_path):  # noqa: F811
