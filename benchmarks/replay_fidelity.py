@@ -117,6 +117,7 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
         "recorded_wait_s": wait_s,
         "recorded_wait_with_idle_cpu_s": stranded_s,
         "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
+        "vcpu_migrations": f.get("diagnostics", {}).get("vcpu_migrations"),
         # per VM, to compare recordings of one setting with each other
         "vms": {
             vm: {
@@ -226,7 +227,8 @@ def main() -> None:
                 f"+recorded: {f['recorded_placement_cpu_time_err_pct']:.1f}% / {f['recorded_placement_throughput_err_pct']:.1f}%; "
                 f"groups {f['groups_flipped']}: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%); "
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
-                f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}"
+                f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}; "
+                f"vCPU moves between CPUs: recorded {_moves(f, 'recorded')}, replayed {_moves(f, 'replayed')}"
             )
     if any(len(runs) > 1 for runs in res.values()):
         print("medians (worst thread CPU-time / worst VM throughput error):")
@@ -248,6 +250,11 @@ def _median(runs: list[dict], key: str) -> float:
 
 def _fmt(pct: float | None) -> str:
     return "n/a" if pct is None else f"{pct:.1f}%"
+
+
+def _moves(f: dict, side: str) -> str:
+    v = (f.get("vcpu_migrations") or {}).get(side)
+    return "n/a" if v is None else str(v)
 
 
 def _pct(f: dict, side: str) -> str:
