@@ -12,6 +12,7 @@ from cratrace.model.domains import domain_runs, domain_threads, domain_vcpus, wi
 from cratrace.model.frames import conform
 from cratrace.report.billing import BillingRule, billing
 from cratrace.report.energy import PowerModel, energy
+from cratrace.report.fidelity import fidelity_table
 from cratrace.report.render import render_html, render_markdown
 from cratrace.report.runs import Run, recorded_run, replay_runs, wakeup_latency_us
 
@@ -161,6 +162,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "best": best_marks(summary),
         "sentences": sentences(summary),
         "per_vm": per_vm_throughput(runs),
+        "fidelity": fidelity_table(runs),
         "series": pl.concat(series).sort("run", "t_s") if series else pl.DataFrame(),
         "energy": pl.DataFrame(energy_rows),
         "energy_per_core": pl.DataFrame(core_rows),
@@ -169,7 +171,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "reconciliation": recon,
         "missing": missing,
     }
-    tables = {"summary": summary, "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
+    tables = {"summary": summary, "fidelity": report["fidelity"], "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
     if tables_dir:
         _write_tables(tables, Path(tables_dir), force)
     if fmt == "md":

@@ -19,6 +19,16 @@ td,th{border:1px solid #ccd;padding:.25rem .5rem;text-align:right} th{background
 """
 
 
+FIDELITY_NOTE = (
+    "Each replay against the recording: the worst thread's CPU-time error and the worst VM's throughput error "
+    "(the gate, 5%, applies to the policy that produced the capture), then why a replay departs, recorded (rec) "
+    "beside replayed (rep): how often a waking vCPU took the CPU from a running sibling, how much of each VM's vCPU "
+    "time ran on its busiest CPU (100%: packed, where lock-holder preemption storms start), and how often vCPUs "
+    "moved between CPUs."
+)
+FIDELITY_NOTE_HTML = f"<h2>Replay fidelity</h2><p>{html.escape(FIDELITY_NOTE)}</p>"
+
+
 def esc(v) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
@@ -104,6 +114,8 @@ def render_html(rep: dict) -> str:
         "<h2>Policy comparison</h2>",
         table_html(rep["summary"], rep["best"]),
         "<p>Best replayed value per column is highlighted.</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in rep["sentences"]) + "</ul>",
+        FIDELITY_NOTE_HTML if rep.get("fidelity") is not None and rep["fidelity"].height else "",
+        table_html(rep["fidelity"]) if rep.get("fidelity") is not None and rep["fidelity"].height else "",
         "<h2>Throughput and latency</h2>",
         table_html(rep["per_vm"]),
         charts[0] if charts else "",
@@ -136,6 +148,8 @@ def render_markdown(rep: dict) -> str:
     rec = rep["reconciliation"]
     out = [f"# {rep['title']}", ""] + [f"> {m}" for m in rep["missing"]] + ["", "## Policy comparison", md(rep["summary"])]
     out += [f"- {s}" for s in rep["sentences"]]
+    if rep.get("fidelity") is not None and rep["fidelity"].height:
+        out += ["", "## Replay fidelity", FIDELITY_NOTE, "", md(rep["fidelity"])]
     out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy", md(rep["energy"]), "## Billing", md(rep["billing"])]
     out.append(f"Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} ({'reconciled' if rec['reconciles'] else 'NOT reconciled'})")
     return "\n".join(out)
@@ -143,7 +157,7 @@ def render_markdown(rep: dict) -> str:
 
 #: the report's parts `--json` gives, in its own words (the time series
 #: stay in the HTML and in --tables)
-JSON_PARTS = ("summary", "best", "sentences", "per_vm", "energy", "energy_per_core", "billing", "reconciliation", "missing")
+JSON_PARTS = ("summary", "best", "sentences", "fidelity", "per_vm", "energy", "energy_per_core", "billing", "reconciliation", "missing")
 
 
 def render_json(rep: dict) -> dict:

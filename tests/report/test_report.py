@@ -38,6 +38,24 @@ def test_summary_compares_every_run_and_marks_the_best(report):
         assert (d / "tables" / f"{name}.csv").is_file() and (d / "tables" / f"{name}.parquet").is_file()
 
 
+def test_fidelity_section_sets_each_replay_beside_the_recording(report):
+    d, rep = report
+    fid = rep["fidelity"]
+    assert fid["run"].to_list() == ["fair", "rslp", "wapd"]
+    for row in fid.iter_rows(named=True):
+        m = json.loads((d / "replays" / row["run"] / "metrics.json").read_text())["fidelity"]
+        assert row["CPU-time err %"] == m["cpu_time_err_pct"] and row["throughput err %"] == m["throughput_err_pct"]
+        assert row["gate"] == ("within" if m["passed"] else "missed") if m["gate_applies"] else row["gate"].startswith("n/a")
+        diag = m["diagnostics"]
+        assert row["vCPU moves rec"] == diag["vcpu_migrations"]["recorded"] and row["vCPU moves rep"] == diag["vcpu_migrations"]["replayed"]
+        assert row["sibling preempt % rec"] == diag["sibling_wakeup_preemption_pct"]["recorded"]
+    # the recording's own figures are the same whichever replay they sit beside
+    assert fid["vCPU moves rec"].n_unique() == 1 and fid["vCPU moves rec"][0] > 0
+    html = (d / "report.html").read_text()
+    assert "<h2>Replay fidelity</h2>" in html and "vCPU moves rep" in html
+    assert pl.read_parquet(d / "tables" / "fidelity.parquet").equals(fid)
+
+
 def test_the_same_runs_give_the_same_report_byte_for_byte(report, lab_capture):  # noqa: F811
     # charts once took a fresh random element id each time
     d, _ = report
