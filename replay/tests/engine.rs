@@ -617,3 +617,50 @@ fn a_replay_that_takes_over_its_demand_gives_the_same_output() {
         );
     }
 }
+
+#[test]
+fn eevdf_pulls_at_newidle_only_when_idle_periods_average_the_newidle_cost() {
+    // CPU 0: a thread that works and sleeps 100 µs at a time, so CPU 0
+    // goes idle again and again; CPU 1: two long workers, one waiting. No
+    // ticks, so only a CPU going idle looks for work.
+    let mut a = vm_thread(
+        0,
+        0,
+        (0..50)
+            .flat_map(|_| [Phase::Work(100_000), Phase::Block(100_000)])
+            .collect(),
+    );
+    a.start_cpu = Some(0);
+    let mut threads = vec![a];
+    for v in 1..3 {
+        let mut t = vm_thread(0, v, vec![Phase::Work(20_000_000)]);
+        t.start_cpu = Some(1);
+        threads.push(t);
+    }
+    let w = workload(threads, 1);
+    let cpus_of_waiter = |newidle_ns: f64| {
+        let mut p = eevdf(0.0);
+        p.set("newidle_cost_ns", newidle_ns).unwrap();
+        let out = replay(&w, &free_host(2), &p, i64::MAX);
+        let mut cpus: Vec<u32> = out
+            .slice_thread
+            .iter()
+            .zip(&out.slice_cpu)
+            .filter(|(t, _)| **t == 2)
+            .map(|(_, c)| *c)
+            .collect();
+        cpus.dedup();
+        cpus
+    };
+    // a CPU's average idle period starts at twice the migration cost (1 ms)
+    assert_eq!(
+        cpus_of_waiter(10e6),
+        vec![1],
+        "a 10 ms newidle cost: never pulled"
+    );
+    assert_eq!(
+        cpus_of_waiter(0.0)[0],
+        0,
+        "no newidle cost: pulled by CPU 0 the first time it idles"
+    );
+}

@@ -135,9 +135,11 @@ pub struct Engine<'a> {
     util_avg: f64,
     win_busy: i64,
     win_start: i64,
-    /// Per-CPU run queues: idle periods shorter than this on average, and
-    /// no idle CPU pulls (the policy's `migration_cost_ns`, read once).
+    /// Per-CPU run queues: the policy's `migration_cost_ns` (read once),
+    /// which caps a CPU's average idle period, and the average idle period
+    /// below which a CPU going idle pulls nothing (`newidle_cost_ns`).
     migration_cost: i64,
+    newidle_cost: i64,
     remaining_threads: usize,
 }
 
@@ -229,6 +231,10 @@ impl<'a> Engine<'a> {
             })
             .collect();
         let migration_cost = p.param("migration_cost_ns") as i64;
+        let newidle_cost = match p.param("newidle_cost_ns") {
+            x if x >= 0.0 => x as i64,
+            _ => migration_cost,
+        };
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
                 weights.iter().map(|_| 1024).collect(),
@@ -351,6 +357,7 @@ impl<'a> Engine<'a> {
             win_busy: 0,
             win_start: 0,
             migration_cost,
+            newidle_cost,
             remaining_threads: n,
             pin: vec![None; n],
             bal: None,
@@ -593,9 +600,9 @@ impl<'a> Engine<'a> {
             return;
         }
         // a CPU going idle pulls work from another only when its idle
-        // periods have been long enough to pay for a migration (avg_idle)
+        // periods have been long enough to pay for a balance (avg_idle)
         let cost = self.migration_cost;
-        let pull = balancing || self.cpus[c as usize].avg_idle >= cost;
+        let pull = balancing || self.cpus[c as usize].avg_idle >= self.newidle_cost;
         let th = &self.th;
         let pin = &self.pin;
         let pool = &self.pool;
