@@ -20,8 +20,8 @@
 //! each thread's load is PELT's runnable average (weight × the share of
 //! recent time it was on its queue, halving over 32 ms; a sleeper's
 //! decays where it slept), a CPU's the sum of its threads', and a CPU
-//! below the average takes waiting threads whose load fits half the
-//! difference. Two CPUs with two threads each are even by count but not
+//! below the average takes waiting threads whose load fits the
+//! imbalance (with two CPUs, half the difference). Two CPUs with two threads each are even by count but not
 //! when one pair spins and the other sleeps; Linux then moves threads
 //! between them tens of times a second (a lab capture: 416 vCPU moves in
 //! 6 s), which keeps a VM's vCPUs from staying packed on one CPU. Where
@@ -283,6 +283,8 @@ impl Eevdf {
             loads[self.cpu[i]] += self.load[i];
         }
         let mut nr: Vec<usize> = (0..self.cpus).map(|c| self.nr_running(c)).collect();
+        // moves shift load between CPUs, never change its sum
+        let avg = loads.iter().sum::<f64>() / self.cpus as f64;
         for c in 0..self.cpus {
             if nr[c] == 0 {
                 // idle: its own balancing (pulls) looks after it
@@ -295,7 +297,6 @@ impl Eevdf {
                 self.busy_failed[c] = 0;
                 continue;
             };
-            let avg = loads.iter().sum::<f64>() / self.cpus as f64;
             let (lb, ll) = (loads[b], loads[c]);
             let balanced =
                 ll >= lb || ll >= avg || (nr[c] >= 2 && 100.0 * lb <= IMBALANCE_PCT * ll);
