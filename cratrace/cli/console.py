@@ -24,16 +24,17 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 # Rich's markup tags (rich.markup.RE_TAGS): backslashes, then "[" and a
-# letter, "#", "/" or "@" ... "]".
+# letter, "#", "/" or "@" ... "]". Groups: all of it, the backslashes, the
+# tag's text.
 _TAG = re.compile(r"((\\*)\[([a-z#/@][^[]*?)])")
-_ESCAPABLE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])")
 # What makes Rich style output that is not a terminal.
 _FORCE_STYLE = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
 
 
 def esc(value: object) -> str:
     """`value` as markup that prints as itself (rich.markup.escape)."""
-    text = _ESCAPABLE.sub(lambda m: f"{m.group(1)}{m.group(1)}\\{m.group(2)}", str(value))
+    # each backslash before a tag doubled, then one more to escape the tag
+    text = _TAG.sub(lambda m: f"{m.group(2) * 2}\\[{m.group(3)}]", str(value))
     if text.endswith("\\") and not text.endswith("\\\\"):
         text += "\\"
     return text
