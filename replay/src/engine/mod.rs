@@ -18,7 +18,7 @@ use crate::asymmetric::VcpuFeatures;
 use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
 use crate::policy::{Placement, Policy, SchedulerKind};
-use crate::sched::{credit::Credit, eevdf::Eevdf, fair::Fair, Scheduler, Sub};
+use crate::sched::{credit::Credit, eevdf::Eevdf, fair::Fair, Pull, Scheduler, Sub};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -231,10 +231,7 @@ impl<'a> Engine<'a> {
             })
             .collect();
         let migration_cost = p.param("migration_cost_ns") as i64;
-        let newidle_cost = match p.param("newidle_cost_ns") {
-            x if x >= 0.0 => x as i64,
-            _ => migration_cost,
-        };
+        let newidle_cost = p.param("newidle_cost_ns").max(0.0) as i64;
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
                 weights.iter().map(|_| 1024).collect(),
@@ -272,6 +269,9 @@ impl<'a> Engine<'a> {
                 if p.placement == Placement::Floating {
                     s.set_busy_balance(p.param("busy_balance_ns") as i64);
                     s.set_balance_by_load(p.param("busy_balance_load") != 0.0);
+                    if p.param("newidle_odds") != 0.0 {
+                        s.set_newidle_odds(Some(p.seed));
+                    }
                 }
                 Box::new(s)
             }
@@ -602,7 +602,13 @@ impl<'a> Engine<'a> {
         // a CPU going idle pulls work from another only when its idle
         // periods have been long enough to pay for a balance (avg_idle)
         let cost = self.migration_cost;
-        let pull = balancing || self.cpus[c as usize].avg_idle >= self.newidle_cost;
+        let pull = if balancing {
+            Pull::Periodic
+        } else if self.cpus[c as usize].avg_idle >= self.newidle_cost {
+            Pull::NewIdle
+        } else {
+            Pull::No
+        };
         let th = &self.th;
         let pin = &self.pin;
         let pool = &self.pool;

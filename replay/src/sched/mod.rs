@@ -19,6 +19,20 @@ pub enum Sub {
     OutService,
 }
 
+/// Whether, and why, a CPU with nothing of its own to run may take a
+/// waiting thread from another CPU's run queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pull {
+    /// Not at all.
+    No,
+    /// Its last thread just left (Linux's newidle balance): a failed pull
+    /// does not count towards taking cache-hot threads, because these
+    /// balances are so frequent.
+    NewIdle,
+    /// Periodic load balancing of an idle CPU: a failed pull counts.
+    Periodic,
+}
+
 /// The scheduler hooks.
 pub trait Scheduler {
     /// `t` became ready (`woken`: after blocking).
@@ -26,13 +40,13 @@ pub trait Scheduler {
     /// The first ready thread for which `eligible` holds; it is removed.
     fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId>;
     /// The first ready thread for CPU `c` at time `now` (per-CPU run
-    /// queues: its own queue, else, if `pull`, one pulled from another
-    /// CPU); it is removed.
+    /// queues: its own queue, else, as `pull` allows, one pulled from
+    /// another CPU); it is removed.
     fn pick_on(
         &mut self,
         _c: u32,
         _now: i64,
-        _pull: bool,
+        _pull: Pull,
         eligible: &mut dyn FnMut(ThreadId) -> bool,
     ) -> Option<ThreadId> {
         self.pick(eligible)

@@ -43,8 +43,9 @@
 
 mod entity;
 
-use super::{Scheduler, Sub};
+use super::{Pull, Scheduler, Sub};
 use crate::model::ThreadId;
+use crate::rng::SplitMix64;
 use entity::Entities;
 
 /// Failed pulls of only cache-hot threads before one is taken anyway
@@ -75,25 +76,60 @@ pub struct Eevdf {
     migration_cost: i64,
     /// When each thread last stopped running (as far as charged).
     ran_until: Vec<i64>,
-    /// Per CPU, pulls in a row that found only cache-hot threads; past
-    /// CACHE_NICE_TRIES the next pull takes a hot one (nr_balance_failed).
-    pull_failed: Vec<u32>,
+    /// Per CPU, its periodic balancing attempts in a row that found an
+    /// imbalance and moved nothing (nr_balance_failed): past
+    /// CACHE_NICE_TRIES any pull, newidle ones too, may take a cache-hot
+    /// thread. A move or a balanced system resets it; a failed newidle
+    /// pull leaves it alone.
+    balance_failed: Vec<u32>,
+    /// Proportional newidle balancing, if on.
+    newidle: Option<NewidleOdds>,
     /// Directed yield: picked next if it may run.
     next: Option<u32>,
     /// Busy CPUs' periodic load balancing: its interval (0: none) and
     /// when it runs next.
     busy_balance: i64,
     next_busy_balance: i64,
-    /// Busy balancing by load (PELT) rather than by thread counts, and
-    /// per CPU its attempts in a row that moved nothing (nr_balance_failed).
+    /// Busy balancing by load (PELT) rather than by thread counts.
     by_load: bool,
-    busy_failed: Vec<u32>,
     /// The engine's clock, and per thread its runnable load average
     /// (weight × the share of recent time it was on its run queue) as of
     /// `load_at`.
     now: i64,
     load: Vec<f64>,
     load_at: Vec<i64>,
+}
+
+/// Linux's proportional newidle balance (NI_RANDOM; 6.18.5 and later,
+/// 6.19): a CPU going idle balances only as often as its newidle balances
+/// have lately succeeded. Per CPU: balances due, their weighted successes,
+/// and the success ratio out of 1024 (sched_domain's newidle_call,
+/// newidle_success and newidle_ratio, starting at 50%).
+struct NewidleOdds {
+    rng: SplitMix64,
+    /// Some CPU had a thread waiting since the last balance looked (the
+    /// root domain's overloaded flag: set as a run queue reaches two
+    /// threads, cleared only by a balance that finds none): a newidle
+    /// balance runs, and may fail, on a stale flag.
+    overloaded: bool,
+    call: Vec<u32>,
+    success: Vec<u32>,
+    ratio: Vec<u32>,
+}
+
+impl NewidleOdds {
+    /// Count one newidle balance due on CPU `c` and its weighted success
+    /// (update_newidle_stats): every 1024 the ratio takes the successes,
+    /// and both counts halve.
+    fn record(&mut self, c: usize, success: u32) {
+        self.call[c] += 1;
+        self.success[c] += success;
+        if self.call[c] >= 1024 {
+            self.ratio[c] = self.success[c];
+            self.call[c] /= 2;
+            self.success[c] /= 2;
+        }
+    }
 }
 
 /// `load_at` of a thread that has not been runnable yet: it has no load
@@ -164,12 +200,12 @@ impl Eevdf {
             tick: tick.max(0),
             migration_cost,
             ran_until: vec![i64::MIN / 2; n],
-            pull_failed: vec![0; cpus],
+            balance_failed: vec![0; cpus],
+            newidle: None,
             next: None,
             busy_balance: 0,
             next_busy_balance: 0,
             by_load: false,
-            busy_failed: vec![0; cpus],
             now: 0,
             load: vec![0.0; n],
             load_at: vec![NEVER_RUNNABLE; n],
@@ -187,6 +223,68 @@ impl Eevdf {
     pub fn set_busy_balance(&mut self, ns: i64) {
         self.busy_balance = ns.max(0);
         self.next_busy_balance = self.busy_balance;
+    }
+
+    /// Newidle balancing in proportion to its success (Linux's NI_RANDOM),
+    /// its dice drawn from the replay's `seed`; `None`: every time.
+    pub fn set_newidle_odds(&mut self, seed: Option<u64>) {
+        self.newidle = seed.map(|seed| NewidleOdds {
+            rng: SplitMix64::seeded(0x4E49_5F52_414E_444F, seed),
+            overloaded: false,
+            call: vec![512; self.cpus],
+            success: vec![256; self.cpus],
+            ratio: vec![512; self.cpus],
+        });
+    }
+
+    /// An idle CPU `c` pulls (see `pull_for`); a newidle pull first throws
+    /// a 1024-sided die against its success ratio, and a success counts
+    /// 1024 / (1 + ratio), so that a rarely tried balance that works
+    /// still lifts its ratio (sched_balance_newidle).
+    fn idle_pull(
+        &mut self,
+        c: usize,
+        now: i64,
+        pull: Pull,
+        eligible: &mut dyn FnMut(ThreadId) -> bool,
+    ) -> Option<usize> {
+        let mut others: Vec<usize> = (0..self.cpus).filter(|&o| o != c).collect();
+        let waiting = others.iter().any(|&o| self.ready_on(o as u32) > 0);
+        // a newidle balance trusts the overloaded flag, however stale
+        let flagged = pull == Pull::NewIdle && self.newidle.as_ref().is_some_and(|o| o.overloaded);
+        if !waiting && !flagged {
+            // no CPU overloaded: nothing to balance, nothing counted
+            self.balance_failed[c] = 0;
+            return None;
+        }
+        others.sort_by_key(|&o| std::cmp::Reverse(self.ready_on(o as u32)));
+        let weight = match (&mut self.newidle, pull) {
+            (Some(odds), Pull::NewIdle) => {
+                let d1k = ((odds.rng.next_f64() * 1024.0) as u32).min(1023);
+                let w = 1 + odds.ratio[c];
+                if d1k > w {
+                    odds.record(c, 0);
+                    return None;
+                }
+                Some((1024 + w / 2) / w)
+            }
+            _ => None,
+        };
+        if let Some(odds) = &mut self.newidle {
+            // the balance looks at every CPU: the flag is fresh again
+            odds.overloaded = waiting;
+        }
+        if !waiting {
+            if let Some(odds) = &mut self.newidle {
+                odds.record(c, 0);
+            }
+            return None;
+        }
+        let found = self.pull_for(c, &others, now, pull, &mut |t| eligible(ThreadId(t as u32)));
+        if let (Some(w), Some(odds)) = (weight, &mut self.newidle) {
+            odds.record(c, if found.is_some() { w } else { 0 });
+        }
+        found
     }
 
     /// Busy balancing by runnable load (true), as Linux's load_balance
@@ -253,10 +351,10 @@ impl Eevdf {
                 return;
             };
             if self.nr_running(o) < self.nr_running(c) + 2 {
+                self.balance_failed[c] = 0;
                 continue;
             }
-            if let Some(i) = self.pull_for(c, &[o], now, &mut |_| true) {
-                self.pull_failed[c] = 0;
+            if let Some(i) = self.pull_for(c, &[o], now, Pull::Periodic, &mut |_| true) {
                 self.settle(o);
                 self.move_thread(i, c);
                 self.settle(c);
@@ -294,14 +392,14 @@ impl Eevdf {
                 .filter(|&o| o != c && nr[o] >= 2)
                 .max_by(|&x, &y| loads[x].total_cmp(&loads[y]).then(y.cmp(&x)))
             else {
-                self.busy_failed[c] = 0;
+                self.balance_failed[c] = 0;
                 continue;
             };
             let (lb, ll) = (loads[b], loads[c]);
             let balanced =
                 ll >= lb || ll >= avg || (nr[c] >= 2 && 100.0 * lb <= IMBALANCE_PCT * ll);
             if balanced {
-                self.busy_failed[c] = 0;
+                self.balance_failed[c] = 0;
                 continue;
             }
             let mut imbalance = (lb - avg).min(avg - ll);
@@ -309,7 +407,7 @@ impl Eevdf {
                 .filter(|&i| self.cpu[i] == b && self.e.is_ready(i))
                 .collect();
             waiting.sort_by_key(|&i| (self.ran_until[i], i));
-            let failed = self.busy_failed[c];
+            let failed = self.balance_failed[c];
             let mut moved = false;
             for i in waiting {
                 let hot = now - self.ran_until[i] < self.migration_cost;
@@ -333,20 +431,23 @@ impl Eevdf {
                     break;
                 }
             }
-            self.busy_failed[c] = if moved { 0 } else { failed + 1 };
+            self.balance_failed[c] = if moved { 0 } else { failed + 1 };
         }
     }
 
     /// A waiting thread CPU `c` may take from the first CPU of `from`
     /// that has one `ok` accepts: one that is not cache-hot (ran at least
-    /// the migration cost ago) if any; else, once `c` has failed that way
-    /// more than CACHE_NICE_TRIES times in a row, a hot one. Idle pulls
-    /// and busy balancing both take threads this way.
+    /// the migration cost ago) if any; else, once `c`'s periodic balancing
+    /// has failed more than CACHE_NICE_TRIES times in a row, a hot one.
+    /// Idle pulls and busy balancing by count take threads this way, from
+    /// CPUs with threads waiting; the caller resets the failures when a
+    /// thread moves.
     fn pull_for(
         &mut self,
         c: usize,
         from: &[usize],
         now: i64,
+        why: Pull,
         ok: &mut dyn FnMut(usize) -> bool,
     ) -> Option<usize> {
         let (hot, cost) = (&self.ran_until, self.migration_cost);
@@ -356,14 +457,14 @@ impl Eevdf {
         if cold.is_some() {
             return cold;
         }
-        if from.iter().all(|&o| self.ready_on(o as u32) == 0) {
-            return None;
+        if self.balance_failed[c] > CACHE_NICE_TRIES {
+            return from.iter().find_map(|&o| self.best_thread(o, &mut *ok));
         }
-        self.pull_failed[c] += 1;
-        if self.pull_failed[c] <= CACHE_NICE_TRIES {
-            return None;
+        // newidle balances are too frequent to count (load_balance)
+        if why == Pull::Periodic {
+            self.balance_failed[c] += 1;
         }
-        from.iter().find_map(|&o| self.best_thread(o, &mut *ok))
+        None
     }
 
     /// Linux's default base slice: 0.75 ms scaled by 1 + log2(CPUs), CPUs
@@ -509,6 +610,19 @@ impl Eevdf {
         }
     }
 
+    /// CPU `c` may just have reached two threads (running and waiting):
+    /// raise the overloaded flag newidle balancing reads.
+    fn note_overload(&mut self, c: usize) {
+        if self.newidle.as_ref().is_some_and(|o| !o.overloaded) {
+            let waiting = self.ready_on(c as u32);
+            if waiting >= 2 || (waiting == 1 && self.running[c].is_some()) {
+                if let Some(o) = &mut self.newidle {
+                    o.overloaded = true;
+                }
+            }
+        }
+    }
+
     /// Thread `i` no longer runs (preempted, or asleep).
     fn stop(&mut self, i: usize) {
         let c = self.cpu[i];
@@ -550,17 +664,18 @@ impl Scheduler for Eevdf {
         if let Some(g) = self.group[i] {
             self.sync_group(g, c);
         }
+        self.note_overload(c);
     }
 
     fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
-        self.pick_on(0, i64::MAX / 2, true, eligible)
+        self.pick_on(0, i64::MAX / 2, Pull::Periodic, eligible)
     }
 
     fn pick_on(
         &mut self,
         c: u32,
         now: i64,
-        pull: bool,
+        pull: Pull,
         eligible: &mut dyn FnMut(ThreadId) -> bool,
     ) -> Option<ThreadId> {
         let c = c as usize % self.cpus;
@@ -573,17 +688,13 @@ impl Scheduler for Eevdf {
         // but not a thread that ran there within the migration cost
         let found = found
             .or_else(|| self.best_thread(c, &mut |t| eligible(ThreadId(t as u32))))
-            .or_else(|| {
-                if !pull {
-                    return None;
-                }
-                let mut others: Vec<usize> = (0..self.cpus).filter(|&o| o != c).collect();
-                others.sort_by_key(|&o| std::cmp::Reverse(self.ready_on(o as u32)));
-                self.pull_for(c, &others, now, &mut |t| eligible(ThreadId(t as u32)))
+            .or_else(|| match pull {
+                Pull::No => None,
+                _ => self.idle_pull(c, now, pull, eligible),
             });
         let i = found?;
         if self.cpu[i] != c {
-            self.pull_failed[c] = 0;
+            self.balance_failed[c] = 0;
         }
         self.move_thread(i, c);
         self.start(i, c, now);

@@ -124,17 +124,29 @@ fn an_idle_cpu_pulls_only_when_allowed_and_not_a_cache_hot_thread() {
     s.migrate(ThreadId(1), 1);
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
     s.enqueue(ThreadId(1), Sub::ProperReady, true);
-    assert_eq!(s.pick_on(1, 0, true, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(
+        s.pick_on(1, 0, Pull::Periodic, &mut |_| true),
+        Some(ThreadId(0))
+    );
     s.charge(ThreadId(0), ms);
     s.enqueue(ThreadId(0), Sub::SliceEnd, false);
-    assert_eq!(s.pick_on(1, ms, true, &mut |_| true), Some(ThreadId(1)));
+    assert_eq!(
+        s.pick_on(1, ms, Pull::Periodic, &mut |_| true),
+        Some(ThreadId(1))
+    );
     assert_eq!(s.ready_on(1), 1);
     // CPU 0 is idle: no pull unless balancing is allowed, and 0 ran
     // until 1 ms, so it is cache-hot until 1.5 ms
-    assert_eq!(s.pick_on(0, ms + ms / 4, false, &mut |_| true), None);
-    assert_eq!(s.pick_on(0, ms + ms / 4, true, &mut |_| true), None);
+    assert_eq!(s.pick_on(0, ms + ms / 4, Pull::No, &mut |_| true), None);
+    assert_eq!(
+        s.pick_on(0, ms + ms / 4, Pull::Periodic, &mut |_| true),
+        None
+    );
     let rel = s.e.deadline[0] - s.e.vruntime[0];
-    assert_eq!(s.pick_on(0, 2 * ms, true, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(
+        s.pick_on(0, 2 * ms, Pull::Periodic, &mut |_| true),
+        Some(ThreadId(0))
+    );
     assert_eq!(s.cpu[0], 0);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 0));
     // it keeps its relative deadline (PLACE_REL_DEADLINE)
@@ -161,7 +173,9 @@ fn yield_picks_the_target() {
 fn share(s: &mut Eevdf, threads: usize, rounds: usize, ns: i64) -> Vec<i64> {
     let mut ran = vec![0; threads];
     for k in 0..rounds {
-        let t = s.pick_on(0, k as i64 * ns, false, &mut |_| true).unwrap();
+        let t = s
+            .pick_on(0, k as i64 * ns, Pull::No, &mut |_| true)
+            .unwrap();
         s.charge(t, ns);
         ran[t.0 as usize] += ns;
         s.enqueue(t, Sub::SliceEnd, false);
@@ -217,7 +231,7 @@ fn a_wakeup_is_decided_where_the_threads_meet() {
         0,
     );
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
-    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(s.pick_on(0, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
     s.charge(ThreadId(0), 300 * us);
     // a sibling waking is compared with 0 in their group's queue: 0
     // is eligible and protected there
@@ -254,11 +268,11 @@ fn a_group_weighs_on_each_cpu_its_part_of_its_load() {
     assert_eq!((s.e.weight[g0], s.e.weight[g1]), (341, 682));
     assert_eq!(s.e.rqs[0].avg(), avg);
     // the last thread on CPU 0 sleeps: the group leaves CPU 0
-    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(s.pick_on(0, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
     s.sleep(ThreadId(0));
     assert!(!s.e.on_rq[g0] || s.e.delayed[g0]);
     assert_eq!(s.ready_on(0), 0);
-    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), None);
+    assert_eq!(s.pick_on(0, 0, Pull::No, &mut |_| true), None);
 }
 
 #[test]
@@ -272,18 +286,18 @@ fn busy_cpus_balance_two_threads_apart_but_not_one_and_not_hot_at_first() {
     }
     s.migrate(ThreadId(3), 0);
     s.enqueue(ThreadId(3), Sub::ProperReady, true);
-    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(3)));
+    assert_eq!(s.pick_on(0, 0, Pull::No, &mut |_| true), Some(ThreadId(3)));
     // CPU 1 runs 0, 1 and 2 a slice each: 1 and 2 are hot until 4 and 5 ms
     for (k, t) in [0u32, 1, 2].into_iter().enumerate() {
         assert_eq!(
-            s.pick_on(1, k as i64 * ms, false, &mut |_| true),
+            s.pick_on(1, k as i64 * ms, Pull::No, &mut |_| true),
             Some(ThreadId(t))
         );
         s.charge(ThreadId(t), ms);
         s.enqueue(ThreadId(t), Sub::SliceEnd, false);
     }
     assert_eq!(
-        s.pick_on(1, 3 * ms, false, &mut |_| true),
+        s.pick_on(1, 3 * ms, Pull::No, &mut |_| true),
         Some(ThreadId(0))
     );
     assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
@@ -312,7 +326,7 @@ fn busy_balancing_is_off_unless_set() {
         s.migrate(ThreadId(t), 1);
         s.enqueue(ThreadId(t), Sub::ProperReady, true);
     }
-    assert_eq!(s.pick_on(1, 0, false, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(s.pick_on(1, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
     s.tick(100 * ms);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
     s.set_busy_balance(32 * ms);
@@ -331,7 +345,7 @@ fn a_threads_load_averages_its_runnable_time_with_a_32_ms_half_life() {
     assert_eq!(s.cpu_load(1), 0.0);
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
     assert_eq!(
-        s.pick_on(1, 10 * ms, false, &mut |_| true),
+        s.pick_on(1, 10 * ms, Pull::No, &mut |_| true),
         Some(ThreadId(0))
     );
     assert_eq!(s.cpu_load(1), 1024.0);
@@ -361,8 +375,8 @@ fn two_by_two(by_load: bool, now: i64) -> Eevdf {
         s.migrate(ThreadId(t), t / 2);
         s.enqueue(ThreadId(t), Sub::ProperReady, true);
     }
-    assert_eq!(s.pick_on(0, 0, false, &mut |_| true), Some(ThreadId(0)));
-    assert_eq!(s.pick_on(1, 0, false, &mut |_| true), Some(ThreadId(2)));
+    assert_eq!(s.pick_on(0, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
+    assert_eq!(s.pick_on(1, 0, Pull::No, &mut |_| true), Some(ThreadId(2)));
     s.clock(now);
     s.load = vec![1024.0, 1024.0, 300.0, 300.0];
     s.load_at = vec![now; 4];
@@ -385,12 +399,12 @@ fn busy_balancing_by_load_moves_what_thread_counts_do_not_see() {
     s.busy_balance_due_now();
     s.tick(now);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
-    assert_eq!(s.busy_failed, vec![0, 1]);
+    assert_eq!(s.balance_failed, vec![0, 1]);
     // after a failed attempt its load counts half (512) and it moves
     s.busy_balance_due_now();
     s.tick(now);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
-    assert_eq!(s.busy_failed, vec![0, 0]);
+    assert_eq!(s.balance_failed, vec![0, 0]);
 }
 
 #[test]
@@ -400,7 +414,7 @@ fn busy_balancing_by_load_leaves_a_cache_hot_thread_until_attempts_fail() {
     let mut s = two_by_two(true, now);
     // thread 1 ran until just now: hot for the migration cost (0.5 ms)
     s.ran_until[1] = now;
-    s.busy_failed[1] = 1;
+    s.balance_failed[1] = 1;
     s.busy_balance_due_now();
     s.tick(now);
     assert_eq!(
@@ -408,7 +422,7 @@ fn busy_balancing_by_load_leaves_a_cache_hot_thread_until_attempts_fail() {
         (1, 1),
         "hot, and one failure is allowed (cache_nice_tries)"
     );
-    assert_eq!(s.busy_failed[1], 2);
+    assert_eq!(s.balance_failed[1], 2);
     s.busy_balance_due_now();
     s.tick(now);
     assert_eq!(
@@ -416,4 +430,136 @@ fn busy_balancing_by_load_leaves_a_cache_hot_thread_until_attempts_fail() {
         (0, 2),
         "past cache_nice_tries a hot thread moves"
     );
+}
+
+#[test]
+fn only_failed_periodic_pulls_let_an_idle_cpu_take_a_cache_hot_thread() {
+    let ms = 1_000_000;
+    let setup = || {
+        let mut s = Eevdf::new(vec![1024; 2], 2, ms, 0, ms / 2);
+        s.migrate(ThreadId(0), 1);
+        s.migrate(ThreadId(1), 1);
+        s.enqueue(ThreadId(0), Sub::ProperReady, true);
+        s.enqueue(ThreadId(1), Sub::ProperReady, true);
+        assert_eq!(s.pick_on(1, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
+        // thread 1 ran until 10 ms: hot until 10.5 ms
+        s.ran_until[1] = 10 * ms;
+        s
+    };
+    // newidle pulls, however many, never take it (they do not count)
+    let mut s = setup();
+    for _ in 0..5 {
+        assert_eq!(s.pick_on(0, 10 * ms, Pull::NewIdle, &mut |_| true), None);
+    }
+    assert_eq!(s.balance_failed[0], 0);
+    // periodic ones do: the third takes it, and a move resets the count
+    let mut s = setup();
+    assert_eq!(s.pick_on(0, 10 * ms, Pull::Periodic, &mut |_| true), None);
+    assert_eq!(s.pick_on(0, 10 * ms, Pull::Periodic, &mut |_| true), None);
+    assert_eq!(s.balance_failed[0], 2);
+    assert_eq!(
+        s.pick_on(0, 10 * ms, Pull::Periodic, &mut |_| true),
+        Some(ThreadId(1))
+    );
+    assert_eq!(s.balance_failed[0], 0);
+    // periodic failures let a newidle pull take a hot thread as well
+    let mut s = setup();
+    s.balance_failed[0] = 2;
+    assert_eq!(
+        s.pick_on(0, 10 * ms, Pull::NewIdle, &mut |_| true),
+        Some(ThreadId(1))
+    );
+}
+
+#[test]
+fn newidle_odds_halve_with_every_512_failed_balances() {
+    let mut s = Eevdf::new(vec![1024; 1], 2, 1_000_000, 0, 0);
+    s.set_newidle_odds(Some(0));
+    let odds = s.newidle.as_mut().unwrap();
+    // Linux starts a domain at 50%: 256 successes in 512 calls
+    assert_eq!(odds.ratio[0], 512);
+    for _ in 0..512 {
+        odds.record(0, 0);
+    }
+    assert_eq!(
+        (odds.ratio[0], odds.call[0], odds.success[0]),
+        (256, 512, 128)
+    );
+    for _ in 0..512 {
+        odds.record(0, 0);
+    }
+    assert_eq!(odds.ratio[0], 128);
+    // a success counts with its weight: 512 balances each worth 4
+    for _ in 0..512 {
+        odds.record(0, 4);
+    }
+    assert_eq!(odds.ratio[0], 64 + 2048);
+    assert_eq!(odds.ratio[1], 512, "each CPU keeps its own");
+}
+
+/// CPU 1 runs thread 0 with thread 1 waiting, which ran long ago (cold),
+/// and CPU 0 has just gone idle.
+fn one_waiting_beside_a_running_one(ms: i64) -> Eevdf {
+    let mut s = Eevdf::new(vec![1024; 2], 2, ms, 0, ms / 2);
+    s.set_newidle_odds(Some(7));
+    s.migrate(ThreadId(0), 1);
+    s.migrate(ThreadId(1), 1);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert_eq!(s.pick_on(1, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
+    s
+}
+
+#[test]
+fn a_newidle_balance_runs_about_as_often_as_its_ratio_says() {
+    let ms = 1_000_000;
+    let mut s = one_waiting_beside_a_running_one(ms);
+    let mut pulled = 0;
+    let trials = 4000;
+    for k in 0..trials {
+        let odds = s.newidle.as_mut().unwrap();
+        // hold the ratio at 256 (runs on a die of 0..=257 of 1024: 25.2%)
+        (odds.ratio[0], odds.call[0], odds.success[0]) = (256, 0, 0);
+        if s.pick_on(0, 10 * ms + k, Pull::NewIdle, &mut |_| true) == Some(ThreadId(1)) {
+            pulled += 1;
+            // put it back, waiting on CPU 1
+            s.charge(ThreadId(1), 1);
+            s.enqueue(ThreadId(1), Sub::SliceEnd, false);
+            s.migrate(ThreadId(1), 1);
+            s.ran_until[1] = 0;
+        }
+    }
+    let share = pulled as f64 / trials as f64;
+    assert!((0.22..0.285).contains(&share), "pulled in {share} of tries");
+    // periodic balancing throws no die
+    let mut s = one_waiting_beside_a_running_one(ms);
+    s.newidle.as_mut().unwrap().ratio[0] = 0;
+    assert_eq!(
+        s.pick_on(0, 10 * ms, Pull::Periodic, &mut |_| true),
+        Some(ThreadId(1))
+    );
+}
+
+#[test]
+fn a_stale_overloaded_flag_costs_one_failed_newidle_balance() {
+    let ms = 1_000_000;
+    let mut s = one_waiting_beside_a_running_one(ms);
+    assert!(s.newidle.as_ref().unwrap().overloaded);
+    // the waiting thread runs after all: nothing waits any more
+    s.charge(ThreadId(0), ms);
+    s.sleep(ThreadId(0));
+    assert_eq!(s.pick_on(1, ms, Pull::No, &mut |_| true), Some(ThreadId(1)));
+    let calls = |s: &Eevdf| s.newidle.as_ref().unwrap().call[0];
+    let before = calls(&s);
+    // ratio 1024: the die always lets it run
+    s.newidle.as_mut().unwrap().ratio[0] = 1024;
+    assert_eq!(s.pick_on(0, ms, Pull::NewIdle, &mut |_| true), None);
+    assert_eq!(
+        calls(&s),
+        before + 1,
+        "the stale flag: a balance that failed"
+    );
+    assert!(!s.newidle.as_ref().unwrap().overloaded);
+    assert_eq!(s.pick_on(0, ms, Pull::NewIdle, &mut |_| true), None);
+    assert_eq!(calls(&s), before + 1, "a fresh flag: no balance at all");
 }
