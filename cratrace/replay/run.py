@@ -170,14 +170,25 @@ def baseline_policy(cap: Capture, w: Workload | None = None) -> str:
     return f"{sched}+pv" if w is not None and w.pv_halts else sched
 
 
-def linux_release(uname: str) -> tuple[int, int] | None:
-    """(major, minor) from `uname -srvm` text such as "Linux 6.18.44-fc
-    #1 SMP ..."; None when it does not name a Linux release."""
-    m = re.match(r"Linux (\d+)\.(\d+)", uname.strip())
-    return (int(m.group(1)), int(m.group(2))) if m else None
+def linux_release(uname: str) -> tuple[int, int, int] | None:
+    """(major, minor, patch) from `uname -srvm` text such as "Linux
+    6.18.44-fc #1 SMP ..." (patch 0 when absent, as in "Linux 6.19-rc4");
+    None when it does not name a Linux release."""
+    m = re.match(r"Linux (\d+)\.(\d+)(?:\.(\d+))?", uname.strip())
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
 
 
-def linux_base_slice_ns(release: tuple[int, int] | None, cpus: int) -> float | None:
+def linux_newidle_odds(release: tuple[int, int, int] | None) -> float | None:
+    """0 when the recorded kernel balanced at every newidle: proportional
+    newidle balancing (NI_RANDOM) came with 6.18.5 and 6.19. Other stable
+    series may have it backported, which a release number cannot tell;
+    None (unknown or new enough): the engine's default, on."""
+    if release is None or release >= (6, 18, 5):
+        return None
+    return 0.0
+
+
+def linux_base_slice_ns(release: tuple[int, ...] | None, cpus: int) -> float | None:
     """EEVDF's base slice on the recorded kernel when it differs from the
     engine's default (0.75 ms scaled by 1 + log2 CPUs, CPUs capped at 8):
     Linux 6.15 cut the unscaled slice to 0.70 ms (so that a slice no longer
@@ -215,9 +226,13 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     if isinstance(hz, (int, float)) and hz > 0:
         # the recorded kernel's tick: when it noticed expired slices
         engine.setdefault("tick_hz", float(hz))
-    slice_ns = linux_base_slice_ns(linux_release(str((cap.meta.get("host") or {}).get("kernel") or "")), int(float(host.get("pcpus", w.pcpus))))
+    release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
+    slice_ns = linux_base_slice_ns(release, int(float(host.get("pcpus", w.pcpus))))
     if slice_ns is not None:
         engine.setdefault("base_slice_ns", slice_ns)
+    odds = linux_newidle_odds(release)
+    if odds is not None:
+        engine.setdefault("newidle_odds", odds)
     if w.pv_spin_ns:
         # how long this capture's guests spun before halting
         engine.setdefault("pv_spin_ns", float(w.pv_spin_ns))

@@ -10,7 +10,7 @@ import pytest
 
 from cratrace.errors import UsageError
 from cratrace.replay import extract_workload, replay_capture
-from cratrace.replay.run import baseline_policy, linux_base_slice_ns, linux_release
+from cratrace.replay.run import baseline_policy, linux_base_slice_ns, linux_newidle_odds, linux_release
 from cratrace.replay.workload import ACQUIRE, MARK, RELEASE, WORK
 from cratrace.tables import MODEL_TABLES
 from tests.helpers import cratrace as run_cli
@@ -229,8 +229,9 @@ def test_the_baseline_policy_follows_the_host_kernel():
     def cap(kernel=None, kind="tracedat"):
         return SimpleNamespace(meta={"sources": [{"kind": kind}], "host": {"kernel": kernel} if kernel else {}}, model={})
 
-    assert linux_release("Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0 x86_64") == (6, 18)
-    assert linux_release("Linux 5.10.0-28-amd64 #1 SMP Debian") == (5, 10)
+    assert linux_release("Linux 6.18.44-fc-v595 #1 SMP PREEMPT_DYNAMIC @0 x86_64") == (6, 18, 44)
+    assert linux_release("Linux 5.10.0-28-amd64 #1 SMP Debian") == (5, 10, 0)
+    assert linux_release("Linux 6.19-rc4 #1 SMP") == (6, 19, 0)
     assert linux_release("FreeBSD 14.0") is None
     assert baseline_policy(cap("Linux 6.6.0 #1")) == "eevdf"
     assert baseline_policy(cap("Linux 6.5.13 #1")) == "fair"
@@ -251,6 +252,15 @@ def test_the_base_slice_follows_the_recorded_kernel():
     # before 6.15 (and for unknown kernels) the engine's 0.75 ms default
     assert linux_base_slice_ns((6, 14), 2) is None
     assert linux_base_slice_ns(None, 2) is None
+
+
+def test_newidle_odds_follow_the_recorded_kernel():
+    # proportional newidle balancing came with 6.18.5 and 6.19
+    assert linux_newidle_odds((6, 18, 4)) == 0.0
+    assert linux_newidle_odds((6, 12, 40)) == 0.0
+    assert linux_newidle_odds((6, 18, 5)) is None
+    assert linux_newidle_odds((6, 19, 0)) is None
+    assert linux_newidle_odds(None) is None
 
 
 def test_threads_whose_runtime_the_kernel_updated_every_few_us_get_exact_slice_ends(lab_capture):  # noqa: F811
