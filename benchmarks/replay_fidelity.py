@@ -75,11 +75,11 @@ def stranded_wait(cap: Path, states: pl.DataFrame, step_ns: int = 20_000) -> tup
     return sum(waiting) * step_ns / 1e9, sum(min(w, i) for w, i in zip(waiting, idle)) * step_ns / 1e9
 
 
-def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = None) -> tuple[str, dict]:
+def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = None, seed: int = 0) -> tuple[str, dict]:
     """Replay the capture under `d` (its `cap/`) and compare: the
     baseline, the other Linux scheduler model, the recorded placement and
     the host's scheduling groups the other way round; `extra` are `--set`
-    settings for every replay."""
+    settings for every replay, `seed` their `--seed`."""
     cap = d / "cap"
     policy = baseline_policy(Capture(cap))
     # the other Linux scheduler model on the same capture, to compare
@@ -87,11 +87,11 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
     other = ("fair" if sched == "eevdf" else "eevdf") + (f"+{spin}" if spin else "")
     placed = f"{policy}+recorded"
     extra = dict(extra or {})
-    ms = replay_capture(cap, [policy, other, placed], d / "rep", settings=extra or None)
+    ms = replay_capture(cap, [policy, other, placed], d / "rep", settings=extra or None, seed=seed)
     f, g, h = ms[policy]["fidelity"], ms[other]["fidelity"], ms[placed]["fidelity"]
     mode = ms[policy]["host"]["sched_groups_mode"]
     flip = "off" if mode == "recorded" else "recorded"
-    grouped = replay_capture(cap, [policy], d / "rep-groups", settings={**extra, "sched_groups": flip})[policy]["fidelity"]
+    grouped = replay_capture(cap, [policy], d / "rep-groups", settings={**extra, "sched_groups": flip}, seed=seed)[policy]["fidelity"]
     states = pl.read_parquet(cap / "model" / "vcpu_states.parquet")
     wait_s, stranded_s = stranded_wait(cap, states)
     on_cpu = per_vm_on_cpu(states)
@@ -180,6 +180,7 @@ def main() -> None:
     ap.add_argument("--keep-over", type=float, default=None, metavar="PCT", help="keep the captures (raw, imported, replays) whose baseline misses by more than PCT%% (worst of CPU time and throughput) under benchmarks/out/fidelity-kept/, to study them")
     ap.add_argument("--replay-kept", default=None, metavar="DIR", help="record nothing: replay again the captures kept under DIR (by --keep-over; --keep-over -1 keeps every capture), to compare replay changes on the same captures")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a `cratrace replay --set` setting for every replay (to compare model parameters on the same kept captures)")
+    ap.add_argument("--seed", type=int, default=0, help="the replays' --seed (the engine's random draws: newidle balancing's odds, for one)")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     bad = [s for s in a.set if "=" not in s]
@@ -195,7 +196,7 @@ def main() -> None:
             setting = json.loads((d / "setting.json").read_text())
             shutil.rmtree(d / "rep", ignore_errors=True)
             shutil.rmtree(d / "rep-groups", ignore_errors=True)
-            label, row = measure(d, setting, cpus, extra)
+            label, row = measure(d, setting, cpus, extra, a.seed)
             res.setdefault(label, []).append(row)
     settings = [(c, lk, tuple(int(n) for n in k.split("+"))) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
     recordings = [] if a.replay_kept else [s for s in settings for _ in range(a.runs)]
@@ -208,7 +209,7 @@ def main() -> None:
                 cc.collect(d / "raw", "kvm-sched", duration=a.seconds + 5, perf_stat=False, command=LabParams(vms=2, vcpus=k if len(k) > 1 else k[0], duration_s=a.seconds, work_clock=clock, lock=lock_kind, vm_sessions=a.vm_sessions).argv(executable()))
             (d / "setting.json").write_text(json.dumps(setting))
             build_model(import_capture([d / "raw"], d / "cap"))
-            label, f = measure(d, setting, cpus, extra)
+            label, f = measure(d, setting, cpus, extra, a.seed)
             res.setdefault(label, []).append(f)
             if a.keep_over is not None and max(f["cpu_time_err_pct"], f["throughput_err_pct"]) > a.keep_over:
                 kept.mkdir(parents=True, exist_ok=True)
