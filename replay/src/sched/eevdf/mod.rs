@@ -355,6 +355,7 @@ impl Eevdf {
                 continue;
             }
             if let Some(i) = self.pull_for(c, &[o], now, Pull::Periodic, &mut |_| true) {
+                self.balance_failed[c] = 0;
                 self.settle(o);
                 self.move_thread(i, c);
                 self.settle(c);

@@ -308,10 +308,13 @@ fn busy_cpus_balance_two_threads_apart_but_not_one_and_not_hot_at_first() {
     s.busy_balance_due_now();
     s.tick(3 * ms + ms / 4);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (0, 2));
-    // past the migration cost one moves: three against one becomes two and two
+    assert_eq!(s.balance_failed[0], 1);
+    // past the migration cost one moves: three against one becomes two
+    // and two, and the failures start again from none
     s.busy_balance_due_now();
     s.tick(5 * ms);
     assert_eq!((s.ready_on(0), s.ready_on(1)), (1, 1));
+    assert_eq!(s.balance_failed[0], 0);
     // two against two: nothing to gain, nothing moves
     s.busy_balance_due_now();
     s.tick(40 * ms);
