@@ -61,7 +61,8 @@ pub struct Policy {
     /// Numeric parameters (see [`Policy::param`] for names and defaults).
     pub params: BTreeMap<String, f64>,
     /// Where the policy's random draws start (the energy balancer's swap
-    /// realisation): the same seed draws the same numbers.
+    /// realisation, eevdf's newidle odds): the same seed draws the same
+    /// numbers.
     pub seed: u64,
 }
 

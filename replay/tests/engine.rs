@@ -665,3 +665,34 @@ fn eevdf_pulls_at_newidle_only_when_idle_periods_average_the_newidle_cost() {
         "no newidle cost: pulled by CPU 0 the first time it idles"
     );
 }
+
+#[test]
+fn eevdf_newidle_odds_draw_from_the_seed() {
+    // CPU 0 idles again and again beside CPU 1's two long workers, so
+    // its newidle balances throw many dice; no ticks, so only they pull
+    let mut a = vm_thread(
+        0,
+        0,
+        (0..400)
+            .flat_map(|_| [Phase::Work(100_000), Phase::Block(100_000)])
+            .collect(),
+    );
+    a.start_cpu = Some(0);
+    let mut threads = vec![a];
+    for v in 1..4 {
+        let mut t = vm_thread(0, v, vec![Phase::Work(40_000_000)]);
+        t.start_cpu = Some(1);
+        threads.push(t);
+    }
+    let w = workload(threads, 1);
+    let run = |seed: u64, odds: f64| {
+        let mut p = eevdf(0.0);
+        p.set("newidle_odds", odds).unwrap();
+        p.seed = seed;
+        let out = replay(&w, &free_host(2), &p, i64::MAX);
+        (out.slice_cpu, out.slice_thread, out.slice_start)
+    };
+    assert_eq!(run(1, 1.0), run(1, 1.0), "one seed, one replay");
+    assert_ne!(run(1, 1.0), run(2, 1.0), "another seed, other dice");
+    assert_eq!(run(1, 0.0), run(2, 0.0), "no odds: nothing drawn");
+}
