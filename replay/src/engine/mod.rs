@@ -140,6 +140,9 @@ pub struct Engine<'a> {
     /// below which a CPU going idle pulls nothing (`newidle_cost_ns`).
     migration_cost: i64,
     newidle_cost: i64,
+    /// Charge a queue's running thread before placing a woken one on it
+    /// (`wake_update_curr`).
+    wake_charges_running: bool,
     remaining_threads: usize,
 }
 
@@ -358,6 +361,7 @@ impl<'a> Engine<'a> {
             win_start: 0,
             migration_cost,
             newidle_cost,
+            wake_charges_running: p.param("wake_update_curr") != 0.0,
             remaining_threads: n,
             pin: vec![None; n],
             bal: None,
@@ -460,6 +464,16 @@ impl<'a> Engine<'a> {
         self.th[t as usize].sub = Sub::ProperReady;
         if self.p.placement == Placement::Recorded {
             self.follow_recording(t);
+        }
+        if self.sched.per_cpu_queues() && self.wake_charges_running {
+            // the queue's running thread is charged up to now before the
+            // woken one is placed against the queue's average, as
+            // enqueue_entity's update_curr does (off by default: see the
+            // `wake_update_curr` parameter)
+            let home = self.pin[t as usize].or(self.th[t as usize].last_cpu);
+            if let Some(r) = home.and_then(|c| self.cpus[c as usize].cur) {
+                self.charge_running(r);
+            }
         }
         self.sched.enqueue(ThreadId(t), Sub::ProperReady, true);
         self.set_state(t, StateCode::Preempted, None);

@@ -46,15 +46,20 @@ impl Engine<'_> {
         }
         let Some(r) = self.cpus[home].cur else { return };
         // bring the running thread's virtual time up to now first
+        self.charge_running(r);
+        if self.sched.preempts(ThreadId(t), ThreadId(r)) {
+            self.preempt(home as u32, Sub::ProperReady);
+            self.at(self.now, Ev::Dispatch(home as u32));
+        }
+    }
+
+    /// Charge running thread `r` its time since it was last charged.
+    pub(super) fn charge_running(&mut self, r: u32) {
         let th = &mut self.th[r as usize];
         let ns = self.now - th.charged_at;
         if ns > 0 {
             th.charged_at = self.now;
             self.sched.charge(ThreadId(r), ns);
-        }
-        if self.sched.preempts(ThreadId(t), ThreadId(r)) {
-            self.preempt(home as u32, Sub::ProperReady);
-            self.at(self.now, Ev::Dispatch(home as u32));
         }
     }
 

@@ -739,6 +739,16 @@ impl Scheduler for Eevdf {
     }
 
     fn tick(&mut self, now: i64) {
+        if self.ready() == 0 {
+            // an idle CPU balances at every tick: with nothing waiting
+            // anywhere it finds the system balanced (the engine does not
+            // ask it for a pull then)
+            for c in 0..self.cpus {
+                if self.running[c].is_none() {
+                    self.balance_failed[c] = 0;
+                }
+            }
+        }
         if self.busy_balance > 0 && now >= self.next_busy_balance {
             self.next_busy_balance = now + self.busy_balance;
             self.balance_busy(now);

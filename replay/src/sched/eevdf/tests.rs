@@ -566,3 +566,21 @@ fn a_stale_overloaded_flag_costs_one_failed_newidle_balance() {
     assert_eq!(s.pick_on(0, ms, Pull::NewIdle, &mut |_| true), None);
     assert_eq!(calls(&s), before + 1, "a fresh flag: no balance at all");
 }
+
+#[test]
+fn an_idle_cpu_that_finds_nothing_waiting_at_a_tick_starts_its_count_again() {
+    let ms = 1_000_000;
+    let mut s = Eevdf::new(vec![1024; 2], 2, ms, 4 * ms, ms / 2);
+    s.migrate(ThreadId(0), 1);
+    s.enqueue(ThreadId(0), Sub::ProperReady, true);
+    assert_eq!(s.pick_on(1, 0, Pull::No, &mut |_| true), Some(ThreadId(0)));
+    s.balance_failed = vec![2, 2];
+    s.tick(4 * ms);
+    assert_eq!(s.balance_failed, vec![0, 2], "only the idle CPU balanced");
+    // with a thread waiting, the tick leaves the count to the pull
+    s.migrate(ThreadId(1), 1);
+    s.enqueue(ThreadId(1), Sub::ProperReady, true);
+    s.balance_failed = vec![2, 2];
+    s.tick(8 * ms);
+    assert_eq!(s.balance_failed, vec![2, 2]);
+}
