@@ -624,26 +624,32 @@ fn a_replay_that_takes_over_its_demand_gives_the_same_output() {
     }
 }
 
-#[test]
-fn eevdf_pulls_at_newidle_only_when_idle_periods_average_the_newidle_cost() {
-    // CPU 0: a thread that works and sleeps 100 µs at a time, so CPU 0
-    // goes idle again and again; CPU 1: two long workers, one waiting. No
-    // ticks, so only a CPU going idle looks for work.
+/// CPU 0: a thread that works and sleeps 100 µs at a time, `cycles`
+/// times, so CPU 0 goes idle again and again; CPU 1: `workers` long
+/// workers of `work_ns` each, all but one waiting.
+fn idler_beside_workers(cycles: usize, workers: u32, work_ns: i64) -> Workload {
     let mut a = vm_thread(
         0,
         0,
-        (0..50)
+        (0..cycles)
             .flat_map(|_| [Phase::Work(100_000), Phase::Block(100_000)])
             .collect(),
     );
     a.start_cpu = Some(0);
     let mut threads = vec![a];
-    for v in 1..3 {
-        let mut t = vm_thread(0, v, vec![Phase::Work(20_000_000)]);
+    for v in 1..=workers {
+        let mut t = vm_thread(0, v, vec![Phase::Work(work_ns)]);
         t.start_cpu = Some(1);
         threads.push(t);
     }
-    let w = workload(threads, 1);
+    workload(threads, 1)
+}
+
+#[test]
+fn eevdf_pulls_at_newidle_only_when_idle_periods_average_the_newidle_cost() {
+    // two workers on CPU 1, one waiting; no ticks, so only a CPU going
+    // idle looks for work
+    let w = idler_beside_workers(50, 2, 20_000_000);
     let cpus_of_waiter = |newidle_ns: f64| {
         let mut p = eevdf(0.0);
         p.set("newidle_cost_ns", newidle_ns).unwrap();
@@ -675,23 +681,9 @@ fn eevdf_pulls_at_newidle_only_when_idle_periods_average_the_newidle_cost() {
 
 #[test]
 fn eevdf_newidle_odds_draw_from_the_seed() {
-    // CPU 0 idles again and again beside CPU 1's two long workers, so
+    // CPU 0 idles again and again beside CPU 1's three long workers, so
     // its newidle balances throw many dice; no ticks, so only they pull
-    let mut a = vm_thread(
-        0,
-        0,
-        (0..400)
-            .flat_map(|_| [Phase::Work(100_000), Phase::Block(100_000)])
-            .collect(),
-    );
-    a.start_cpu = Some(0);
-    let mut threads = vec![a];
-    for v in 1..4 {
-        let mut t = vm_thread(0, v, vec![Phase::Work(40_000_000)]);
-        t.start_cpu = Some(1);
-        threads.push(t);
-    }
-    let w = workload(threads, 1);
+    let w = idler_beside_workers(400, 3, 40_000_000);
     let run = |seed: u64, odds: f64| {
         let mut p = eevdf(0.0);
         p.set("newidle_odds", odds).unwrap();
