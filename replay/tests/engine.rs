@@ -700,10 +700,11 @@ fn eevdf_newidle_odds_draw_from_the_seed() {
 fn eevdf_places_a_woken_thread_against_the_running_ones_time_as_set() {
     // one CPU, 3 ms slices, no tick: A runs from 0, B first becomes
     // runnable at 1 ms and is placed at the queue's average. With
-    // wake_update_curr=1 (Linux's order), A is charged up to 1 ms first and
-    // is at that average: eligible, inside its slice, it keeps the CPU
-    // until 3 ms. By default A is charged as of its dispatch, the average
-    // lags it by 1 ms, A is ineligible and B takes the CPU at once.
+    // wake_update_curr=1 (the default, Linux's order), A is charged up to
+    // 1 ms first and is at that average: eligible, inside its slice, it
+    // keeps the CPU until 3 ms. With 0, A is charged as of its dispatch,
+    // the average lags it by 1 ms, A is ineligible and B takes the CPU at
+    // once.
     let mut a = vm_thread(0, 0, vec![Phase::Work(5_000_000)]);
     a.start_cpu = Some(0);
     let mut b = vm_thread(0, 1, vec![Phase::Work(1_000_000)]);
@@ -723,5 +724,5 @@ fn eevdf_places_a_woken_thread_against_the_running_ones_time_as_set() {
             .min()
     };
     assert_eq!(first_of_b(1.0), Some(3_000_000), "Linux's order");
-    assert_eq!(first_of_b(0.0), Some(1_000_000), "the default");
+    assert_eq!(first_of_b(0.0), Some(1_000_000), "the old order");
 }

@@ -465,11 +465,15 @@ impl<'a> Engine<'a> {
         if self.p.placement == Placement::Recorded {
             self.follow_recording(t);
         }
-        if self.sched.per_cpu_queues() && self.wake_charges_running {
+        if self.sched.per_cpu_queues()
+            && self.wake_charges_running
+            && !self.sched.delayed(ThreadId(t))
+        {
             // the queue's running thread is charged up to now before the
             // woken one is placed against the queue's average, as
-            // enqueue_entity's update_curr does (off by default: see the
-            // `wake_update_curr` parameter)
+            // enqueue_entity's update_curr does (`wake_update_curr`); a
+            // delayed sleeper is requeued against the average as it stands
+            // (requeue_delayed_entity charges nobody)
             let home = self.pin[t as usize].or(self.th[t as usize].last_cpu);
             if let Some(r) = home.and_then(|c| self.cpus[c as usize].cur) {
                 self.charge_running(r);

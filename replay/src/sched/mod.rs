@@ -51,6 +51,11 @@ pub trait Scheduler {
     ) -> Option<ThreadId> {
         self.pick(eligible)
     }
+    /// `t` is asleep but still counted on its run queue (EEVDF's delayed
+    /// dequeue): a wakeup requeues it rather than placing it anew.
+    fn delayed(&self, _t: ThreadId) -> bool {
+        false
+    }
     /// The ready `t` is to run on idle CPU `c` (per-CPU run queues move it).
     fn migrate(&mut self, _t: ThreadId, _c: u32) {}
     /// Per-CPU run queues: running threads are charged as they go (before

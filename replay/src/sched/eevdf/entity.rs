@@ -211,12 +211,20 @@ impl Entities {
     }
 
     /// `e` becomes runnable again (not yet counted): a delayed sleeper
-    /// resumes where it was; one that left is placed (place_entity) with
-    /// the lag it had: owed when it slept, owed again, scaled for its own
-    /// weight joining the average (Linux's lag × (W + w) / W).
+    /// resumes where it was, or, if the average has passed it since, level
+    /// with the others (requeue_delayed_entity with DELAY_ZERO); one that
+    /// left is placed (place_entity) with the lag it had: owed when it
+    /// slept, owed again, scaled for its own weight joining the average
+    /// (Linux's lag × (W + w) / W).
     pub(super) fn wake(&mut self, e: usize) {
         if self.delayed[e] {
             self.undelay(e);
+            if self.avg_of(e) > self.vruntime[e] {
+                self.leave_rq(e);
+                let v = self.avg_of(e);
+                self.vruntime[e] = v;
+                self.deadline[e] = v + self.vslice(e);
+            }
             return;
         }
         if self.on_rq[e] {

@@ -637,7 +637,10 @@ impl Scheduler for Eevdf {
     fn enqueue(&mut self, t: ThreadId, sub: Sub, woken: bool) {
         let i = t.0 as usize;
         let c = self.cpu[i];
-        self.settle(c);
+        // no settling of the queue's delayed sleepers here: Linux removes
+        // one only when it is picked or woken, so an eligible sleeper
+        // stays in the average (and the woken thread's lag is placed
+        // against it) until the CPU next chooses
         if self.by_load {
             if self.load_at[i] == NEVER_RUNNABLE {
                 self.load[i] = self.e.weight[i] as f64;
@@ -780,6 +783,10 @@ impl Scheduler for Eevdf {
         if let Some(g) = self.group[i] {
             self.sync_group(g, self.cpu[i]);
         }
+    }
+
+    fn delayed(&self, t: ThreadId) -> bool {
+        self.e.delayed[t.0 as usize]
     }
 
     fn boost(&mut self, t: ThreadId) {

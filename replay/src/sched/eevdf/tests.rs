@@ -83,12 +83,28 @@ fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
     assert!(s.e.delayed[0]);
     assert_eq!(pick(&mut s), Some(1));
     s.charge(ThreadId(1), 3 * ms);
-    // the average passed 0's 2 ms: it leaves with zero lag ...
+    // the average (2.5 ms) passed 0's 2 ms, but 0 stays in it until the
+    // CPU next chooses (Linux removes a delayed sleeper when it is picked
+    // or woken, not when another thread is queued) ...
     s.enqueue(ThreadId(1), Sub::SliceEnd, false);
-    assert!(!s.e.delayed[0] && !s.e.on_rq[0]);
-    // ... and comes back level with the queue (1 alone, at 3 ms)
+    assert!(s.e.delayed[0] && s.e.on_rq[0]);
+    assert_eq!(s.e.rqs[0].avg(), 5 * ms / 2);
+    // ... and, woken now, comes back level with the others (1 alone, at
+    // 3 ms), not owed (DELAY_ZERO)
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
     assert_eq!(s.e.vruntime[0], 3 * ms);
+    // the next choice removes a delayed sleeper the average has passed
+    let mut s2 = Eevdf::new(vec![1024; 2], 1, ms, 0, 0);
+    s2.enqueue(ThreadId(0), Sub::ProperReady, true);
+    s2.enqueue(ThreadId(1), Sub::ProperReady, true);
+    assert_eq!(pick(&mut s2), Some(0));
+    s2.charge(ThreadId(0), 2 * ms);
+    s2.sleep(ThreadId(0));
+    assert_eq!(pick(&mut s2), Some(1));
+    s2.charge(ThreadId(1), 3 * ms);
+    s2.enqueue(ThreadId(1), Sub::SliceEnd, false);
+    assert_eq!(pick(&mut s2), Some(1));
+    assert!(!s2.e.delayed[0] && !s2.e.on_rq[0]);
 }
 
 #[test]
