@@ -474,8 +474,7 @@ impl<'a> Engine<'a> {
             // enqueue_entity's update_curr does (`wake_update_curr`); a
             // delayed sleeper is requeued against the average as it stands
             // (requeue_delayed_entity charges nobody)
-            let home = self.pin[t as usize].or(self.th[t as usize].last_cpu);
-            if let Some(r) = home.and_then(|c| self.cpus[c as usize].cur) {
+            if let Some(r) = self.home_cpu(t).and_then(|c| self.cpus[c as usize].cur) {
                 self.charge_running(r);
             }
         }

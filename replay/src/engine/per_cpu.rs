@@ -14,9 +14,7 @@ impl Engine<'_> {
     /// previous CPU and preempts there if the scheduler says so.
     pub(super) fn wake_on_own_cpu(&mut self, t: u32) {
         // a pinned thread's queue is on its pin (the balancer moves both)
-        let prev = self.pin[t as usize]
-            .or(self.th[t as usize].last_cpu)
-            .map(|c| c as usize);
+        let prev = self.home_cpu(t).map(|c| c as usize);
         // select_idle_sibling: the previous CPU, then the CPU it used
         // before that (recent_used_cpu, checked however busy the host),
         // then a scan if SIS_UTIL allows one
@@ -53,6 +51,11 @@ impl Engine<'_> {
         }
     }
 
+    /// The CPU whose run queue `t` is on: its pin, else where it last ran.
+    pub(super) fn home_cpu(&self, t: u32) -> Option<u32> {
+        self.pin[t as usize].or(self.th[t as usize].last_cpu)
+    }
+
     /// Charge running thread `r` its time since it was last charged.
     pub(super) fn charge_running(&mut self, r: u32) {
         let th = &mut self.th[r as usize];
@@ -67,10 +70,7 @@ impl Engine<'_> {
     /// CPU if that one is idle, else, if `search`, the first idle one.
     pub(super) fn idle_cpu_for(&self, t: u32, search: bool) -> Option<usize> {
         let usable = |c: usize| self.usable_idle(t, c);
-        let prev = self.pin[t as usize]
-            .or(self.th[t as usize].last_cpu)
-            .map(|c| c as usize)
-            .filter(|&c| usable(c));
+        let prev = self.home_cpu(t).map(|c| c as usize).filter(|&c| usable(c));
         prev.or_else(|| {
             if search {
                 (0..self.cpus.len()).find(|&c| usable(c))

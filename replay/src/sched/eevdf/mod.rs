@@ -274,13 +274,12 @@ impl Eevdf {
             // the balance looks at every CPU: the flag is fresh again
             odds.overloaded = waiting;
         }
-        if !waiting {
-            if let Some(odds) = &mut self.newidle {
-                odds.record(c, 0);
-            }
-            return None;
-        }
-        let found = self.pull_for(c, &others, now, pull, &mut |t| eligible(ThreadId(t as u32)));
+        // on a stale flag the balance finds nothing: a failed one
+        let found = if waiting {
+            self.pull_for(c, &others, now, pull, &mut |t| eligible(ThreadId(t as u32)))
+        } else {
+            None
+        };
         if let (Some(w), Some(odds)) = (weight, &mut self.newidle) {
             odds.record(c, if found.is_some() { w } else { 0 });
         }
