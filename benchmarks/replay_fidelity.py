@@ -122,6 +122,9 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
         "vms": {
             vm: {
                 "recorded_throughput_per_s": m["recorded_throughput_per_s"],
+                "replayed_throughput_per_s": m["throughput_per_s"],
+                "recorded_spin_s": m["recorded_spin_s"],
+                "replayed_spin_s": m["spin_s"],
                 "recorded_cpu_per_useful": cpu_per_useful(*on_cpu.get(vm, (0.0, 0.0))),
                 "replayed_cpu_per_useful": cpu_per_useful(m["cpu_s"] - m["spin_s"], m["spin_s"]),
             }
@@ -229,7 +232,8 @@ def main() -> None:
                 f"groups {f['groups_flipped']}: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%); "
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
                 f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}; "
-                f"vCPU moves between CPUs: recorded {_moves(f, 'recorded')}, replayed {_moves(f, 'replayed')}"
+                f"vCPU moves between CPUs: recorded {_moves(f, 'recorded')}, replayed {_moves(f, 'replayed')}; "
+                f"throughput replayed against recorded {_signed(f)}, spinning {_spin_ratio(f)}"
             )
     if any(len(runs) > 1 for runs in res.values()):
         print("medians (worst thread CPU-time / worst VM throughput error):")
@@ -237,12 +241,36 @@ def main() -> None:
             print(f"  {lvl}, {runs[0]['policy']} (groups {'/'.join(sorted({r['groups_mode'] for r in runs}))}): {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
                   f"+recorded: {_median(runs, 'recorded_placement_cpu_time_err_pct'):.1f}% / {_median(runs, 'recorded_placement_throughput_err_pct'):.1f}%; "
                   f"groups {'/'.join(sorted({r['groups_flipped'] for r in runs}))}: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%")
+        print("which way the replays miss (median over the captures' VMs): throughput replayed against recorded, and spinning replayed / recorded:")
+        for lvl, runs in res.items():
+            vms = [v for r in runs for v in r.get("vms", {}).values()]
+            tput = [_signed_pct(v) for v in vms if v["recorded_throughput_per_s"]]
+            spun = [v for v in vms if v["recorded_spin_s"] > 0]
+            if tput:
+                spin = f"{statistics.median(v['replayed_spin_s'] / v['recorded_spin_s'] for v in spun):.2f}, less than recorded for {sum(v['replayed_spin_s'] < v['recorded_spin_s'] for v in spun)} of {len(spun)} VMs" if spun else "n/a (no spinning recorded)"
+                print(f"  {lvl}: throughput {statistics.median(tput):+.1f}%, spinning {spin}")
         print("recordings of one setting against each other (median over pairs of the worst VM's difference), and each replay against its recording:")
         for lvl, runs in res.items():
             if len(runs) > 1 and all("vms" in r for r in runs):
                 print(f"  {lvl}: recorded throughput {_fmt(recording_spread(runs, 'recorded_throughput_per_s'))}, "
                       f"CPU per useful second {_fmt(recording_spread(runs, 'recorded_cpu_per_useful'))} between recordings; "
                       f"{_fmt(replay_gap(runs))} replay to recording")
+
+
+def _signed_pct(vm: dict) -> float:
+    """A VM's replayed throughput against its recorded one, signed (%)."""
+    return (vm["replayed_throughput_per_s"] / vm["recorded_throughput_per_s"] - 1) * 100
+
+
+def _signed(f: dict) -> str:
+    gaps = [_signed_pct(v) for v in f.get("vms", {}).values() if v["recorded_throughput_per_s"]]
+    return "n/a" if not gaps else "/".join(f"{g:+.1f}%" for g in gaps)
+
+
+def _spin_ratio(f: dict) -> str:
+    vms = list(f.get("vms", {}).values())
+    rec, rep = sum(v["recorded_spin_s"] for v in vms), sum(v["replayed_spin_s"] for v in vms)
+    return "none recorded" if rec <= 0 else f"{rep / rec:.2f} of the recorded"
 
 
 def _median(runs: list[dict], key: str) -> float:
