@@ -274,10 +274,13 @@ impl Eevdf {
             // the balance looks at every CPU: the flag is fresh again
             odds.overloaded = waiting;
         }
-        // on a stale flag the balance finds nothing: a failed one
+        // on a stale flag the balance finds no busiest CPU: balanced
+        // (out_balanced resets the failure count), and for the odds a
+        // balance that pulled nothing
         let found = if waiting {
             self.pull_for(c, &others, now, pull, &mut |t| eligible(ThreadId(t as u32)))
         } else {
+            self.balance_failed[c] = 0;
             None
         };
         if let (Some(w), Some(odds)) = (weight, &mut self.newidle) {

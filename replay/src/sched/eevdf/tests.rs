@@ -560,7 +560,7 @@ fn a_newidle_balance_runs_about_as_often_as_its_ratio_says() {
 }
 
 #[test]
-fn a_stale_overloaded_flag_costs_one_failed_newidle_balance() {
+fn a_stale_overloaded_flag_costs_one_failed_newidle_balance_and_counts_as_balanced() {
     let ms = 1_000_000;
     let mut s = one_waiting_beside_a_running_one(ms);
     assert!(s.newidle.as_ref().unwrap().overloaded);
@@ -572,7 +572,12 @@ fn a_stale_overloaded_flag_costs_one_failed_newidle_balance() {
     let before = calls(&s);
     // ratio 1024: the die always lets it run
     s.newidle.as_mut().unwrap().ratio[0] = 1024;
+    s.balance_failed[0] = 2;
     assert_eq!(s.pick_on(0, ms, Pull::NewIdle, &mut |_| true), None);
+    assert_eq!(
+        s.balance_failed[0], 0,
+        "no busiest CPU: out_balanced starts the failure count again"
+    );
     assert_eq!(
         calls(&s),
         before + 1,
