@@ -163,9 +163,15 @@ def test_lab_capture_refuses_an_existing_output_before_recording(tmp_path):
 def test_sigterm_to_the_lab_stops_every_vm_promptly():
     proc = start(LabParams(vms=2, vcpus=2, duration_s=30))
     try:
-        time.sleep(0.5)
-        children = [v["pid"] for v in cc.qemu_vms()
-                    if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+        # the lab calibrates its loop before it forks the VMs: on a loaded
+        # machine that takes longer than the half second that usually does
+        deadline = time.time() + 10
+        while True:
+            time.sleep(0.1)
+            children = [v["pid"] for v in cc.qemu_vms()
+                        if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+            if len(children) == 2 or time.time() > deadline:
+                break
         assert len(children) == 2
         t0 = time.time()
         proc.terminate()
