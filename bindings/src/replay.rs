@@ -31,7 +31,7 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase). The
 /// phase columns are lists or packed bytes (u32, u8, i64, i64).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, policy, params, costs, limit_ns, seed=0))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -55,6 +55,7 @@ pub fn replay(
     freq_khz: Vec<u64>,
     recorded_khz: u64,
     elasticity: f64,
+    cpu_speed: Option<Vec<Vec<(i64, f64)>>>,
     policy: &str,
     params: BTreeMap<String, f64>,
     costs: BTreeMap<String, i64>,
@@ -119,6 +120,19 @@ pub fn replay(
         return Err(PyValueError::new_err(
             "replay: freq_khz and recorded_khz must be above 0",
         ));
+    }
+    let cpu_speed = cpu_speed.unwrap_or_default();
+    for (c, steps) in cpu_speed.iter().enumerate() {
+        if let Some((at, f)) = steps.iter().find(|(_, f)| !(f.is_finite() && *f > 0.0)) {
+            return Err(PyValueError::new_err(format!(
+                "replay: cpu_speed of pCPU {c} at {at} ns is {f}: a speed must be a finite number above 0"
+            )));
+        }
+        if steps.windows(2).any(|w| w[1].0 < w[0].0) {
+            return Err(PyValueError::new_err(format!(
+                "replay: cpu_speed of pCPU {c} is not in time order"
+            )));
+        }
     }
     let mut p = Policy::parse(policy).map_err(PyValueError::new_err)?;
     p.seed = seed;
@@ -232,6 +246,7 @@ pub fn replay(
         recorded_khz,
         elasticity,
         costs: c,
+        cpu_speed,
     };
     let t0 = std::time::Instant::now();
     // the engine takes the phases over and lets each go once passed: the

@@ -7,8 +7,10 @@ use crate::arrow_stream::read_stream;
 use crate::packed::{to_bytes, to_bytes_with};
 use arrow::compute::cast;
 use arrow_array::cast::AsArray;
-use arrow_array::types::{Int64Type, UInt32Type, UInt8Type};
-use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt8Array};
+use arrow_array::types::{Float64Type, Int64Type, UInt32Type, UInt8Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Float64Array, Int64Array, RecordBatch, UInt8Array,
+};
 use arrow_schema::DataType;
 use cratrace_replay::demand::{
     host_phases as host_phases_of, trim_leading_blocks, vcpu_phases as phases_of, PhaseRow,
@@ -43,6 +45,26 @@ fn column(b: &RecordBatch, what: &str, name: &str, to: &DataType) -> PyResult<Ar
         .index_of(name)
         .map_err(|_| PyValueError::new_err(format!("{what}: no column {name}")))?;
     cast(b.column(i), to).map_err(|e| PyValueError::new_err(format!("{what}: column {name}: {e}")))
+}
+
+/// The optional `speed` column of `b` (a CPU's recorded speed per row;
+/// see `cratrace_replay::model::Host::cpu_speed`), checked: finite, > 0.
+fn optional_speed(b: &RecordBatch, what: &str) -> PyResult<Option<Float64Array>> {
+    if b.schema().index_of("speed").is_err() {
+        return Ok(None);
+    }
+    let s = column(b, what, "speed", &DataType::Float64)?
+        .as_primitive::<Float64Type>()
+        .clone();
+    if let Some(i) =
+        (0..s.len()).find(|&i| s.is_valid(i) && !(s.value(i).is_finite() && s.value(i) > 0.0))
+    {
+        return Err(PyValueError::new_err(format!(
+            "{what}: row {i}: speed {} is not a finite number above 0",
+            s.value(i)
+        )));
+    }
+    Ok(Some(s))
 }
 
 /// State codes of the `state` column.
@@ -83,6 +105,8 @@ struct SegmentColumns {
     state: UInt8Array,
     in_spin: BooleanArray,
     cpu: Int64Array,
+    /// The optional `speed` column (None: every segment at 1).
+    speed: Option<Float64Array>,
 }
 
 impl SegmentColumns {
@@ -99,12 +123,19 @@ impl SegmentColumns {
                 continue;
             }
             let take = left.min(n - first);
-            out.extend((first..first + take).map(|i| Segment {
-                start: b.start.value(i),
-                end: b.end.value(i),
-                state: state(b.state.value(i)),
-                in_spin: b.in_spin.is_valid(i) && b.in_spin.value(i),
-                cpu: b.cpu.is_valid(i).then(|| b.cpu.value(i)),
+            out.extend((first..first + take).map(|i| {
+                Segment {
+                    start: b.start.value(i),
+                    end: b.end.value(i),
+                    state: state(b.state.value(i)),
+                    in_spin: b.in_spin.is_valid(i) && b.in_spin.value(i),
+                    cpu: b.cpu.is_valid(i).then(|| b.cpu.value(i)),
+                    speed: b
+                        .speed
+                        .as_ref()
+                        .filter(|s| s.is_valid(i))
+                        .map_or(1.0, |s| s.value(i)),
+                }
             }));
             left -= take;
             if left == 0 {
@@ -159,6 +190,7 @@ pub fn vcpu_phases<'py>(
             cpu: column(&b, w, "pcpu", &DataType::Int64)?
                 .as_primitive::<Int64Type>()
                 .clone(),
+            speed: optional_speed(&b, w)?,
         });
     }
     let (mut mark_t, mut mark_ts) = (Vec::new(), Vec::new());
@@ -225,11 +257,18 @@ pub fn host_phases<'py>(
             end.as_primitive::<Int64Type>(),
             cpu.as_primitive::<Int64Type>(),
         );
+        let speed = optional_speed(&b, w)?;
         at_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
-        all.extend((0..b.num_rows()).map(|i| Slice {
-            start: start.value(i),
-            end: end.value(i),
-            cpu: cpu.value(i),
+        all.extend((0..b.num_rows()).map(|i| {
+            Slice {
+                start: start.value(i),
+                end: end.value(i),
+                cpu: cpu.value(i),
+                speed: speed
+                    .as_ref()
+                    .filter(|s| s.is_valid(i))
+                    .map_or(1.0, |s| s.value(i)),
+            }
         }));
     }
     let at = ranges(&at_t, threads, "slices")?;

@@ -76,6 +76,7 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 freq_khz=[freq] * pcpus,
                 recorded_khz=int(host.get("recorded_khz", w.freq_khz)),
                 elasticity=float(host.get("elasticity", -1.0)),
+                cpu_speed=[w.cpu_speed.get(c, []) for c in range(pcpus)],
                 policy=policy,
                 params=engine,
                 costs=costs,
@@ -198,6 +199,16 @@ def linux_base_slice_ns(release: tuple[int, ...] | None, cpus: int) -> float | N
     return 0.70e6 * (1 + (max(1, min(cpus, 8)).bit_length() - 1))
 
 
+def speed_summary(mode: str, profile: dict[int, list[tuple[int, float]]]) -> dict:
+    """What metrics.json says of the CPUs' recorded speeds: the mode, and
+    when read, how many changes and the range."""
+    speeds = [s for steps in profile.values() for _, s in steps]
+    out: dict = {"mode": mode, "read": bool(speeds)}
+    if speeds:
+        out.update(changes=sum(len(st) - 1 for st in profile.values()), min=min(speeds), max=max(speeds))
+    return out
+
+
 def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None) -> dict[str, dict]:
     """Replay `cap` under each policy; returns metrics per policy.
     `python_policies` maps extra policy names to objects implementing
@@ -213,7 +224,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
     costs = {**_native.replay_default_costs(), **costs}
-    w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"])
+    speed_mode = str(other.get("cpu_speed", "off"))
+    w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"], cpu_speed=speed_mode)
     if "throughput_marker" in other and marker not in w.marker_names:
         # asked for by name: a typo would otherwise turn every VM's
         # throughput into useful guest seconds without a word
@@ -257,6 +269,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         gate = policy in (base, f"{base}+spin")
         metrics = replay_metrics(w, r, policy, seed, settings, tolerance, gate)
         metrics["host"]["sched_groups_mode"] = groups_mode
+        metrics["host"]["cpu_speed"] = speed_summary(speed_mode, w.cpu_speed)
         if any(p >= 0 for p in r.get("vcpu_pool", [])):
             # the fast cores' frequency and voltage as the engine set them
             f0 = r["core_pool"].index(0)

@@ -17,7 +17,7 @@ ENGINE_PARAMS = {
 }
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
-OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups"}
+OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups", "cpu_speed"}
 def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
     """A `--set k=v` value that must be a finite number."""
     try:
@@ -67,6 +67,8 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
             if k in ("fidelity_tolerance_pct", "limit_s"):
                 setting_in_range(k, v)
+            if k == "cpu_speed" and v not in ("markers", "off"):
+                raise UsageError(f"--set cpu_speed={v}: markers (each CPU's speed over time, read from the vCPUs' transactions between throughput markers) or off (work as long as it took)")
             if k == "throughput_marker" and not v:
                 raise UsageError("--set throughput_marker=: expected the name of a marker the guests write (default txn_end)")
             other[k] = v

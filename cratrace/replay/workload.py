@@ -39,6 +39,7 @@ from cratrace.capture import Capture
 from cratrace.model.domains import domain_runs, domain_vcpus
 from cratrace.model.frames import in_order, vm_batches
 from cratrace.replay import diagnostics
+from cratrace.replay.cpu_speed import speed_column, speed_profile
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
 
@@ -99,6 +100,9 @@ class Workload:
     #: median spinning before the first halt of one (ns; None: no halts)
     pv_halts: int = 0
     pv_spin_ns: int | None = None
+    #: per CPU, its recorded speed over time (`cratrace.replay.cpu_speed`;
+    #: empty: every CPU at 1, work as long as it took)
+    cpu_speed: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
     def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False, group: str | None = None) -> int:
         self.tids.append(tid)
@@ -267,8 +271,11 @@ def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[i
 SEGMENTS_PER_BATCH = 1_500_000
 
 
-def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0) -> Workload:
-    """The replay workload of a modelled capture."""
+def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0, cpu_speed: str = "off") -> Workload:
+    """The replay workload of a modelled capture; `cpu_speed`: "markers"
+    reads each CPU's speed over time from the vCPUs' transactions
+    (`cratrace.replay.cpu_speed`) and counts work in it, "off" counts
+    work as the ns it took."""
     optional = [t for t in ("spin_episodes",) if t in cap.model_paths]
     m = cap.require_model(["threads", "cpu_slices", "vcpu_states", "markers", *optional])
     lo, hi = cap.meta.get("time_range_ns") or [0, 0]
@@ -313,6 +320,10 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
     spun = timelines.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum()).collect(engine="streaming")
     w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
+    if cpu_speed == "markers":
+        guest = timelines.filter(pl.col("state") == "guest").select("vm", "vcpu", "start", "end", "pcpu").collect()
+        w.cpu_speed = speed_profile(guest, tx, int(lo))
+        del guest
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
@@ -337,6 +348,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         n, spun_ns = _pv_halts(states)
         halts, spins = halts + n, spins + [spun_ns]
         segs, ts = _vcpu_timelines(part, states, tx)
+        if w.cpu_speed:
+            segs = speed_column(segs, w.cpu_speed, int(lo), "pcpu")
         # the recorded timelines are not read again: dropped before the
         # phases are built (polars may keep the freed memory for itself)
         del states
@@ -358,6 +371,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     if host:
         order = pl.DataFrame({"tid": host}, schema={"tid": slices.schema["tid"]}).with_row_index("_t")
         hs = slices.join(order, on="tid").sort("_t", "start", maintain_order=True).select("_t", "start", "end", pl.col("cpu").cast(pl.Int64))
+        if w.cpu_speed:
+            hs = speed_column(hs, w.cpu_speed, int(lo), "cpu")
         firsts = hs.group_by("_t").agg(pl.col("start").first()).sort("_t")["start"].to_list()
         base = len(w.tids)
         for tid, first in zip(host, firsts):

@@ -34,7 +34,7 @@ impl SegmentState {
 }
 
 /// One segment of a vCPU's timeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Segment {
     /// Start (ns).
     pub start: i64,
@@ -47,6 +47,18 @@ pub struct Segment {
     pub in_spin: bool,
     /// The CPU it was on, when known.
     pub cpu: Option<i64>,
+    /// That CPU's speed then (`model::Host::cpu_speed`): its work counts
+    /// as its ns times this (1: as long as it took).
+    pub speed: f64,
+}
+
+/// `ns` of work at `speed`, in work units.
+fn at_speed(ns: i64, speed: f64) -> i64 {
+    if speed == 1.0 {
+        ns
+    } else {
+        (ns as f64 * speed).round() as i64
+    }
 }
 
 /// Phase kind codes, as in the binding's `phase_kind` column.
@@ -141,12 +153,12 @@ pub fn vcpu_phases(
                     // (preempted between its work and the write) lands at
                     // the next run
                     let at = marks[mi].max(pos);
-                    p.work.push((at - pos, s.cpu));
+                    p.work.push((at_speed(at - pos, s.speed), s.cpu));
                     pos = at;
                     p.mark();
                     mi += 1;
                 }
-                p.work.push((s.end - pos, s.cpu));
+                p.work.push((at_speed(s.end - pos, s.speed), s.cpu));
             }
             SegmentState::Blocked | SegmentState::Halted | SegmentState::Lost if !s.in_spin => {
                 while mi < marks.len() && marks[mi] <= s.start {
@@ -171,7 +183,7 @@ pub fn vcpu_phases(
 }
 
 /// One stretch of a host thread on a CPU (from the model's `cpu_slices`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Slice {
     /// Start (ns).
     pub start: i64,
@@ -179,6 +191,8 @@ pub struct Slice {
     pub end: i64,
     /// The CPU.
     pub cpu: i64,
+    /// The CPU's speed then, as `Segment::speed`.
+    pub speed: f64,
 }
 
 /// Append the phases of a host thread (not a vCPU) that ran in `slices`
@@ -198,7 +212,7 @@ pub fn host_phases(slices: &[Slice], costs: SwitchCosts, out: &mut Vec<PhaseRow>
         let paid = costs.paid(prev.map(|p| p.cpu), Some(s.cpu));
         out.push(PhaseRow {
             kind: kind::WORK,
-            a: (s.end - s.start - paid).max(0),
+            a: at_speed((s.end - s.start - paid).max(0), s.speed),
             b: s.cpu + 1,
         });
         prev = Some(s);
@@ -280,6 +294,7 @@ mod tests {
             state,
             in_spin: false,
             cpu,
+            speed: 1.0,
         }
     }
 
@@ -307,6 +322,36 @@ mod tests {
             phases(&segs, &[], 0, SwitchCosts::default()),
             vec![(0, 100, 3), (0, 20, 4), (1, 230, 0), (0, 10, 0)]
         );
+    }
+
+    #[test]
+    fn work_on_a_slow_cpu_counts_as_less_but_blocks_stay_as_long() {
+        // 100 ns at speed 0.5 is 50 units; a mark 40 ns into it cuts 20
+        // units off; the block stays 230 ns; the switch paid comes off the
+        // ns before they are scaled; a host slice at speed 2 doubles
+        let slow = |a, b, st| Segment {
+            speed: 0.5,
+            ..seg(a, b, st, Some(1))
+        };
+        let segs = [slow(0, 100, Guest), slow(100, 330, Blocked)];
+        assert_eq!(
+            phases(&segs, &[40], 0, SwitchCosts::default()),
+            vec![(0, 20, 2), (4, 0, 0), (0, 30, 2), (1, 230, 0)]
+        );
+        let costs = SwitchCosts {
+            switch_ns: 10,
+            migration_ns: 0,
+        };
+        assert_eq!(phases(&segs[..1], &[], 0, costs), vec![(0, 45, 2)]);
+        let mut out = Vec::new();
+        let fast = Slice {
+            start: 0,
+            end: 100,
+            cpu: 0,
+            speed: 2.0,
+        };
+        host_phases(&[fast], costs, &mut out);
+        assert_eq!((out[0].kind, out[0].a), (kind::WORK, 180));
     }
 
     #[test]
@@ -399,7 +444,12 @@ mod tests {
             switch_ns: 3,
             migration_ns: 10,
         };
-        let sl = |start, end, cpu| Slice { start, end, cpu };
+        let sl = |start, end, cpu| Slice {
+            start,
+            end,
+            cpu,
+            speed: 1.0,
+        };
         let mut out = Vec::new();
         // back to back on CPU 1, a gap, then CPU 0 (a move), then a slice
         // shorter than the switch

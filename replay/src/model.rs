@@ -151,6 +151,12 @@ pub struct Host {
     pub elasticity: f64,
     /// Costs.
     pub costs: Costs,
+    /// Each pCPU's speed over time as the capture showed it (a shared
+    /// host's cores slow down while their other hyperthreads or tenants
+    /// work): (from, in ns of the replay's clock; factor), in time order,
+    /// the first from 0 on. Recorded work is in units of this speed (see
+    /// `demand::Segment::speed`). A pCPU without an entry runs at 1.
+    pub cpu_speed: Vec<Vec<(i64, f64)>>,
 }
 
 impl Host {
@@ -161,6 +167,18 @@ impl Host {
             recorded_khz: khz,
             elasticity: -1.0,
             costs: Costs::default(),
+            cpu_speed: Vec::new(),
+        }
+    }
+
+    /// The recorded speed of pCPU `cpu` at time `t` (1 when none was).
+    pub fn speed_at(&self, cpu: usize, t: i64) -> f64 {
+        let Some(steps) = self.cpu_speed.get(cpu) else {
+            return 1.0;
+        };
+        match steps.partition_point(|&(from, _)| from <= t) {
+            0 => steps.first().map_or(1.0, |s| s.1),
+            i => steps[i - 1].1,
         }
     }
 

@@ -103,6 +103,27 @@ fn half_frequency_doubles_cpu_bound_work() {
     assert_eq!(out.mark_ts, vec![2_000_000]);
 }
 
+#[test]
+fn work_runs_at_each_cpus_recorded_speed_as_it_changes() {
+    // 1 ms of work units: the first 1 ms at speed 0.5 does half, the rest
+    // at speed 2 takes 0.25 ms
+    let w = one_vcpu(vec![Phase::Work(1_000_000), Phase::Mark]);
+    let mut h = free_host(1);
+    h.cpu_speed = vec![vec![(0, 0.5), (1_000_000, 2.0)]];
+    let out = replay(&w, &h, &Policy::parse("eevdf").unwrap(), i64::MAX);
+    assert_eq!(out.mark_ts, vec![1_250_000]);
+    // a change while the thread is off the CPU needs no re-timing: it
+    // blocks through it and its later work runs at the new speed
+    let w = one_vcpu(vec![
+        Phase::Work(100_000),
+        Phase::Block(1_000_000),
+        Phase::Work(100_000),
+        Phase::Mark,
+    ]);
+    let out = replay(&w, &h, &Policy::parse("eevdf").unwrap(), i64::MAX);
+    assert_eq!(out.mark_ts, vec![200_000 + 1_000_000 + 50_000]);
+}
+
 fn contended() -> Workload {
     // vcpu0 holds the lock 5 ms; vcpu1 wants it after 1 ms
     workload(

@@ -36,6 +36,8 @@ enum Ev {
     Tick,
     /// Energy-balance accounting period ends.
     Balance,
+    /// The pCPU's recorded speed changes (`Host::cpu_speed`).
+    Speed(u32),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -395,6 +397,14 @@ impl<'a> Engine<'a> {
         if let Some(t) = self.sched.tick_ns() {
             self.at(t, Ev::Tick);
         }
+        for c in 0..self.cpus.len() {
+            let steps = self.h.cpu_speed.get(c).map_or(&[][..], |v| &v[..]);
+            for w in steps.windows(2) {
+                if w[1].1 != w[0].1 && w[1].0 > 0 {
+                    self.at(w[1].0, Ev::Speed(c as u32));
+                }
+            }
+        }
         match self.p.placement {
             Placement::EnergyBalance => self.start_balancer(),
             Placement::Asymmetric => self.start_pools(),
@@ -425,6 +435,7 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Ev::Balance => self.balance(),
+                Ev::Speed(c) => self.speed_change(c),
                 Ev::Tick => {
                     self.sched.tick(self.now);
                     if let (true, Some(p)) = (self.sched.per_cpu_queues(), self.sched.tick_ns()) {
@@ -549,13 +560,14 @@ impl<'a> Engine<'a> {
         Some(t)
     }
 
-    /// Work progress per ns of thread `t` on `c` (its VM's elasticity, else
-    /// the host's), less the balancing mechanism's cost.
-    fn rate(&self, t: u32, c: u32) -> f64 {
+    /// Work progress per ns of thread `t` on `c` at time `at` (its VM's
+    /// elasticity, else the host's; the CPU's recorded speed then), less
+    /// the balancing mechanism's cost.
+    fn rate(&self, t: u32, c: u32, at: i64) -> f64 {
         let e = vm_of(self.w, t)
             .and_then(|v| self.w.vms[v.0 as usize].elasticity)
             .unwrap_or(self.h.elasticity);
-        let r = self.h.rate_at(self.freq[c as usize], e);
+        let r = self.h.rate_at(self.freq[c as usize], e) * self.h.speed_at(c as usize, at);
         match &self.bal {
             Some(b) => r * (1.0 - b.mechanism_overhead),
             None => r,
@@ -564,15 +576,41 @@ impl<'a> Engine<'a> {
 
     /// Work done since `progress_at` at this CPU's speed.
     fn account_progress(&mut self, t: u32, c: u32, now: i64) {
-        let rate = self.rate(t, c);
+        // nothing progresses before the dispatch cost has been paid; no
+        // speed change falls inside [from, now) (one re-times the step)
+        let from = self.th[t as usize]
+            .progress_at
+            .max(self.th[t as usize].run_start);
+        let rate = self.rate(t, c, from);
         let th = &mut self.th[t as usize];
-        // nothing progresses before the dispatch cost has been paid
-        let from = th.progress_at.max(th.run_start);
         if th.spin.is_none() && th.remaining > 0 && now > from {
             let done = ((now - from) as f64 * rate).round() as i64;
             th.remaining = (th.remaining - done).max(0);
         }
         th.progress_at = now;
+    }
+
+    /// CPU `c`'s recorded speed changes now: its running thread's work so
+    /// far counts at the old speed, and its step is re-timed at the new.
+    fn speed_change(&mut self, c: u32) {
+        let Some(t) = self.cpus[c as usize].cur else {
+            return;
+        };
+        let ti = t as usize;
+        let working = matches!(self.demand[ti].get(self.th[ti].phase), Some(Phase::Work(_)));
+        // before run_start the dispatch's own step times the work
+        if !working
+            || self.th[ti].spin.is_some()
+            || self.th[ti].remaining <= 0
+            || self.now < self.th[ti].run_start
+        {
+            return;
+        }
+        self.account_progress(t, c, self.now);
+        self.th[ti].gen += 1;
+        let g = self.th[ti].gen;
+        let dt = (self.th[ti].remaining as f64 / self.rate(t, c, self.now)).ceil() as i64;
+        self.at(self.now + dt.max(1), Ev::Step(t, g));
     }
 
     fn preempt(&mut self, c: u32, sub: Sub) {
@@ -708,7 +746,7 @@ impl<'a> Engine<'a> {
                     self.account_progress(t, c, self.now);
                     if self.th[ti].remaining > 0 {
                         self.set_state(t, StateCode::Guest, Some(c));
-                        let rate = self.rate(t, c);
+                        let rate = self.rate(t, c, self.now);
                         let dt = (self.th[ti].remaining as f64 / rate).ceil() as i64;
                         let g = self.th[ti].gen;
                         self.at(self.now + dt.max(1), Ev::Step(t, g));
