@@ -12,7 +12,10 @@ the recorded placement (`+recorded`: each stretch of work on the CPU the
 capture ran it on), which shows how much of a miss is placement, and
 with the host's scheduling groups the other way round (the baseline
 replays them when each VM had a group of its own: `sched_groups=auto`;
-the comparison forces `recorded` or `off`). Each
+the comparison forces `recorded` or `off`), and with each CPU run at
+the speed its vCPUs' transactions showed over time (`cpu_speed=markers`:
+on a shared host the same work takes longer while a core's sibling
+works). Each
 level is recorded with the lab's counted bursts (fixed work and no system
 calls while computing, as a vCPU in guest mode; --work-clocks count,cpu
 adds bursts that read the thread CPU clock in their loop, wall bursts
@@ -92,6 +95,9 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
     mode = ms[policy]["host"]["sched_groups_mode"]
     flip = "off" if mode == "recorded" else "recorded"
     grouped = replay_capture(cap, [policy], d / "rep-groups", settings={**extra, "sched_groups": flip}, seed=seed)[policy]["fidelity"]
+    # each CPU at its recorded speed over time (unless asked for already)
+    speeds = extra.get("cpu_speed", "off") != "markers"
+    sped = replay_capture(cap, [policy], d / "rep-speed", settings={**extra, "cpu_speed": "markers"}, seed=seed)[policy]["fidelity"] if speeds else f
     states = pl.read_parquet(cap / "model" / "vcpu_states.parquet")
     wait_s, stranded_s = stranded_wait(cap, states)
     on_cpu = per_vm_on_cpu(states)
@@ -114,6 +120,8 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
         "groups_flipped": flip,
         "groups_cpu_time_err_pct": grouped["cpu_time_err_pct"],
         "groups_throughput_err_pct": grouped["throughput_err_pct"],
+        "cpu_speed_cpu_time_err_pct": sped["cpu_time_err_pct"],
+        "cpu_speed_throughput_err_pct": sped["throughput_err_pct"],
         "recorded_wait_s": wait_s,
         "recorded_wait_with_idle_cpu_s": stranded_s,
         "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
@@ -199,6 +207,7 @@ def main() -> None:
             setting = json.loads((d / "setting.json").read_text())
             shutil.rmtree(d / "rep", ignore_errors=True)
             shutil.rmtree(d / "rep-groups", ignore_errors=True)
+            shutil.rmtree(d / "rep-speed", ignore_errors=True)
             label, row = measure(d, setting, cpus, extra, a.seed)
             res.setdefault(label, []).append(row)
     settings = [(c, lk, tuple(int(n) for n in k.split("+"))) for c in a.work_clocks.split(",") for lk in a.locks.split(",") for k in a.levels.split(",")]
@@ -229,7 +238,8 @@ def main() -> None:
                 f"{lvl}, {f['policy']}: worst thread CPU-time error {f['cpu_time_err_pct']:.1f}%, worst VM throughput error {f['throughput_err_pct']:.1f}% -> {'within' if f['passed'] else 'outside'} 5%; "
                 f"({f['other_policy']}: {f['other_cpu_time_err_pct']:.1f}% / {f['other_throughput_err_pct']:.1f}%; "
                 f"+recorded: {f['recorded_placement_cpu_time_err_pct']:.1f}% / {f['recorded_placement_throughput_err_pct']:.1f}%; "
-                f"groups {f['groups_flipped']}: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%); "
+                f"groups {f['groups_flipped']}: {f['groups_cpu_time_err_pct']:.1f}% / {f['groups_throughput_err_pct']:.1f}%; "
+                f"CPU speeds read: {f['cpu_speed_cpu_time_err_pct']:.1f}% / {f['cpu_speed_throughput_err_pct']:.1f}%); "
                 f"recorded vCPU runnable wait {f['recorded_wait_s']:.2f} thread-s, {f['recorded_wait_with_idle_cpu_s']:.2f} of it with a CPU idle; "
                 f"wakeups preempting a running sibling: recorded {_pct(f, 'recorded')}, replayed {_pct(f, 'replayed')}; "
                 f"vCPU moves between CPUs: recorded {_moves(f, 'recorded')}, replayed {_moves(f, 'replayed')}; "
@@ -240,7 +250,8 @@ def main() -> None:
         for lvl, runs in res.items():
             print(f"  {lvl}, {runs[0]['policy']} (groups {'/'.join(sorted({r['groups_mode'] for r in runs}))}): {_median(runs, 'cpu_time_err_pct'):.1f}% / {_median(runs, 'throughput_err_pct'):.1f}% over {len(runs)} captures; {runs[0]['other_policy']}: {_median(runs, 'other_cpu_time_err_pct'):.1f}% / {_median(runs, 'other_throughput_err_pct'):.1f}%; "
                   f"+recorded: {_median(runs, 'recorded_placement_cpu_time_err_pct'):.1f}% / {_median(runs, 'recorded_placement_throughput_err_pct'):.1f}%; "
-                  f"groups {'/'.join(sorted({r['groups_flipped'] for r in runs}))}: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%")
+                  f"groups {'/'.join(sorted({r['groups_flipped'] for r in runs}))}: {_median(runs, 'groups_cpu_time_err_pct'):.1f}% / {_median(runs, 'groups_throughput_err_pct'):.1f}%; "
+                  f"CPU speeds read: {_median(runs, 'cpu_speed_cpu_time_err_pct'):.1f}% / {_median(runs, 'cpu_speed_throughput_err_pct'):.1f}%, {sum(max(r['cpu_speed_cpu_time_err_pct'], r['cpu_speed_throughput_err_pct']) <= 5 for r in runs)} of {len(runs)} within 5% ({sum(r['passed'] for r in runs)} without)")
         print("which way the replays miss (median over the captures' VMs): throughput replayed against recorded, and spinning replayed / recorded:")
         for lvl, runs in res.items():
             vms = [v for r in runs for v in r.get("vms", {}).values()]
