@@ -586,6 +586,54 @@ fn recorded_placement_runs_each_stretch_of_work_where_the_capture_did() {
 }
 
 #[test]
+fn host_placement_runs_host_threads_where_the_capture_did_and_leaves_vcpus_free() {
+    // a host thread that worked on CPU 1, starting from CPU 0, and a vCPU
+    // with the same recording: with host_placement=1 the host thread's
+    // work goes to CPU 1 and the vCPU's stays where the scheduler puts it
+    let host = |cpus: Vec<Option<u32>>| {
+        let mut t = ThreadSpec {
+            vm: None,
+            vcpu: None,
+            ..vm_thread(
+                9,
+                0,
+                vec![
+                    Phase::Work(1_000_000),
+                    Phase::Block(1_000_000),
+                    Phase::Work(1_000_000),
+                ],
+            )
+        };
+        t.start_cpu = Some(0);
+        t.work_cpu = cpus;
+        t
+    };
+    let mut vcpu = vm_thread(0, 0, vec![Phase::Work(3_000_000)]);
+    vcpu.start_cpu = Some(0);
+    vcpu.work_cpu = vec![Some(1)];
+    vcpu.start_ns = 10_000_000;
+    let w = workload(vec![host(vec![Some(1), None, Some(1)]), vcpu], 1);
+    let cpus_of = |on: f64, t: u32| {
+        let mut p = eevdf(0.0);
+        p.set("host_placement", on).unwrap();
+        let out = replay(&w, &free_host(2), &p, i64::MAX);
+        let mut c: Vec<u32> = (0..out.slice_cpu.len())
+            .filter(|&k| out.slice_thread[k] == t)
+            .map(|k| out.slice_cpu[k])
+            .collect();
+        c.dedup();
+        c
+    };
+    assert_eq!(cpus_of(1.0, 0), vec![1], "the host thread where it ran");
+    assert_eq!(cpus_of(0.0, 0), vec![0], "free: it stays on its first CPU");
+    assert_eq!(
+        cpus_of(1.0, 1),
+        vec![0],
+        "a vCPU is placed by the scheduler"
+    );
+}
+
+#[test]
 fn a_replay_that_takes_over_its_demand_gives_the_same_output() {
     // 4 VMs x 2 vCPUs, 6,000 transactions each (36,000 phases a thread:
     // enough for the engine to let go of passed demand a few times), with

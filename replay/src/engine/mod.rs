@@ -145,6 +145,9 @@ pub struct Engine<'a> {
     /// Charge a queue's running thread before placing a woken one on it
     /// (`wake_update_curr`).
     wake_charges_running: bool,
+    /// Host threads (not vCPUs) run where the capture ran them
+    /// (`host_placement=1`).
+    host_recorded: bool,
     remaining_threads: usize,
 }
 
@@ -364,6 +367,7 @@ impl<'a> Engine<'a> {
             migration_cost,
             newidle_cost,
             wake_charges_running: p.param("wake_update_curr") != 0.0,
+            host_recorded: p.param("host_placement") != 0.0,
             remaining_threads: n,
             pin: vec![None; n],
             bal: None,
@@ -466,6 +470,16 @@ impl<'a> Engine<'a> {
         self.out
     }
 
+    /// Whether `t` runs each stretch of work where the capture did: every
+    /// thread under the recorded placement, host threads when
+    /// `host_placement=1`.
+    fn follows_recording(&self, t: u32) -> bool {
+        self.p.placement == Placement::Recorded
+            || (self.host_recorded
+                && self.p.placement == Placement::Floating
+                && vm_of(self.w, t).is_none())
+    }
+
     fn set_state(&mut self, t: u32, code: StateCode, pcpu: Option<u32>) {
         self.out.thread_state(t, code, self.now, pcpu);
     }
@@ -473,7 +487,7 @@ impl<'a> Engine<'a> {
     fn wake(&mut self, t: u32) {
         self.th[t as usize].st = St::Ready;
         self.th[t as usize].sub = Sub::ProperReady;
-        if self.p.placement == Placement::Recorded {
+        if self.follows_recording(t) {
             self.follow_recording(t);
         }
         if self.sched.per_cpu_queues()
@@ -740,7 +754,7 @@ impl<'a> Engine<'a> {
             };
             match ph {
                 Phase::Work(_) => {
-                    if self.p.placement == Placement::Recorded && self.move_to_recorded(t, c) {
+                    if self.follows_recording(t) && self.move_to_recorded(t, c) {
                         return;
                     }
                     self.account_progress(t, c, self.now);
