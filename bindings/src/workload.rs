@@ -67,6 +67,12 @@ fn optional_speed(b: &RecordBatch, what: &str) -> PyResult<Option<Float64Array>>
     Ok(Some(s))
 }
 
+/// Row `i`'s speed in an optional `speed` column (1 without one, or
+/// where it is null).
+fn speed_of(speed: Option<&Float64Array>, i: usize) -> f64 {
+    speed.filter(|s| s.is_valid(i)).map_or(1.0, |s| s.value(i))
+}
+
 /// State codes of the `state` column.
 fn state(code: u8) -> SegmentState {
     match code {
@@ -123,19 +129,13 @@ impl SegmentColumns {
                 continue;
             }
             let take = left.min(n - first);
-            out.extend((first..first + take).map(|i| {
-                Segment {
-                    start: b.start.value(i),
-                    end: b.end.value(i),
-                    state: state(b.state.value(i)),
-                    in_spin: b.in_spin.is_valid(i) && b.in_spin.value(i),
-                    cpu: b.cpu.is_valid(i).then(|| b.cpu.value(i)),
-                    speed: b
-                        .speed
-                        .as_ref()
-                        .filter(|s| s.is_valid(i))
-                        .map_or(1.0, |s| s.value(i)),
-                }
+            out.extend((first..first + take).map(|i| Segment {
+                start: b.start.value(i),
+                end: b.end.value(i),
+                state: state(b.state.value(i)),
+                in_spin: b.in_spin.is_valid(i) && b.in_spin.value(i),
+                cpu: b.cpu.is_valid(i).then(|| b.cpu.value(i)),
+                speed: speed_of(b.speed.as_ref(), i),
             }));
             left -= take;
             if left == 0 {
@@ -259,16 +259,11 @@ pub fn host_phases<'py>(
         );
         let speed = optional_speed(&b, w)?;
         at_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
-        all.extend((0..b.num_rows()).map(|i| {
-            Slice {
-                start: start.value(i),
-                end: end.value(i),
-                cpu: cpu.value(i),
-                speed: speed
-                    .as_ref()
-                    .filter(|s| s.is_valid(i))
-                    .map_or(1.0, |s| s.value(i)),
-            }
+        all.extend((0..b.num_rows()).map(|i| Slice {
+            start: start.value(i),
+            end: end.value(i),
+            cpu: cpu.value(i),
+            speed: speed_of(speed.as_ref(), i),
         }));
     }
     let at = ranges(&at_t, threads, "slices")?;

@@ -621,9 +621,17 @@ impl<'a> Engine<'a> {
             return;
         }
         self.account_progress(t, c, self.now);
+        // the step armed at the old speed is dropped by `gen`
         self.th[ti].gen += 1;
-        let g = self.th[ti].gen;
-        let dt = (self.th[ti].remaining as f64 / self.rate(t, c, self.now)).ceil() as i64;
+        self.arm_work_step(t, c);
+    }
+
+    /// The running `t`'s next step on `c`: when its remaining work is done
+    /// at the CPU's rate now.
+    fn arm_work_step(&mut self, t: u32, c: u32) {
+        let th = &self.th[t as usize];
+        let (remaining, g) = (th.remaining, th.gen);
+        let dt = (remaining as f64 / self.rate(t, c, self.now)).ceil() as i64;
         self.at(self.now + dt.max(1), Ev::Step(t, g));
     }
 
@@ -760,10 +768,7 @@ impl<'a> Engine<'a> {
                     self.account_progress(t, c, self.now);
                     if self.th[ti].remaining > 0 {
                         self.set_state(t, StateCode::Guest, Some(c));
-                        let rate = self.rate(t, c, self.now);
-                        let dt = (self.th[ti].remaining as f64 / rate).ceil() as i64;
-                        let g = self.th[ti].gen;
-                        self.at(self.now + dt.max(1), Ev::Step(t, g));
+                        self.arm_work_step(t, c);
                         return;
                     }
                     self.complete_phase(t);

@@ -71,9 +71,10 @@ fn an_owed_sleeper_comes_back_owed_and_one_ahead_stays_ahead() {
     assert_eq!(pick(&mut s), Some(2));
 }
 
-#[test]
-fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
-    let ms = 1_000_000;
+/// One CPU: thread 0 ran 2 ms and went to sleep ahead of its share (a
+/// delayed sleeper), then thread 1 ran 3 ms, taking the queue's average
+/// past it.
+fn a_delayed_sleeper_the_average_passed(ms: i64) -> Eevdf {
     let mut s = Eevdf::new(vec![1024; 2], 1, ms, 0, 0);
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
     s.enqueue(ThreadId(1), Sub::ProperReady, true);
@@ -83,6 +84,13 @@ fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
     assert!(s.e.delayed[0]);
     assert_eq!(pick(&mut s), Some(1));
     s.charge(ThreadId(1), 3 * ms);
+    s
+}
+
+#[test]
+fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
+    let ms = 1_000_000;
+    let mut s = a_delayed_sleeper_the_average_passed(ms);
     // the average (2.5 ms) passed 0's 2 ms, but 0 stays in it until the
     // CPU next chooses (Linux removes a delayed sleeper when it is picked
     // or woken, not when another thread is queued) ...
@@ -94,14 +102,7 @@ fn a_delayed_sleeper_leaves_level_once_the_average_reaches_it() {
     s.enqueue(ThreadId(0), Sub::ProperReady, true);
     assert_eq!(s.e.vruntime[0], 3 * ms);
     // the next choice removes a delayed sleeper the average has passed
-    let mut s2 = Eevdf::new(vec![1024; 2], 1, ms, 0, 0);
-    s2.enqueue(ThreadId(0), Sub::ProperReady, true);
-    s2.enqueue(ThreadId(1), Sub::ProperReady, true);
-    assert_eq!(pick(&mut s2), Some(0));
-    s2.charge(ThreadId(0), 2 * ms);
-    s2.sleep(ThreadId(0));
-    assert_eq!(pick(&mut s2), Some(1));
-    s2.charge(ThreadId(1), 3 * ms);
+    let mut s2 = a_delayed_sleeper_the_average_passed(ms);
     s2.enqueue(ThreadId(1), Sub::SliceEnd, false);
     assert_eq!(pick(&mut s2), Some(1));
     assert!(!s2.e.delayed[0] && !s2.e.on_rq[0]);
