@@ -290,6 +290,7 @@ def data_problems(meta: dict) -> list[str]:
         stats = summ.get("stats", {})
         if summ.get("truncated_bytes") or any(stats.get(k, 0) for k in DATA_PROBLEM_STATS):
             out += [w for w in summ.get("warnings", []) if "at byte" in w]
+        # captures imported before untyped fields were kept as bytes
         for d in summ.get("dropped_fields", []):
             out.append(f"{s['path']}: field {d['event']}.{d['field']} ({d['type']}) cannot be typed ({d['reason']}); column left out")
     return out
@@ -329,7 +330,8 @@ def _capture_json(sources: list[dict], rows: dict[str, int], host: dict, manifes
         "sched_groups": host.get("sched_groups"),
         "events": rows,
         "lost_events": {"total": lost_total, "by_source": lost},
-        "dropped_fields": [d | {"source": s["path"]} for s in sources for d in s["summary"].get("dropped_fields", [])],
+        # fields with no column type of their own, stored as their bytes
+        "raw_fields": [d | {"source": s["path"]} for s in sources for d in s["summary"].get("raw_fields", [])],
         "warnings": [w for s in sources for w in s["summary"].get("warnings", [])],
         "sources": sources,
         "raw_captures": [{k: m.get(k) for k in ("preset", "started", "duration_s", "tools", "events", "collector_overhead")} for m in manifests],

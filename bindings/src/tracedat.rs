@@ -72,16 +72,16 @@ fn summary_dict(
         lost.set_item(inst, c)?;
     }
     d.set_item("lost_events", lost)?;
-    let dropped = PyList::empty(py);
-    for f in &s.dropped_fields {
+    let raw = PyList::empty(py);
+    for f in &s.raw_fields {
         let x = PyDict::new(py);
         x.set_item("event", &f.event)?;
         x.set_item("field", &f.field)?;
         x.set_item("type", &f.c_type)?;
         x.set_item("reason", &f.reason)?;
-        dropped.append(x)?;
+        raw.append(x)?;
     }
-    d.set_item("dropped_fields", dropped)?;
+    d.set_item("raw_fields", raw)?;
     d.set_item("stats", s.stats.clone())?;
     d.set_item("warnings", s.warnings.clone())?;
     d.set_item("options", s.options.clone())?;

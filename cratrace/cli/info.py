@@ -18,13 +18,15 @@ def _fmt_ns(ns: int | None) -> str:
 def info_cmd(
     capture: Annotated[Path, typer.Argument(help="Capture directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list the fields stored as raw bytes (types the reader has no column type for, such as structs).")] = False,
 ) -> None:
     """Events per type, time range, CPUs, clock, lost events and sources.
 
     Exits 1 when the capture is incomplete: the kernel dropped records
     (lost events) or the import salvaged a damaged file (truncated, corrupt
-    pages, fields that could not be typed; listed under `damaged`), so
-    scripts can refuse to plan on it.
+    pages; listed under `damaged`), so scripts can refuse to plan on it.
+    Fields of types the reader has no column type for (structs, odd-sized
+    integers) are kept as their raw bytes: `--verbose` lists them.
     """
     import cratrace
     from cratrace.importer import data_problems
@@ -42,6 +44,7 @@ def info_cmd(
         "cpus": m.get("cpus"),
         "clock": m.get("clock"),
         "lost_events": m.get("lost_events", {}),
+        "raw_fields": m.get("raw_fields", []),
         "dropped_fields": m.get("dropped_fields", []),
         # a source's checksum: the SHA-256 its manifest gave (checked), else BLAKE3
         "sources": [{k: s[k] for k in ("path", "kind", "sha256", "blake3", "bytes") if k in s} for s in m.get("sources", [])],
@@ -71,6 +74,9 @@ def info_cmd(
         console.print(f"lost events: [{color}]{lost:,}[/]")
         for d in summary["dropped_fields"]:
             console.print(f"[yellow]dropped field[/] {esc(d['event'])}.{esc(d['field'])} ({esc(d['type'])}): {esc(d['reason'])}", highlight=False, soft_wrap=True)
+        if verbose:
+            for d in summary["raw_fields"]:
+                console.print(f"raw bytes: {esc(d['event'])}.{esc(d['field'])} ({esc(d['type'])}): {esc(d['reason'])}", highlight=False, soft_wrap=True)
         if summary["model_tables"]:
             console.print("model: " + ", ".join(summary["model_tables"]))
         for w in summary["warnings"]:

@@ -22,5 +22,5 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
     s = dict(_native.read_perfdata(str(path), str(out_dir), **sink_options(options), progress=progress))
-    s.update({"stats": {}, "dropped_fields": [], "lost_events": {"": {"all": {"count": s.get("lost", 0), "unknown_pages": 0}}} if s.get("lost") else {}})
+    s.update({"stats": {}, "raw_fields": [], "lost_events": {"": {"all": {"count": s.get("lost", 0), "unknown_pages": 0}}} if s.get("lost") else {}})
     return s

@@ -53,5 +53,5 @@ def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callab
         "warnings": [] if start is not None else [f"{path}: perf start time unknown; counter times are relative to perf's start"],
         "stats": {},
         "lost_events": {},
-        "dropped_fields": [],
+        "raw_fields": [],
     }

@@ -56,6 +56,6 @@ def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callab
     s = dict(_native.read_xentrace(str(path), str(out_dir), cpu_hz=float(hz), exit_reasons=exits, **sink_options(options), progress=progress))
     s["exit_reasons_from"] = basis
     s.setdefault("stats", {})
-    s.setdefault("dropped_fields", [])
+    s.setdefault("raw_fields", [])
     s["lost_events"] = {"": {c: {"count": n, "unknown_pages": 0} for c, n in s.get("lost_records", {}).items()}}
     return s

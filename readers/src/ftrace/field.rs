@@ -59,8 +59,33 @@ pub enum FieldKind {
         /// Element signedness.
         signed: bool,
     },
-    /// Cannot be typed; the field is dropped (reason).
-    Unsupported(String),
+    /// A type the reader cannot give a column type (a struct, an integer
+    /// of an odd size, an array of structs): its bytes as the payload
+    /// holds them, in a binary column, so nothing is left out.
+    Raw {
+        /// Where the bytes are.
+        at: RawAt,
+        /// Why the field is not typed (shown by `info --verbose`).
+        why: String,
+    },
+}
+
+/// Where an untyped field's bytes lie in the payload.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RawAt {
+    /// At the field's offset, its declared size.
+    Fixed,
+    /// At a `__data_loc` / `__rel_loc` location.
+    Dynamic {
+        /// `__rel_loc`.
+        relative: bool,
+    },
+    /// From the field's offset to the payload's end (a trailing array).
+    Tail,
+}
+
+fn raw(at: RawAt, why: String) -> FieldKind {
+    FieldKind::Raw { at, why }
 }
 
 fn base_type(c_type: &str) -> String {
@@ -108,7 +133,7 @@ impl FieldKind {
         let relative = f.c_type.contains("__rel_loc");
         if dynamic {
             if f.size != 4 {
-                return FieldKind::Unsupported(format!("dynamic field of size {}", f.size));
+                return raw(RawAt::Fixed, format!("dynamic field of size {}", f.size));
             }
             if is_char(&base) {
                 return FieldKind::DynStr { relative };
@@ -122,7 +147,10 @@ impl FieldKind {
                     elem,
                     signed: f.signed,
                 },
-                None => FieldKind::Unsupported(format!("dynamic array of unknown type {base:?}")),
+                None => raw(
+                    RawAt::Dynamic { relative },
+                    format!("dynamic array of unknown type {base:?}"),
+                ),
             };
         }
         // Old kernels declare trailing arrays without brackets (`u32 buf;`
@@ -137,9 +165,10 @@ impl FieldKind {
                         elem,
                         signed: f.signed,
                     },
-                    None => {
-                        FieldKind::Unsupported(format!("trailing array of unknown type {base:?}"))
-                    }
+                    None => raw(
+                        RawAt::Tail,
+                        format!("trailing array of unknown type {base:?}"),
+                    ),
                 };
             }
             if is_char(&base) {
@@ -157,7 +186,7 @@ impl FieldKind {
                         signed: f.signed,
                     }
                 }
-                _ => FieldKind::Unsupported(format!("array {base:?} of size {}", f.size)),
+                _ => raw(RawAt::Fixed, format!("array {base:?} of size {}", f.size)),
             };
         }
         if base == "bool" || base == "_Bool" {
@@ -168,13 +197,13 @@ impl FieldKind {
                 size: f.size,
                 signed: f.signed,
             },
-            n => FieldKind::Unsupported(format!("scalar of size {n} ({base:?})")),
+            n => raw(RawAt::Fixed, format!("{base:?} of size {n}")),
         }
     }
 
-    /// The column type this kind produces (None if unsupported).
-    pub fn column_type(&self) -> Option<ColumnType> {
-        Some(match self {
+    /// The column type this kind produces.
+    pub fn column_type(&self) -> ColumnType {
+        match self {
             FieldKind::Int { size, signed: true } => match size {
                 1 => ColumnType::I8,
                 2 => ColumnType::I16,
@@ -202,8 +231,8 @@ impl FieldKind {
                     ColumnType::ListU64
                 }
             }
-            FieldKind::Unsupported(_) => return None,
-        })
+            FieldKind::Raw { .. } => ColumnType::Bytes,
+        }
     }
 }
 
@@ -239,7 +268,7 @@ enum Op {
         elem: usize,
         signed: bool,
     },
-    Skip,
+    Raw(RawAt),
 }
 
 impl Op {
@@ -249,7 +278,7 @@ impl Op {
             FieldKind::Int { size: 2, .. } => Op::Int2,
             FieldKind::Int { size: 4, .. } => Op::Int4,
             FieldKind::Int { size: 8, .. } => Op::Int8,
-            FieldKind::Int { .. } => Op::Skip,
+            FieldKind::Int { .. } => Op::Raw(RawAt::Fixed),
             FieldKind::CharArray => Op::CharArray,
             FieldKind::TailStr => Op::TailStr,
             FieldKind::DynStr { relative } => Op::DynStr { relative },
@@ -265,7 +294,7 @@ impl Op {
             },
             FieldKind::FixedArray { elem, signed } => Op::FixedArray { elem, signed },
             FieldKind::TailArray { elem, signed } => Op::TailArray { elem, signed },
-            FieldKind::Unsupported(_) => Op::Skip,
+            FieldKind::Raw { at, .. } => Op::Raw(at),
         }
     }
 }
@@ -533,7 +562,25 @@ impl FieldDecoder {
                     Some(b) => var += ints::<E>(col, row, b, elem, signed),
                     None => col.push_null(row),
                 },
-                Op::Skip => col.push_null(row),
+                Op::Raw(at) => {
+                    let bytes = match at {
+                        RawAt::Fixed => c
+                            .offset
+                            .checked_add(c.size)
+                            .and_then(|e| payload.get(c.offset..e)),
+                        RawAt::Dynamic { relative } => {
+                            Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| &payload[s..e])
+                        }
+                        RawAt::Tail => payload.get(c.offset..),
+                    };
+                    match (bytes, &mut col.data) {
+                        (Some(b), ColumnData::Bytes(t)) => {
+                            t.push(b);
+                            var += b.len();
+                        }
+                        _ => col.push_null(row),
+                    }
+                }
             }
         }
         batch.var_bytes += var;
@@ -588,10 +635,7 @@ mod tests {
     /// A one-row batch holding what `payload` decodes to.
     fn decode_one(kinds: &[(&FieldFormat, FieldKind)], endian: Endian, payload: &[u8]) -> RowBatch {
         let d = FieldDecoder::new(kinds, endian, 8);
-        let types: Vec<ColumnType> = kinds
-            .iter()
-            .map(|(_, k)| k.column_type().unwrap())
-            .collect();
+        let types: Vec<ColumnType> = kinds.iter().map(|(_, k)| k.column_type()).collect();
         let mut b = RowBatch::new(&types, 1);
         let head = crate::sink::RowHeader {
             ts: 0,
@@ -661,7 +705,24 @@ mod tests {
         );
         assert!(matches!(
             k("field:struct foo f;\toffset:8;\tsize:12;\tsigned:0;"),
-            FieldKind::Unsupported(_)
+            FieldKind::Raw {
+                at: RawAt::Fixed,
+                ..
+            }
+        ));
+        assert!(matches!(
+            k("field:__data_loc struct foo[] fs;\toffset:8;\tsize:4;\tsigned:0;"),
+            FieldKind::Raw {
+                at: RawAt::Dynamic { relative: false },
+                ..
+            }
+        ));
+        assert!(matches!(
+            k("field:struct foo tail[];\toffset:8;\tsize:0;\tsigned:0;"),
+            FieldKind::Raw {
+                at: RawAt::Tail,
+                ..
+            }
         ));
     }
 
@@ -710,6 +771,37 @@ mod tests {
             assert_eq!(out[3], Value::Str("hi"));
             assert_eq!(out[4], Value::ListU64(&[0, 3, 63]));
         }
+    }
+
+    #[test]
+    fn untyped_fields_keep_their_bytes() {
+        // svc_xprt_do_enqueue's `struct __kernel_sockaddr_storage ss` (128
+        // bytes), an integer of an odd size, an array of structs at a
+        // __data_loc, a trailing array of structs
+        let fields = [
+            ff("field:struct __kernel_sockaddr_storage ss;\toffset:0;\tsize:128;\tsigned:0;"),
+            ff("field:u32 odd;\toffset:128;\tsize:3;\tsigned:0;"),
+            ff("field:__data_loc struct pair[] ps;\toffset:132;\tsize:4;\tsigned:0;"),
+            ff("field:struct pair tail[];\toffset:136;\tsize:0;\tsigned:0;"),
+        ];
+        let mut p: Vec<u8> = (0..=255u8).cycle().take(146).collect();
+        p[132..136].copy_from_slice(&((3u32 << 16) | 140).to_le_bytes());
+        let kinds: Vec<_> = fields
+            .iter()
+            .map(|f| (f, FieldKind::classify(f, 8)))
+            .collect();
+        assert!(kinds
+            .iter()
+            .all(|(_, k)| k.column_type() == ColumnType::Bytes));
+        let b = decode_one(&kinds, Endian::Little, &p);
+        let (_, out) = b.row(0);
+        assert_eq!(out[0], Value::Bytes(&p[..128]));
+        assert_eq!(out[1], Value::Bytes(&p[128..131]));
+        assert_eq!(out[2], Value::Bytes(&p[140..143]));
+        assert_eq!(out[3], Value::Bytes(&p[136..]));
+        // a payload too short for the struct: null, as for a short integer
+        let b = decode_one(&kinds[..1], Endian::Little, &p[..100]);
+        assert_eq!(b.row(0).1, vec![Value::Null]);
     }
 
     #[test]

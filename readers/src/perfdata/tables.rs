@@ -65,13 +65,11 @@ fn tracepoint_tables(
         let mut columns = Vec::new();
         for fld in &fm.fields {
             let kind = FieldKind::classify(fld, long);
-            if let Some(ty) = kind.column_type() {
-                columns.push(ColumnSpec {
-                    name: field_column_name(&fld.name),
-                    ty,
-                });
-                typed.push((fld, kind));
-            }
+            columns.push(ColumnSpec {
+                name: field_column_name(&fld.name),
+                ty: kind.column_type(),
+            });
+            typed.push((fld, kind));
         }
         let pid_offset = fm
             .common

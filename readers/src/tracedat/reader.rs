@@ -44,16 +44,16 @@ pub struct LostEvents {
     pub unknown_pages: u64,
 }
 
-/// A field that could not be typed and was left out of its table.
+/// A field with no column type of its own, stored as its raw bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DroppedField {
+pub struct RawField {
     /// Event (table) name.
     pub event: String,
     /// Field name.
     pub field: String,
     /// Its C type.
     pub c_type: String,
-    /// Why.
+    /// Why it has no column type of its own.
     pub reason: String,
 }
 
@@ -92,8 +92,8 @@ pub struct TraceDatSummary {
     pub time_range: Option<(i64, i64)>,
     /// Lost events by instance name and CPU.
     pub lost: BTreeMap<String, BTreeMap<u32, LostEvents>>,
-    /// Fields left out of their tables.
-    pub dropped_fields: Vec<DroppedField>,
+    /// Fields stored as their raw bytes (no column type of their own).
+    pub raw_fields: Vec<RawField>,
     /// Named counters.
     pub stats: Stats,
     /// Human-readable warnings.
@@ -190,27 +190,19 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option
         let mut columns = Vec::new();
         for field in &f.fields {
             let kind = FieldKind::classify(field, long);
-            match kind.column_type() {
-                Some(ty) => {
-                    columns.push(ColumnSpec {
-                        name: crate::sink::field_column_name(&field.name),
-                        ty,
-                    });
-                    typed.push((field, kind));
-                }
-                None => {
-                    let reason = match &kind {
-                        FieldKind::Unsupported(r) => r.clone(),
-                        _ => String::new(),
-                    };
-                    summary.dropped_fields.push(DroppedField {
-                        event: name.clone(),
-                        field: field.name.clone(),
-                        c_type: field.c_type.clone(),
-                        reason,
-                    });
-                }
+            if let FieldKind::Raw { why, .. } = &kind {
+                summary.raw_fields.push(RawField {
+                    event: name.clone(),
+                    field: field.name.clone(),
+                    c_type: field.c_type.clone(),
+                    reason: why.clone(),
+                });
             }
+            columns.push(ColumnSpec {
+                name: crate::sink::field_column_name(&field.name),
+                ty: kind.column_type(),
+            });
+            typed.push((field, kind));
         }
         let mut special = Special::None;
         if f.system == "ftrace" && f.name == "bprint" {
