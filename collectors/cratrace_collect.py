@@ -236,9 +236,53 @@ def tsc_hz_from_kernel_log(log: str) -> int | None:
     return None
 
 
-def qemu_vms(proc: Path = Path("/proc")) -> list[dict]:
-    """Each QEMU process: name from -name, -uuid, vCPU threads `CPU n/KVM`,
-    vhost workers `vhost-<pid>` and iothreads, and its cgroup."""
+#: The VMMs recognised by name, here (a host's /proc) and in the model (a
+#: trace's thread names, cratrace.model.vms): (VMM, its process name as
+#: argv[0]'s base name or the 15-character comm, its vCPU threads' names
+#: with the vCPU index as group 1, the options naming the VM). Thread names
+#: as each VMM sets them: QEMU `CPU n/KVM` (`/TCG` without KVM),
+#: Firecracker `fc_vcpu n`, Cloud Hypervisor `vcpun`, crosvm
+#: `crosvm_vcpun`, kvmtool `kvm-vcpu-n`.
+VMMS = (
+    ("qemu", r"qemu-system-[\w.-]*|qemu-kvm|qemu", r"CPU (\d+)/(?:KVM|TCG|HVF|WHPX|NVMM)", ("-name",)),
+    ("firecracker", r"firecracker|fc_vmm", r"fc_vcpu ?(\d+)", ("--id",)),
+    ("cloud-hypervisor", r"cloud-hyperviso(?:r)?", r"vcpu(\d+)", ()),
+    ("crosvm", r"crosvm", r"crosvm_vcpu ?(\d+)", ()),
+    ("kvmtool", r"lkvm|lkvm-static", r"kvm-vcpu-(\d+)", ("--name", "-n")),
+)
+
+
+def vmm_of_process(argv0: str, comm: str):
+    """The VMMS row whose process this is (by argv[0]'s base name or comm), or None."""
+    base = os.path.basename(argv0)
+    for row in VMMS:
+        if re.fullmatch(row[1], base) or re.fullmatch(row[1], comm):
+            return row
+    return None
+
+
+def _vm_name(vmm: str, flags, args: list) -> str | None:
+    """The VM's name from its VMM's command line (QEMU's `-name
+    guest=X,...` or `-name X`; the others' `--id X` / `--name X`)."""
+    for i, a in enumerate(args[:-1]):
+        for flag in flags:
+            if a == flag:
+                v = args[i + 1]
+                if vmm == "qemu":
+                    m = re.search(r"(?:^|,)guest=([^,]+)", v)
+                    return m.group(1) if m else v.split(",")[0]
+                return v
+            if a.startswith(flag + "="):
+                return a.split("=", 1)[1]
+    return None
+
+
+def vmm_vms(proc: Path = Path("/proc")) -> list:
+    """Each VMM process (QEMU, Firecracker, Cloud Hypervisor, crosvm,
+    kvmtool: VMMS): its VM's name from the command line (QEMU's -name and
+    -uuid, Firecracker's --id, kvmtool's --name; else `<vmm>-<pid>`), its
+    vCPU threads by their names, vhost workers `vhost-<pid>`, QEMU's
+    iothreads, and its cgroup."""
     vms = []
     for pdir in proc.iterdir():
         if not pdir.name.isdigit():
@@ -247,27 +291,23 @@ def qemu_vms(proc: Path = Path("/proc")) -> list[dict]:
             argv = (pdir / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if not argv or not os.path.basename(argv[0].decode(errors="replace")).startswith("qemu"):
-            continue
         args = [a.decode(errors="replace") for a in argv if a]
+        row = vmm_of_process(args[0] if args else "", (_read(pdir / "comm", "") or "").strip())
+        if row is None:
+            continue
+        vmm, _process, thread_re, flags = row
         pid = int(pdir.name)
-        name = uuid = None
-        for i, a in enumerate(args[:-1]):
-            if a == "-name":
-                v = args[i + 1]
-                m = re.search(r"(?:^|,)guest=([^,]+)", v)
-                name = m.group(1) if m else v.split(",")[0]
-            elif a == "-uuid":
-                uuid = args[i + 1]
+        name = _vm_name(vmm, flags, args)
+        uuid = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-uuid"), None) if vmm == "qemu" else None
         vcpus, iothreads = [], []
         for t in sorted((pdir / "task").iterdir(), key=lambda p: int(p.name)) if (pdir / "task").is_dir() else []:
             comm = _read(t / "comm", "") or ""
-            m = re.fullmatch(r"CPU (\d+)/KVM", comm)
+            m = re.fullmatch(thread_re, comm)
             if m:
                 vcpus.append({"index": int(m.group(1)), "tid": int(t.name)})
             elif comm.startswith("IO ") or comm.startswith("iothread"):
                 iothreads.append(int(t.name))
-        vms.append({"name": name or (f"uuid-{uuid}" if uuid else f"qemu-{pid}"), "uuid": uuid, "pid": pid, "source": "qemu-cmdline", "vcpus": vcpus, "vhost_tids": [], "iothread_tids": iothreads, "cgroup": _read(pdir / "cgroup")})
+        vms.append({"name": name or (f"uuid-{uuid}" if uuid else f"{vmm}-{pid}"), "uuid": uuid, "pid": pid, "vmm": vmm, "source": f"{vmm}-cmdline", "vcpus": vcpus, "vhost_tids": [], "iothread_tids": iothreads, "cgroup": _read(pdir / "cgroup")})
     if vms:
         by_pid = {v["pid"]: v for v in vms}
         for pdir in proc.iterdir():
@@ -435,7 +475,7 @@ def host_snapshot() -> dict:
         "idle_states": cpus["idle_states"] or {"absent": "no cpuidle driver"},
         "clocksource": _read(Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")),
         "tsc_hz": _tsc_hz(),
-        "vms": qemu_vms(),
+        "vms": vmm_vms(),
         "sched_groups": sched_groups(),
         "libvirt": libvirt_domains(),
         "xen": xen_host(),
@@ -658,7 +698,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
             # VMs started during the capture (the lab, a migration target)
             # appear only later; merge them in while they run.
             seen = {v["pid"]: v for v in host["vms"]}
-            for v in qemu_vms():
+            for v in vmm_vms():
                 if v["pid"] not in seen or len(v["vcpus"]) > len(seen[v["pid"]]["vcpus"]):
                     seen[v["pid"]] = v
             host["vms"] = sorted(seen.values(), key=lambda v: v["pid"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -17,12 +17,19 @@ def model_cmd(
     spin_gap_us: Annotated[float, typer.Option(help="PAUSE exits closer than this belong to one spin episode.")] = 50.0,
     window_ms: Annotated[float, typer.Option(help="Window of the io_work table.")] = 100.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Rows per table as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Rows per table, the VMs found and the notes, as JSON.")] = False,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value. vm_pattern=REGEX: vCPU threads named otherwise than the recognised VMMs' (a regular expression over the whole thread name; group `vcpu`, or else the first group, is the vCPU index; an optional group `vm` names the VM), e.g. '^worker-(\\d+)$'.")] = None,
 ) -> None:
     """Build (or rebuild) threads, cpu_slices, vcpu_states, spin_episodes,
     io_work, power, faults and markers into CAPTURE/model/.
 
-    The tables are documented in docs/tables.md; `cratrace sql` and
+    VMs come from the capture's inventory (host.json, written by `cratrace
+    record`) or, without one, from thread names: QEMU `CPU n/KVM`,
+    Firecracker `fc_vcpu n`, Cloud Hypervisor `vcpuN`, crosvm
+    `crosvm_vcpuN`, kvmtool `kvm-vcpu-N`, threads that ran `kvm_entry`,
+    and Xen domains. Exits 1 when the VMs had to be guessed (several VMs
+    whose vCPU threads were created before the trace, grouped by thread
+    id). The tables are documented in docs/tables.md; `cratrace sql` and
     `cratrace.open()` see them beside the event tables.
     """
     import math
@@ -34,6 +41,18 @@ def model_cmd(
         raise UsageError(f"--spin-gap-us {spin_gap_us}: expected a number of µs >= 0")
     if not (math.isfinite(window_ms) and window_ms >= 0.001):
         raise UsageError(f"--window-ms {window_ms}: expected a window of at least 0.001 ms")
+    settings = {}
+    for item in sets or []:
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise UsageError(f"--set {item!r}: expected key=value")
+        if key != "vm_pattern":
+            raise UsageError(f"--set {key}: unknown setting; model takes vm_pattern=REGEX")
+        settings[key] = value
+    if "vm_pattern" in settings:
+        from cratrace.model.vms import vcpu_names
+
+        vcpu_names(settings["vm_pattern"])  # a bad pattern is refused before any work
     # Marker lines are parsed (in Rust, without the GIL) while polars is
     # imported: on marker-heavy captures each takes about a third of a second.
     from cratrace.model.marker_parse import MarkerParse
@@ -42,16 +61,30 @@ def model_cmd(
         from cratrace.model.build import build_model
 
         say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {esc(name)}[/]"))
-        rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say, marker_parse=early)
+        rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say, marker_parse=early, vm_pattern=settings.get("vm_pattern"))
+    import cratrace
+    from cratrace.model.build import model_notes
+
+    meta = cratrace.open(capture).meta
+    guessed, remarks = model_notes(meta)
     # Everything alive now lives until exit: frozen, interpreter shutdown's
     # collections skip it (exit took 125 ms after a build of the model
     # benchmark's capture, 35 ms frozen). Not for every command: DuckDB's
     # bindings report objects never collected as leaks.
     gc.freeze()
     if as_json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"tables": rows, "vms": meta["model"]["vms"], "guessed": guessed, "remarks": remarks}, indent=2))
     elif not quiet:
         console.print("model tables: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+        vms = meta["model"]["vms"]
+        if vms:
+            console.print("VMs: " + ", ".join(f"{esc(v['vm'])} ({v['vcpus']} vCPUs, {v['evidence']})" for v in vms), highlight=False, soft_wrap=True)
+        for line in remarks:
+            err_console.print(f"note: {esc(line)}", highlight=False, soft_wrap=True)
+    for line in guessed:
+        err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False, soft_wrap=True)
+    if guessed:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,7 @@ from cratrace.model.power import power
 from cratrace.model.spin_episodes import spin_episodes, with_holder
 from cratrace.model.threads import name_observations, thread_names, threads
 from cratrace.model.vcpu_states import vcpu_states
+from cratrace.model.vms import summary as vm_summary
 from cratrace.tables import MODEL_TABLES
 
 TABLE_ORDER = ("thread_names", "threads", "cpu_slices", "markers", "spin_episodes", "vcpu_states", "io_work", "power", "faults")
@@ -42,10 +43,15 @@ def build_model(
     window_ns: int = 100_000_000,
     progress: Callable[[str], None] | None = None,
     marker_parse: MarkerParse | None = None,
+    vm_pattern: str | None = None,
 ) -> dict[str, int]:
     """Compute all canonical tables of `capture`; returns rows per table.
     `marker_parse`, started earlier on the same capture, saves its parse
-    time (build_model closes it)."""
+    time (build_model closes it). `vm_pattern`: a regular expression
+    naming vCPU threads the built-in VMM names do not cover
+    (`cratrace.model.vms.vcpu_names`). What the VM attribution guessed or
+    re-attributed is in capture.json's `model.guessed`, what it remarks in
+    `model.remarks` (`model_notes`)."""
     if spin_gap_ns < 0 or window_ns < 1000:
         raise ValueError(f"spin_gap_ns {spin_gap_ns} must be >= 0 and window_ns {window_ns} >= 1000")
     cap = capture if isinstance(capture, Capture) else Capture(capture)
@@ -69,15 +75,25 @@ def build_model(
             spin_marks = marker_lines.table(lines, threads, marker_lines.SPIN_NAMES)
             return spin_marks, side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
 
-        rows = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), markers)
+        rows, vms, notes = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), markers)
     meta = dict(cap.meta)
-    meta["model"] = {"tables": rows, "params": {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns}, "build_s": round(time.perf_counter() - t0, 3)}
+    params = {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns} | ({"vm_pattern": vm_pattern} if vm_pattern else {})
+    guessed, remarks = notes
+    meta["model"] = {"tables": rows, "params": params, "vms": vms, "guessed": guessed, "remarks": remarks, "build_s": round(time.perf_counter() - t0, 3)}
     atomic.write_text(cap.path / "capture.json", jsonfile.dumps(meta))
     return rows
 
 
-def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, markers) -> dict[str, int]:
-    """The tables in dependency order; returns rows per table. `save(name,
+def model_notes(meta: dict) -> tuple[list[str], list[str]]:
+    """(what a capture's model build guessed or re-attributed, what it
+    remarks), one line each."""
+    m = meta.get("model") or {}
+    return list(m.get("guessed") or []), list(m.get("remarks") or [])
+
+
+def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, save, markers) -> tuple[dict[str, int], list[dict], tuple[list[str], list[str]]]:
+    """The tables in dependency order; returns rows per table, the VMs
+    found and the attribution's notes. `save(name,
     df)` is called as soon as a table is final, so Parquet encoding (polars
     releases the GIL) overlaps the tables still being computed;
     `markers(threads)` starts the markers table's write and gives its spin
@@ -98,7 +114,8 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, markers)
         say("thread_names")
         done("thread_names", thread_names(name_observations(ev), span[1]))
         say("threads")
-        done("threads", threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups")))
+        table, notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern)
+        done("threads", table)
         # the markers table is written (on its own thread) from here on
         say("markers")
         spin_marks, futures["markers"] = markers(out["threads"])
@@ -117,4 +134,4 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, say, save, markers)
     done("faults", faults(ev, out["threads"]))
     # a write error surfaces here, before capture.json says the model exists
     rows = {name: futures[name].result() for name in TABLE_ORDER}
-    return rows
+    return rows, vm_summary(out["threads"]), notes

@@ -1,19 +1,22 @@
 """`threads` and `thread_names`: who ran, under which names, for which VM.
 
 VMs come from the capture's inventory (host.json: VM → pid → vCPU tids,
-vhost and iothreads) when present. Otherwise they are inferred: threads
-named ``CPU n/KVM`` are vCPU n of the process that created them (fork
-events give the creator), ``vhost-<pid>`` threads work for the VM whose
-QEMU has that pid, and the QEMU process's other threads are its VMM.
+vhost and iothreads) when present. Threads it does not cover are inferred
+(`cratrace.model.vms`): vCPU threads by their VMM's names or the KVM
+tracepoints they ran, grouped into VMs by the best evidence the trace has;
+``vhost-<pid>`` threads work for the VM whose VMM has that pid, and the
+VMM process's other threads are its VMM (``IO ...`` iothreads: I/O workers).
 """
 
 from __future__ import annotations
 
+import re
+
 import polars as pl
 
 from cratrace.model.frames import conform, empty, top_buffer
-
-VCPU_RE = r"^CPU (\d+)/KVM$"
+from cratrace.model.vms import creators, group, kvm_vcpu_ids, process_of, recognise, split_repeats, vcpu_names
+from cratrace.model.vms import notes as vm_notes
 
 
 def name_observations(ev: dict[str, pl.LazyFrame]) -> pl.LazyFrame:
@@ -69,7 +72,7 @@ def thread_names(obs: pl.LazyFrame | pl.DataFrame, span_end: int) -> pl.DataFram
 
 def _inventory_rows(vms: list[dict]) -> pl.DataFrame:
     rows = []
-    names = [vm.get("name") or f"qemu-{vm.get('pid')}" for vm in vms]
+    names = [vm.get("name") or f"{vm.get('vmm') or 'qemu'}-{vm.get('pid')}" for vm in vms]
     for vm, name in zip(vms, names):
         if names.count(name) > 1:
             # two QEMU processes with one -name (a restart, two hosts' labs): keep them apart
@@ -84,7 +87,9 @@ def _inventory_rows(vms: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"tid": pl.Int64, "pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String})
 
 
-def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None) -> pl.DataFrame:
+def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None, vm_pattern: str | None = None) -> tuple[pl.DataFrame, tuple[list[str], list[str]]]:
+    """The threads table, and what the VM attribution guessed and what it
+    remarks, one line each (`cratrace.model.vms.notes`)."""
     last = names.sort("start").group_by("tid").agg(pl.col("comm").last(), pl.col("start").min().alias("first_ts"), pl.col("end").max().alias("last_ts"))
     if cmdlines:
         cl = pl.DataFrame({"tid": [int(p) for p, _ in cmdlines], "_cl": [c for _, c in cmdlines]}, schema={"tid": pl.Int64, "_cl": pl.String})
@@ -92,16 +97,20 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
     if 0 not in last["tid"].to_list():
         # the idle task exists even when a busy capture never switched to it
         last = pl.concat([last, pl.DataFrame({"tid": [0], "comm": ["swapper"], "first_ts": [None], "last_ts": [None]}, schema=last.schema)])
-    df = last.with_columns(pl.lit(None, pl.Int64).alias("pid"), pl.lit(None, pl.String).alias("vm"), pl.lit(None, pl.Int32).alias("vcpu"))
+    df = last.with_columns(pl.lit(None, pl.Int64).alias("pid"), pl.lit(None, pl.String).alias("vm"), pl.lit(None, pl.Int32).alias("vcpu"), pl.lit(None, pl.String).alias("role"), pl.lit(None, pl.String).alias("vm_evidence"))
     inv = _inventory_rows(vms)
     if inv.height:
         df = df.join(inv, on="tid", how="full", coalesce=True, suffix="_inv")
         df = df.with_columns(
-            pl.coalesce("pid_inv", "pid").alias("pid"), pl.coalesce("vm_inv", "vm").alias("vm"), pl.coalesce("vcpu_inv", "vcpu").alias("vcpu")
-        ).drop("pid_inv", "vm_inv", "vcpu_inv")
-    else:
-        df = df.with_columns(pl.lit(None, pl.String).alias("role"))
-        df = _infer_vms(df, ev)
+            pl.coalesce("pid_inv", "pid").alias("pid"),
+            pl.coalesce("vm_inv", "vm").alias("vm"),
+            pl.coalesce("vcpu_inv", "vcpu").alias("vcpu"),
+            pl.coalesce("role_inv", "role").alias("role"),
+            pl.when(pl.col("vm_inv").is_not_null()).then(pl.lit("inventory")).alias("vm_evidence"),
+        ).drop("pid_inv", "vm_inv", "vcpu_inv", "role_inv")
+    # threads the inventory does not cover (no host.json, or VMs it missed)
+    df, unseen = _infer_vms(df, ev, vm_pattern)
+    df = split_repeats(df)
     df = df.with_columns(
         pl.when(pl.col("tid") == 0)
         .then(pl.lit("idle"))
@@ -112,55 +121,60 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
     )
     group_of = {int(t): key for key, g in ((sched_groups or {}).get("groups") or {}).items() for t in g.get("tids", [])}
     df = df.with_columns(pl.col("tid").replace_strict(group_of, default=None, return_dtype=pl.String).alias("sched_group"))
-    return conform(df.sort("tid"), "threads")
+    out = conform(df.sort("tid"), "threads")
+    return out, vm_notes(out, unseen)
 
 
-def _infer_vms(df: pl.DataFrame, ev: dict[str, pl.LazyFrame]) -> pl.DataFrame:
-    """No inventory: vCPU threads by name, grouped by their creator."""
-    parent = pl.DataFrame(schema={"tid": pl.Int64, "creator": pl.Int64})
-    if "sched_process_fork" in ev:
-        parent = (
-            top_buffer(ev["sched_process_fork"])
-            .select(pl.col("child_pid").cast(pl.Int64).alias("tid"), pl.col("parent_pid").cast(pl.Int64).alias("creator"))
-            .collect()
-            .unique("tid", keep="last")
-        )
-    df = df.join(parent, on="tid", how="left")
-    vcpu_n = pl.col("comm").str.extract(VCPU_RE, 1).cast(pl.Int32)
-    # A vCPU's VM is its creator (QEMU's main thread); vCPU threads whose
-    # creation was not traced fall into "vm-unknown".
-    df = df.with_columns(
-        pl.when(vcpu_n.is_not_null()).then(pl.col("creator")).alias("pid"),
-        vcpu_n.alias("vcpu"),
-        pl.when(vcpu_n.is_not_null()).then(pl.lit("vcpu")).alias("role"),
-    )
-    vm_pids = df.filter(pl.col("role") == "vcpu").select("pid").unique()["pid"].to_list()
-    vm_name = {p: (f"qemu-{p}" if p is not None else "vm-unknown") for p in vm_pids}
-    vhost_pid = pl.col("comm").str.extract(r"^vhost-(\d+)$", 1).cast(pl.Int64)
-    df = df.with_columns(
-        pl.when(pl.col("role") == "vcpu")
-        .then(pl.col("pid").replace_strict(vm_name, default="vm-unknown", return_dtype=pl.String))
-        .when(vhost_pid.is_in([p for p in vm_pids if p is not None]))
-        .then(vhost_pid.replace_strict(vm_name, default=None, return_dtype=pl.String))
-        .when(pl.col("tid").is_in([p for p in vm_pids if p is not None]))
-        .then(pl.col("tid").replace_strict(vm_name, default=None, return_dtype=pl.String))
-        .alias("vm"),
-    )
-    # Xen dom0: netback (`vif<dom>.<n>...`) and blkback (`blkback.<dom>...`)
-    # threads work for the guest domain in their name
-    xen_dom = pl.coalesce(pl.col("comm").str.extract(r"^vif(\d+)\.\d+", 1), pl.col("comm").str.extract(r"^blkback\.(\d+)", 1))
-    df = df.with_columns(
-        pl.when(pl.col("vm").is_null() & xen_dom.is_not_null()).then(pl.concat_str(pl.lit("dom"), xen_dom)).otherwise(pl.col("vm")).alias("vm"),
-        pl.when(pl.col("role").is_null() & xen_dom.is_not_null()).then(pl.lit("io-worker")).otherwise(pl.col("role")).alias("role"),
-    )
-    df = df.with_columns(
-        pl.when(pl.col("role").is_not_null())
-        .then(pl.col("role"))
-        .when(vhost_pid.is_not_null() & pl.col("vm").is_not_null())
-        .then(pl.lit("io-worker"))
-        .when(pl.col("vm").is_not_null())
-        .then(pl.lit("vmm"))
-        .alias("role"),
-        pl.when(pl.col("vm").is_not_null() & pl.col("pid").is_null()).then(pl.coalesce(vhost_pid, pl.col("tid"))).otherwise(pl.col("pid")).alias("pid"),
-    )
-    return df.drop("creator")
+def _infer_vms(df: pl.DataFrame, ev: dict[str, pl.LazyFrame], vm_pattern: str | None) -> tuple[pl.DataFrame, int]:
+    """vCPU threads by name or KVM tracepoints, grouped into VMs by the
+    best evidence the trace has (`cratrace.model.vms`); then the VMM
+    processes' other threads and Xen dom0's back-ends. Returns the frame
+    and how many vCPU-named threads appear in no event."""
+    parent, as_thread = creators(ev)
+    kvm = kvm_vcpu_ids(ev)
+    free = df.filter(pl.col("role").is_null() & (pl.col("tid") != 0))
+    # a thread with no event (only in the saved command lines) did not run
+    # here: often a thread of a process that ended before the trace
+    seen = pl.col("first_ts").is_not_null() | pl.col("tid").is_in(list(kvm))
+    patterns = vcpu_names(vm_pattern)
+    found = recognise(free.filter(seen), patterns, kvm)
+    unseen = recognise(free.filter(~seen), patterns, {}).height
+    grouped = group(found, parent, as_thread).join(found.select("tid", "vcpu"), on="tid")
+    df = df.join(grouped, on="tid", how="left", suffix="_g").with_columns(
+        pl.coalesce("vm", "vm_g").alias("vm"),
+        pl.coalesce("pid", "pid_g").alias("pid"),
+        pl.coalesce("vcpu", "vcpu_g").alias("vcpu"),
+        pl.coalesce("vm_evidence", "vm_evidence_g").alias("vm_evidence"),
+        pl.when(pl.col("vm_g").is_not_null()).then(pl.lit("vcpu")).otherwise("role").alias("role"),
+    ).drop("vm_g", "pid_g", "vcpu_g", "vm_evidence_g")
+    # the VMM processes known by pid: their own threads work for their VM
+    known = df.filter(pl.col("role").is_in(["vcpu", "vmm"]) & pl.col("pid").is_not_null())
+    vm_of_pid = {int(p): (vm, ev) for p, vm, ev in known.select("pid", "vm", "vm_evidence").unique("pid").iter_rows()}
+    rows = []
+    for tid, comm in df.filter(pl.col("role").is_null()).select("tid", "comm").iter_rows():
+        comm = comm or ""
+        vhost = re.fullmatch(r"vhost-(\d+)", comm)
+        if vhost and int(vhost.group(1)) in vm_of_pid:
+            pid = int(vhost.group(1))
+            rows.append((tid, vm_of_pid[pid][0], pid, "io-worker", "vhost-name"))
+        elif tid in vm_of_pid:
+            rows.append((tid, vm_of_pid[tid][0], tid, "vmm", vm_of_pid[tid][1]))
+        elif tid in parent and (pid := process_of(tid, parent, as_thread)) in vm_of_pid:
+            # created by the VMM's process: its I/O threads and helpers
+            io = comm.startswith("IO ") or comm.startswith("iothread")
+            rows.append((tid, vm_of_pid[pid][0], pid, "io-worker" if io else "vmm", "fork"))
+        else:
+            # Xen dom0: netback (`vif<dom>.<n>...`) and blkback
+            # (`blkback.<dom>...`) threads work for the domain in their name
+            dom = re.match(r"vif(\d+)\.\d+", comm) or re.match(r"blkback\.(\d+)", comm)
+            if dom:
+                rows.append((tid, f"dom{dom.group(1)}", None, "io-worker", "backend-name"))
+    if rows:
+        extra = pl.DataFrame(rows, schema={"tid": pl.Int64, "vm_x": pl.String, "pid_x": pl.Int64, "role_x": pl.String, "ev_x": pl.String}, orient="row")
+        df = df.join(extra, on="tid", how="left").with_columns(
+            pl.coalesce("vm", "vm_x").alias("vm"),
+            pl.coalesce("pid", "pid_x").alias("pid"),
+            pl.coalesce("role", "role_x").alias("role"),
+            pl.coalesce("vm_evidence", "ev_x").alias("vm_evidence"),
+        ).drop("vm_x", "pid_x", "role_x", "ev_x")
+    return df, unseen

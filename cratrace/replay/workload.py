@@ -36,6 +36,7 @@ import polars as pl
 
 from cratrace import _native
 from cratrace.capture import Capture
+from cratrace.errors import CaptureError
 from cratrace.model.domains import domain_runs, domain_vcpus
 from cratrace.model.frames import in_order, vm_batches
 from cratrace.replay import diagnostics
@@ -305,6 +306,12 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         w.group_names.append(name)
         w.group_shares.append(int((recorded_groups.get(name) or {}).get("shares") or 1024))
     vcpus = threads.filter(pl.col("role") == "vcpu").sort("vm", "vcpu")
+    twice = vcpus.filter(pl.len().over("vm", "vcpu") > 1)
+    if twice.height:
+        # models built before 2026-11-27 merged VMs whose vCPU threads had
+        # no creator in the trace into one `vm-unknown`
+        vm, vcpu = twice.select("vm", "vcpu").row(0)
+        raise CaptureError(f"{cap.path}: the threads table has {twice.height} threads for vCPU {vcpu} of VM {vm!r} (a model built by an older cratrace); run `cratrace model {cap.path}` again")
     xen = domain_vcpus(domains)
     if xen.height:
         # their running time and first CPU come from their states, as the

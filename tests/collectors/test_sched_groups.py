@@ -106,7 +106,7 @@ def test_this_hosts_autogroups_follow_the_labs_vm_sessions():
     proc = start(LabParams(vms=2, vcpus=2, duration_s=1.5, vm_sessions="own"))
     try:
         time.sleep(0.5)
-        vms = [v for v in cc.qemu_vms() if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+        vms = [v for v in cc.vmm_vms() if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
         groups = cc.sched_groups()["groups"]
         owner = {t: k for k, g in groups.items() for t in g["tids"]}
         vm_groups = [{owner.get(c["tid"]) for c in v["vcpus"]} for v in vms]

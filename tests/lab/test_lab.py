@@ -25,7 +25,7 @@ def test_lab_processes_look_like_qemu_to_the_inventory():
     proc = start(LabParams(vms=2, vcpus=3, duration_s=1.5))
     try:
         time.sleep(0.6)
-        vms = {v["name"]: v for v in cc.qemu_vms() if v["name"] in ("vm0", "vm1")}
+        vms = {v["name"]: v for v in cc.vmm_vms() if v["name"] in ("vm0", "vm1")}
         assert set(vms) == {"vm0", "vm1"}
         for v in vms.values():
             assert [c["index"] for c in sorted(v["vcpus"], key=lambda c: c["index"])] == [0, 1, 2]
@@ -69,7 +69,7 @@ def test_vms_can_have_different_vcpu_counts():
     proc = start(LabParams(vms=3, vcpus=(1, 3), duration_s=1.5))
     try:
         time.sleep(0.6)
-        vms = {v["name"]: len(v["vcpus"]) for v in cc.qemu_vms() if v["name"] in ("vm0", "vm1", "vm2")}
+        vms = {v["name"]: len(v["vcpus"]) for v in cc.vmm_vms() if v["name"] in ("vm0", "vm1", "vm2")}
     finally:
         proc.wait(timeout=30)
     assert vms == {"vm0": 1, "vm1": 3, "vm2": 3}, "the last count repeats"
@@ -133,7 +133,7 @@ def test_vm_sessions_give_each_vm_its_own_session_only_when_asked(sessions, dist
     proc = start(LabParams(vms=2, vcpus=1, duration_s=1.5, vm_sessions=sessions))
     try:
         time.sleep(0.5)
-        vms = [v for v in cc.qemu_vms() if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
+        vms = [v for v in cc.vmm_vms() if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
         assert len(vms) == 2
         sids = {open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[3] for v in vms}
         assert len(sids) == distinct
@@ -168,7 +168,7 @@ def test_sigterm_to_the_lab_stops_every_vm_promptly():
         deadline = time.time() + 10
         while True:
             time.sleep(0.1)
-            children = [v["pid"] for v in cc.qemu_vms()
+            children = [v["pid"] for v in cc.vmm_vms()
                         if open(f"/proc/{v['pid']}/stat").read().rsplit(")", 1)[1].split()[1] == str(proc.pid)]
             if len(children) == 2 or time.time() > deadline:
                 break

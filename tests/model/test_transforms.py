@@ -71,11 +71,11 @@ def test_xen_dom0_backend_threads_work_for_their_guest():
     from cratrace.model.threads import _infer_vms
 
     df = pl.DataFrame(
-        {"tid": [5, 6, 7], "comm": ["vif3.0-q0-guest-rx", "blkback.4.xvda", "kworker/0:1"], "first_ts": [0] * 3, "last_ts": [1] * 3, "pid": [None] * 3, "vm": [None] * 3, "vcpu": [None] * 3, "role": [None] * 3},
-        schema_overrides={"pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String},
+        {"tid": [5, 6, 7], "comm": ["vif3.0-q0-guest-rx", "blkback.4.xvda", "kworker/0:1"], "first_ts": [0] * 3, "last_ts": [1] * 3, "pid": [None] * 3, "vm": [None] * 3, "vcpu": [None] * 3, "role": [None] * 3, "vm_evidence": [None] * 3},
+        schema_overrides={"pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String, "vm_evidence": pl.String},
     )
-    out = _infer_vms(df, {})
-    assert out.select("vm", "role").rows() == [("dom3", "io-worker"), ("dom4", "io-worker"), (None, None)]
+    out, unseen = _infer_vms(df, {}, None)
+    assert out.sort("tid").select("vm", "role").rows() == [("dom3", "io-worker"), ("dom4", "io-worker"), (None, None)] and unseen == 0
 
 
 def test_cpu_slices_recover_switch_ins_the_kernel_did_not_emit():
