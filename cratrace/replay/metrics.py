@@ -32,7 +32,11 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
     mk = mk.with_columns(pl.col("t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
     for v, k, last in mk.group_by("vm").agg(pl.len(), pl.col("ts").max()).iter_rows():
         marks[v], last_mark[v] = k, last
-    busy = sum(cpu) + r["overhead_ns"]
+    # the costs the engine charges (switches, migrations, hypervisor calls,
+    # swaps) are paid inside the threads' CPU time (a run is charged from
+    # its dispatch), so scheduling overhead is part of busy time, not added
+    # to it: busy is what the cores ran (core_busy_ns sums to the same)
+    busy = sum(cpu)
     U = busy / (pc * T * 1e9) if T > 0 else 0
     ends = sum(marks)
     guest = sum(c - s for c, s, v in zip(cpu, spin, w.vm_of) if v >= 0)
