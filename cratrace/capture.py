@@ -13,7 +13,7 @@ DuckDB views over the Parquet files.
 from __future__ import annotations
 
 import json
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +30,39 @@ def _scan(path: Path) -> pl.LazyFrame:
     import polars as pl
 
     return pl.scan_parquet(path)
+
+
+@lru_cache(maxsize=256)
+def _columns(path: Path, mtime_ns: int) -> list[str]:
+    """A Parquet file's column names (its footer, read once per version)."""
+    import polars as pl
+
+    return list(pl.scan_parquet(path).collect_schema().names())
+
+
+def _scan_model(name: str, path: Path) -> pl.LazyFrame:
+    """A model table, with any column declared since it was built
+    (`cratrace.tables`) added as nulls: a model built by an older cratrace
+    reads with today's columns, null where they were not computed."""
+    import polars as pl
+
+    from cratrace.tables import MODEL_TABLES
+
+    lf = pl.scan_parquet(path)
+    if name not in MODEL_TABLES:
+        return lf
+    from cratrace.model.frames import schema
+
+    try:
+        have = _columns(path, path.stat().st_mtime_ns)
+    except (OSError, pl.exceptions.PolarsError):
+        return lf  # damaged: `require_model` names it, a read fails on it
+    declared = schema(name)
+    missing = [pl.lit(None, t).alias(c) for c, t in declared.items() if c not in have]
+    if not missing:
+        return lf
+    # in the declared order, as a model built today has them
+    return lf.with_columns(missing).select(*declared, *(c for c in have if c not in declared))
 
 
 def _tables_in(folder: Path) -> dict[str, Path]:
@@ -79,7 +112,7 @@ class Capture:
     @property
     def model(self) -> dict[str, pl.LazyFrame]:
         """One LazyFrame per model table present (run `cratrace model` to build them)."""
-        return {k: _scan(p) for k, p in self.model_paths.items()}
+        return {k: _scan_model(k, p) for k, p in self.model_paths.items()}
 
     def require_model(self, names: list[str]) -> dict[str, pl.LazyFrame]:
         """The model tables `names`, each checked to be there and to have an
@@ -93,14 +126,14 @@ class Capture:
             raise CaptureError(f"{self.path}: model tables missing ({', '.join(missing)}); run `cratrace model {self.path}` first")
         for n in names:
             _native.parquet_rows(paths[n])  # raises "damaged table: FILE: ..."
-        return {n: _scan(paths[n]) for n in names}
+        return {n: _scan_model(n, paths[n]) for n in names}
 
     def table(self, name: str) -> pl.LazyFrame:
         """A model table if there is one of that name, else an event table."""
         paths = {**self.event_paths, **self.model_paths}
         if name not in paths:
             raise CaptureError(f"{self.path}: no table {name!r} (have: {', '.join(sorted(paths)) or 'none'})")
-        return _scan(paths[name])
+        return _scan_model(name, paths[name]) if name in self.model_paths else _scan(paths[name])
 
     def has(self, name: str) -> bool:
         return name in self.event_paths or name in self.model_paths

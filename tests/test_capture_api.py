@@ -75,3 +75,22 @@ def test_replay_and_report_name_a_damaged_or_missing_model_table(modelled, tmp_p
         for args in (("replay", cap, "-o", tmp_path / "out"), ("report", cap, "-o", tmp_path / "r.html")):
             p = run_cli(*args)
             assert p.returncode == 2 and says in p.stderr and "internal error" not in p.stderr, (args, p.stderr)
+
+
+def test_a_model_built_before_a_column_was_declared_reads_with_it_as_nulls(tmp_path):
+    """threads.vm_evidence came on 2026-11-27: a model built before it
+    reads (and replays) with the column null, in the declared order."""
+    import polars as pl
+
+    from cratrace.tables import MODEL_TABLES
+    from tests.helpers import cratrace as run_cli
+
+    cap = tmp_path / "cap"
+    run_cli("import", RAW, "-o", cap, "-q", check=True)
+    run_cli("model", cap, "-q", check=True)
+    th = cap / "model" / "threads.parquet"
+    pl.read_parquet(th).drop("vm_evidence").write_parquet(th)
+    got = cratrace.open(cap).model["threads"].collect()
+    assert got.columns == MODEL_TABLES["threads"].column_names and got["vm_evidence"].null_count() == got.height
+    r = run_cli("replay", cap, "-o", tmp_path / "rep", "-p", "fair")
+    assert r.returncode in (0, 1) and "internal error" not in r.stderr, r.stderr
