@@ -24,7 +24,8 @@ def info_cmd(
 
     Exits 1 when the capture is incomplete: the kernel dropped records
     (lost events) or the import salvaged a damaged file (truncated, corrupt
-    pages; listed under `damaged`), so scripts can refuse to plan on it.
+    pages; listed under `damaged`) or its model had to guess which threads
+    form which VM (`model_guessed`), so scripts can refuse to plan on it.
     Fields of types the reader has no column type for (structs, odd-sized
     integers) are kept as their raw bytes: `--verbose` lists them.
     """
@@ -50,6 +51,9 @@ def info_cmd(
         "sources": [{k: s[k] for k in ("path", "kind", "sha256", "blake3", "bytes") if k in s} for s in m.get("sources", [])],
         "model_tables": sorted(cap.model_paths),
         "vms": [v.get("name") for v in m.get("vms", [])],
+        # the model's VMs, with the evidence that grouped their threads
+        "model_vms": (m.get("model") or {}).get("vms"),
+        "model_guessed": (m.get("model") or {}).get("guessed", []),
         "warnings": m.get("warnings", []),
         "damaged": data_problems(m),
     }
@@ -79,9 +83,13 @@ def info_cmd(
                 console.print(f"raw bytes: {esc(d['event'])}.{esc(d['field'])} ({esc(d['type'])}): {esc(d['reason'])}", highlight=False, soft_wrap=True)
         if summary["model_tables"]:
             console.print("model: " + ", ".join(summary["model_tables"]))
+        if summary["model_vms"]:
+            console.print("VMs: " + ", ".join(f"{esc(v['vm'])} ({v['vcpus']} vCPUs, by {v['evidence']})" for v in summary["model_vms"]), highlight=False, soft_wrap=True)
+        for g in summary["model_guessed"]:
+            console.print(f"[yellow]guessed:[/] {esc(g)}", highlight=False, soft_wrap=True)
         for w in summary["warnings"]:
             console.print(f"[yellow]warning:[/] {esc(w)}", highlight=False, soft_wrap=True)
-    if lost or summary["damaged"]:
+    if lost or summary["damaged"] or summary["model_guessed"]:
         raise typer.Exit(1)
 
 

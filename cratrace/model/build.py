@@ -134,4 +134,4 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
     done("faults", faults(ev, out["threads"]))
     # a write error surfaces here, before capture.json says the model exists
     rows = {name: futures[name].result() for name in TABLE_ORDER}
-    return rows, vm_summary(out["threads"]), notes
+    return rows, vm_summary(out["threads"], out["vcpu_states"]), notes

@@ -122,7 +122,7 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
     group_of = {int(t): key for key, g in ((sched_groups or {}).get("groups") or {}).items() for t in g.get("tids", [])}
     df = df.with_columns(pl.col("tid").replace_strict(group_of, default=None, return_dtype=pl.String).alias("sched_group"))
     out = conform(df.sort("tid"), "threads")
-    return out, vm_notes(out, unseen)
+    return out, vm_notes(out, unseen, xen=any(k.startswith("xen_") for k in ev))
 
 
 def _infer_vms(df: pl.DataFrame, ev: dict[str, pl.LazyFrame], vm_pattern: str | None) -> tuple[pl.DataFrame, int]:

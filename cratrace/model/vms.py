@@ -190,10 +190,11 @@ def split_repeats(threads: pl.DataFrame) -> pl.DataFrame:
     ).drop("_nth")
 
 
-def notes(threads: pl.DataFrame, unseen: int) -> tuple[list[str], list[str]]:
+def notes(threads: pl.DataFrame, unseen: int, xen: bool = False) -> tuple[list[str], list[str]]:
     """(what the VM attribution guessed or re-attributed, what it remarks),
     one line each, from the threads table (with `vm_evidence`); `unseen`:
-    vCPU-named threads known only from the saved command lines."""
+    vCPU-named threads known only from the saved command lines; `xen`:
+    the capture is a xentrace one (its VMs are domains, not threads)."""
     vm = threads.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("vm_evidence").first()).sort("vm")
     out = []
     guessed = vm.filter(pl.col("vm_evidence").is_in(GUESSED))["vm"].to_list()
@@ -205,12 +206,15 @@ def notes(threads: pl.DataFrame, unseen: int) -> tuple[list[str], list[str]]:
     remarks = []
     if unseen:
         remarks.append(f"{unseen} threads named like vCPUs appear only in the trace's saved command lines, in no event (threads that did not run here): not counted as vCPUs")
-    if threads.filter(pl.col("role") == "vcpu").height == 0:
+    if threads.filter(pl.col("role") == "vcpu").height == 0 and not xen:
         remarks.append("no VMs: no thread is named like a vCPU of a known VMM or entered a guest (kvm_entry); processes are the tenants (give `--set vm_pattern=REGEX` for other names)")
     return out, remarks
 
 
-def summary(threads: pl.DataFrame) -> list[dict]:
-    """Per VM: its vCPU count, process id (when known) and evidence."""
+def summary(threads: pl.DataFrame, states: pl.DataFrame) -> list[dict]:
+    """Per VM: its vCPU count, process id (when known) and evidence; Xen
+    domains (vCPUs in `states` with no thread) by their xentrace records."""
     v = threads.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.len().alias("vcpus"), pl.col("pid").first(), pl.col("vm_evidence").first().alias("evidence"))
-    return v.sort("vm").to_dicts()
+    dom = states.filter(pl.col("tid").is_null()).group_by("vm").agg(pl.col("vcpu").n_unique().cast(pl.UInt32).alias("vcpus"))
+    dom = dom.with_columns(pl.lit(None, pl.Int64).alias("pid"), pl.lit("xentrace").alias("evidence"))
+    return pl.concat([v, dom.select(v.columns)]).sort("vm").to_dicts()

@@ -15,6 +15,7 @@ from cratrace.report.energy import PowerModel, energy
 from cratrace.report.fidelity import fidelity_table
 from cratrace.report.render import render_html, render_markdown
 from cratrace.report.runs import Run, recorded_run, replay_runs, wakeup_latency_us
+from cratrace.report.tenants import process_tenants
 
 HIGHER_BETTER = {"ETR /s": True, "ITR /s": True, "guest util %": True, "spin s": False, "wakeup p95 µs": False, "energy J": False, "fidelity err %": False}
 
@@ -47,7 +48,7 @@ def owned_slices(r: Run, cap: Capture) -> tuple[pl.DataFrame, pl.DataFrame]:
     threads): their running intervals, under the stand-in ids a replay
     gives them, and idle between (billing keeps to the runstates)."""
     sl = r.table("cpu_slices")
-    th = r.table("threads") if r.table("threads").height else cap.model["threads"].collect()
+    th = process_tenants(r.table("threads") if r.table("threads").height else cap.model["threads"].collect())
     states = r.scan("vcpu_states")
     if sl.height or states is None:
         return sl, th
@@ -110,6 +111,11 @@ def recorded_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: lis
     """Billing of the recorded run: its VMs' direct CPU time, and the host's
     I/O work shared out by `rule`."""
     threads = rec.table("threads")
+    tenants = process_tenants(threads)
+    if tenants is not threads:
+        # no VMs: each process is a tenant, billed for its threads' CPU
+        missing.append("no VMs: the bills and energy are per process (threads grouped by process where the trace tells, else by name; kernel threads as `kernel`)")
+        threads = tenants.with_columns(pl.when(pl.col("vm").is_not_null()).then(pl.lit("vcpu")).otherwise("role").alias("role"))
     sl = rec.table("cpu_slices").join(threads.select("tid", "vm", "role"), on="tid", how="left")
     direct = {vm: int(n) for vm, n in sl.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("dur").sum()).iter_rows()}
     io = rec.table("io_work")
@@ -127,6 +133,16 @@ def recorded_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: lis
     return billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=max(host_total, int(io["cpu_ns"].sum()) if io.height else 0))
 
 
+def vm_attribution(meta: dict) -> str:
+    """One line: the VMs and the evidence that grouped their threads."""
+    vms = (meta.get("model") or {}).get("vms")
+    if vms is None:
+        return "VMs: as the model found them (a model built before VM evidence was recorded)"
+    if not vms:
+        return "VMs: none found; the report shows the host's threads"
+    return "VMs: " + ", ".join(f"{v['vm']} ({v['vcpus']} vCPUs, by {v['evidence']})" for v in vms)
+
+
 def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
     cap = capture if isinstance(capture, Capture) else Capture(capture)
     from cratrace.errors import OutputExistsError
@@ -134,7 +150,10 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     # every model table the report reads, there and intact
     cap.require_model(sorted(set(cap.model_paths) | {"cpu_slices", "threads"}))
     runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
-    missing = []
+    from cratrace.model.build import model_notes
+
+    guessed, remarks = model_notes(cap.meta)
+    missing = [vm_attribution(cap.meta), *guessed, *remarks]
     if not replays:
         missing.append("no replays given (--replays OUT): only the recorded run is shown")
     energies, latencies, energy_rows, core_rows, energy_series, series = {}, {}, [], [], [], []
