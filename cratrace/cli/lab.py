@@ -15,6 +15,8 @@ VMS = typer.Option(help="Number of VM processes.")
 VCPUS = typer.Option(help="vCPU threads per VM: one count for every VM, or one per VM, comma-separated (1,3: a 1-vCPU and a 3-vCPU VM; the last count repeats).")
 LOCK = typer.Option(help="The VMs' lock: spin (native spinlock, spins until free) or pv (paravirtual spinlock as in KVM guests: spins 2^15 PAUSEs, then halts until the holder's unlock kicks it).")
 WORK_CLOCK = typer.Option(help="How bursts and critical sections are measured: count (a calibrated loop with no system calls, as a guest computes in guest mode), cpu (thread CPU time read in the loop: fixed work, but a system call every few µs) or wall (a preempted burst shrinks).")
+VMM = typer.Option(help="Name the VM processes and threads as this VMM does: qemu (`CPU n/KVM`), firecracker (`fc_vcpu n`), cloud-hypervisor (`vcpuN`, created by a `vmm` thread), crosvm (`crosvm_vcpuN`) or kvmtool (`kvm-vcpu-N`).")
+MARKERS = typer.Option(help="The guests' trace_marker lines: lab (`txn_end vm=X vcpu=N`, spin_begin/spin_end with the same fields), bare (`txn_end n=K`, spin_begin, spin_end), rtapp (rt-app's `rtapp_loop: event=end ...`), free (free text) or none.")
 VM_SESSIONS = typer.Option(help="shared: the VMs share the lab's session (one autogroup); own: each VM process gets its own session, so with autogroups on the kernel shares CPUs between VMs first, as libvirt's per-VM cgroups make it.")
 
 
@@ -39,13 +41,15 @@ def run_cmd(
     work_clock: Annotated[str, WORK_CLOCK] = "count",
     lock: Annotated[str, LOCK] = "spin",
     vm_sessions: Annotated[str, VM_SESSIONS] = "shared",
+    vmm: Annotated[str, VMM] = "qemu",
+    markers: Annotated[str, MARKERS] = "lab",
 ) -> None:
     """Run the lab workload in the foreground."""
     from cratrace.lab import LabParams, run
 
     from cratrace.lab import LabError
 
-    r = run(LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions))
+    r = run(LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions, vmm, markers))
     if r.returncode != 0:
         raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
     console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
@@ -63,6 +67,8 @@ def capture_cmd(
     work_clock: Annotated[str, WORK_CLOCK] = "count",
     lock: Annotated[str, LOCK] = "spin",
     vm_sessions: Annotated[str, VM_SESSIONS] = "shared",
+    vmm: Annotated[str, VMM] = "qemu",
+    markers: Annotated[str, MARKERS] = "lab",
     preset: Annotated[str, typer.Option(help="Capture preset.")] = "kvm-sched",
     force: Annotated[bool, typer.Option("--force")] = False,
 ) -> None:
@@ -78,7 +84,7 @@ def capture_cmd(
 
     from cratrace.errors import OutputExistsError
 
-    params = LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions)
+    params = LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions, vmm, markers)
     if out.exists() and not force:  # refuse before spending the capture, not after
         raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))

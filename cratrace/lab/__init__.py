@@ -15,6 +15,9 @@ from pathlib import Path
 from cratrace.errors import CratraceError
 
 SOURCE = Path(__file__).with_name("vmlab.c")
+#: the VMMs the lab can look like, and its guests' marker styles (vmlab.c)
+VMMS = ("qemu", "firecracker", "cloud-hypervisor", "crosvm", "kvmtool")
+MARKER_STYLES = ("lab", "bare", "rtapp", "free", "none")
 
 
 class LabError(CratraceError):
@@ -47,6 +50,15 @@ class LabParams:
     #: own ("own"): with autogroups on, the kernel then schedules each VM
     #: as a group of its own, as libvirt's per-VM cgroups do
     vm_sessions: str = "shared"
+    #: which VMM the processes and threads are named after (VMMS in the
+    #: collector): qemu, firecracker, cloud-hypervisor (its `vmm` thread
+    #: creates the vCPUs), crosvm or kvmtool
+    vmm: str = "qemu"
+    #: how the guests annotate: lab (`txn_end vm=X vcpu=N`, spin_begin /
+    #: spin_end with the same fields), bare (`txn_end n=K`, spin_begin,
+    #: spin_end: no fields), rtapp (rt-app's `rtapp_loop: event=end ...`),
+    #: free (free text) or none
+    markers: str = "lab"
 
     def __post_init__(self) -> None:
         # vmlab.c clamps or zeroes nonsense silently (atoi, fixed arrays), so
@@ -72,6 +84,10 @@ class LabParams:
             raise LabError(f"--lock must be spin or pv, got {self.lock!r}")
         if self.vm_sessions not in ("shared", "own"):
             raise LabError(f"--vm-sessions must be shared or own, got {self.vm_sessions!r}")
+        if self.vmm not in VMMS:
+            raise LabError(f"--vmm must be one of {', '.join(VMMS)}, got {self.vmm!r}")
+        if self.markers not in MARKER_STYLES:
+            raise LabError(f"--markers must be one of {', '.join(MARKER_STYLES)}, got {self.markers!r}")
 
     def vcpus_of(self, vm: int) -> int:
         """vCPUs of VM number `vm`."""
@@ -81,7 +97,7 @@ class LabParams:
 
     def argv(self, exe: Path) -> list[str]:
         vcpus = ",".join(map(str, self.vcpus)) if isinstance(self.vcpus, tuple) else str(self.vcpus)
-        return [str(exe), str(self.vms), vcpus, str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock, self.vm_sessions]
+        return [str(exe), str(self.vms), vcpus, str(self.burst_us), str(self.hold_us), str(self.sleep_us), str(self.duration_s), self.work_clock, self.lock, self.vm_sessions, self.vmm, self.markers]
 
 
 def executable() -> Path:

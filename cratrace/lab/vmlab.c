@@ -11,8 +11,16 @@
  *   spin_begin vm=<vm> vcpu=<n> lock=<id>
  *   spin_end vm=<vm> vcpu=<n> lock=<id> spins=<count>
  *
- * usage: vmlab VMS VCPUS[,VCPUS...] BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]
- *        (re-executes itself once per VM with argv[0]=qemu-system-x86_64)
+ * usage: vmlab VMS VCPUS[,VCPUS...] BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own [VMM [MARKERS]]]]]
+ *        (re-executes itself once per VM with argv[0] the VMM's name)
+ * VMM names the processes and threads as a VMM does: qemu (the default:
+ * qemu-system-x86_64 -name guest=VM, threads `CPU n/KVM`), firecracker
+ * (`--id VM`, `fc_vcpu n`), cloud-hypervisor (a `vmm` thread creates the
+ * `vcpuN` threads), crosvm (`crosvm_vcpuN`) or kvmtool (lkvm, `kvm-vcpu-N`).
+ * MARKERS is how the guests annotate: lab (the default, above), bare
+ * (`txn_end n=K`, `spin_begin`, `spin_end`: no vm/vcpu fields), rtapp
+ * (rt-app's `rtapp_loop: event=end thread_loop=K phase=0 phase_loop=0`),
+ * free (free text) or none.
  * Bursts and critical sections are counted loops calibrated to thread CPU
  * time (count, the default), thread CPU time read in the loop (cpu) or
  * wall time (wall).
@@ -43,6 +51,16 @@
 
 static int marker_fd = -1;
 static const char *vm_name;
+enum { VMM_QEMU, VMM_FIRECRACKER, VMM_CLOUD_HYPERVISOR, VMM_CROSVM, VMM_KVMTOOL };
+static const char *const VMM_NAMES[] = {"qemu", "firecracker", "cloud-hypervisor", "crosvm", "kvmtool"};
+/* argv[0], the option naming the VM, the process's comm */
+static const char *const VMM_ARGV0[] = {"qemu-system-x86_64", "firecracker", "cloud-hypervisor", "crosvm", "lkvm"};
+static const char *const VMM_NAME_FLAG[] = {"-name", "--id", "--api-socket", "run", "--name"};
+static const char *const VMM_COMM[] = {"qemu-system-x86", "firecracker", "cloud-hyperviso", "crosvm", "lkvm"};
+static int vmm;
+enum { MARK_LAB, MARK_BARE, MARK_RTAPP, MARK_FREE, MARK_NONE };
+static const char *const MARKER_STYLES[] = {"lab", "bare", "rtapp", "free", "none"};
+static int markers;
 static long burst_us, hold_us, sleep_us;
 static double end_time;
 /* 0 free, 1 held, 2 held with sleepers (pv mode only) */
@@ -122,11 +140,36 @@ static void busy_us(long us) {
     while (clock() < until) x++;
 }
 
-static void mark(const char *fmt, long vcpu, long extra) {
-    if (marker_fd < 0) return;
-    char buf[128];
-    int n = snprintf(buf, sizeof buf, fmt, vm_name, vcpu, extra);
-    if (write(marker_fd, buf, n) < 0) { /* tracing off: keep running */ }
+static void write_marker(const char *buf, int n) {
+    if (marker_fd >= 0 && n > 0 && write(marker_fd, buf, n) < 0) { /* tracing off: keep running */ }
+}
+
+/* The marker lines of one event in the chosen style: what is a spin
+ * episode's begin (0), its end (1, with the spins) or a transaction's end
+ * (2, with the vCPU's count of them). */
+static void mark(int what, long vcpu, long arg) {
+    if (marker_fd < 0 || markers == MARK_NONE) return;
+    char buf[160];
+    int n = 0;
+    switch (markers) {
+    case MARK_LAB:
+        n = what == 0   ? snprintf(buf, sizeof buf, "spin_begin vm=%s vcpu=%ld lock=0\n", vm_name, vcpu)
+            : what == 1 ? snprintf(buf, sizeof buf, "spin_end vm=%s vcpu=%ld lock=0 spins=%ld\n", vm_name, vcpu, arg)
+                        : snprintf(buf, sizeof buf, "txn_end vm=%s vcpu=%ld\n", vm_name, vcpu);
+        break;
+    case MARK_BARE:
+        n = what == 0   ? snprintf(buf, sizeof buf, "spin_begin\n")
+            : what == 1 ? snprintf(buf, sizeof buf, "spin_end\n")
+                        : snprintf(buf, sizeof buf, "txn_end n=%ld\n", arg);
+        break;
+    case MARK_RTAPP:
+        if (what == 2) n = snprintf(buf, sizeof buf, "rtapp_loop: event=end thread_loop=%ld phase=0 phase_loop=0\n", arg);
+        break;
+    case MARK_FREE:
+        if (what == 2) n = snprintf(buf, sizeof buf, "request %ld done by worker %ld, all fine\n", arg, vcpu);
+        break;
+    }
+    write_marker(buf, n);
 }
 
 static void futex(int op, int val) {
@@ -139,7 +182,7 @@ static void futex(int op, int val) {
 static void lock_acquire(long id) {
     int expected = 0;
     if (atomic_compare_exchange_strong(&lock_word, &expected, 1)) return;
-    mark("spin_begin vm=%s vcpu=%ld lock=%ld\n", id, 0);
+    mark(0, id, 0);
     long spins = 0;
     int taken_as = 1;
     for (;;) {
@@ -158,29 +201,36 @@ static void lock_acquire(long id) {
         futex(FUTEX_WAIT, 2);
     }
 taken:
-    if (marker_fd >= 0) {
-        char buf[128];
-        int n = snprintf(buf, sizeof buf, "spin_end vm=%s vcpu=%ld lock=0 spins=%ld\n", vm_name, id, spins);
-        if (write(marker_fd, buf, n) < 0) {}
-    }
+    mark(1, id, spins);
 }
 
 static void lock_release(void) {
     if (atomic_exchange(&lock_word, 0) == 2) futex(FUTEX_WAKE, 1);
 }
 
+static void name_vcpu_thread(long id) {
+    char name[16];
+    switch (vmm) {
+    case VMM_FIRECRACKER: snprintf(name, sizeof name, "fc_vcpu %ld", id); break;
+    case VMM_CLOUD_HYPERVISOR: snprintf(name, sizeof name, "vcpu%ld", id); break;
+    case VMM_CROSVM: snprintf(name, sizeof name, "crosvm_vcpu%ld", id); break;
+    case VMM_KVMTOOL: snprintf(name, sizeof name, "kvm-vcpu-%ld", id); break;
+    default: snprintf(name, sizeof name, "CPU %ld/KVM", id);
+    }
+    prctl(PR_SET_NAME, name);
+}
+
 static void *vcpu(void *arg) {
     long id = (long)arg;
-    char name[16];
-    snprintf(name, sizeof name, "CPU %ld/KVM", id);
-    prctl(PR_SET_NAME, name);
+    name_vcpu_thread(id);
     struct timespec nap = {sleep_us / 1000000, (sleep_us % 1000000) * 1000};
+    long done = 0;
     while (!stop && now() < end_time) {
         busy_us(burst_us);
         lock_acquire(id);
         busy_us(hold_us);
         lock_release();
-        mark("txn_end vm=%s vcpu=%ld\n", id, 0);
+        mark(2, id, ++done);
         if (sleep_us > 0) nanosleep(&nap, NULL);
     }
     return NULL;
@@ -200,15 +250,42 @@ static int vcpus_of(const char *list, int v) {
 
 static void on_signal(int sig) { (void)sig; stop = 1; }
 
+static int vm_vcpus;
+
+/* Start the VM's vCPU threads and wait for them. */
+static void *start_vcpus(void *arg) {
+    (void)arg;
+    pthread_t t[256];
+    for (long i = 0; i < vm_vcpus; i++) pthread_create(&t[i], NULL, vcpu, (void *)i);
+    for (int i = 0; i < vm_vcpus; i++) pthread_join(t[i], NULL);
+    return NULL;
+}
+
+static void *vmm_thread(void *arg) {
+    prctl(PR_SET_NAME, "vmm");
+    return start_vcpus(arg);
+}
+
 static int run_vm(int vcpus, double duration) {
-    prctl(PR_SET_NAME, "qemu-system-x86");
+    prctl(PR_SET_NAME, VMM_COMM[vmm]);
     marker_fd = open("/sys/kernel/tracing/trace_marker", O_WRONLY);
     end_time = now() + duration;
-    pthread_t t[256];
-    if (vcpus > 256) vcpus = 256;
-    for (long i = 0; i < vcpus; i++) pthread_create(&t[i], NULL, vcpu, (void *)i);
-    for (int i = 0; i < vcpus; i++) pthread_join(t[i], NULL);
+    vm_vcpus = vcpus > 256 ? 256 : vcpus;
+    if (vmm == VMM_CLOUD_HYPERVISOR) {
+        /* Cloud Hypervisor's vCPU threads are created by its `vmm` thread */
+        pthread_t t;
+        pthread_create(&t, NULL, vmm_thread, NULL);
+        pthread_join(t, NULL);
+    } else {
+        start_vcpus(NULL);
+    }
     return 0;
+}
+
+static int index_of(const char *const *names, int n, const char *s) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0) return i;
+    return -1;
 }
 
 int main(int argc, char **argv) {
@@ -221,10 +298,12 @@ int main(int argc, char **argv) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* child form: qemu-system-x86_64 -name guest=VM VCPUS BURST HOLD SLEEP DURATION lab CLOCK LOCK SESSION LOOPS_PER_US */
-    if (argc == 13 && strcmp(argv[1], "-name") == 0) {
+    /* child form: VMM-ARGV0 NAME-FLAG NAME VCPUS BURST HOLD SLEEP DURATION lab CLOCK LOCK SESSION LOOPS_PER_US VMM MARKERS */
+    if (argc == 15 && strcmp(argv[8], "lab") == 0) {
         if (strcmp(argv[11], "own") == 0) setsid();
-        vm_name = argv[2] + strlen("guest=");
+        vmm = index_of(VMM_NAMES, 5, argv[13]);
+        markers = index_of(MARKER_STYLES, 5, argv[14]);
+        vm_name = strncmp(argv[2], "guest=", 6) == 0 ? argv[2] + 6 : argv[2];
         work_clock = strcmp(argv[9], "wall") == 0 ? WORK_WALL : strcmp(argv[9], "count") == 0 ? WORK_COUNT : WORK_CPU;
         pv_lock = strcmp(argv[10], "pv") == 0;
         loops_per_us = atof(argv[12]);
@@ -234,13 +313,18 @@ int main(int argc, char **argv) {
     int clock_ok = argc < 8 || strcmp(argv[7], "cpu") == 0 || strcmp(argv[7], "wall") == 0 || strcmp(argv[7], "count") == 0;
     int lock_ok = argc < 9 || strcmp(argv[8], "spin") == 0 || strcmp(argv[8], "pv") == 0;
     int session_ok = argc < 10 || strcmp(argv[9], "shared") == 0 || strcmp(argv[9], "own") == 0;
-    if (argc < 7 || argc > 10 || !clock_ok || !lock_ok || !session_ok) {
-        fprintf(stderr, "usage: vmlab VMS VCPUS[,VCPUS...] BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own]]]\n");
+    int vmm_ok = argc < 11 || index_of(VMM_NAMES, 5, argv[10]) >= 0;
+    int markers_ok = argc < 12 || index_of(MARKER_STYLES, 5, argv[11]) >= 0;
+    if (argc < 7 || argc > 12 || !clock_ok || !lock_ok || !session_ok || !vmm_ok || !markers_ok) {
+        fprintf(stderr, "usage: vmlab VMS VCPUS[,VCPUS...] BURST_US HOLD_US SLEEP_US DURATION_S [count|cpu|wall [spin|pv [shared|own [qemu|firecracker|cloud-hypervisor|crosvm|kvmtool [lab|bare|rtapp|free|none]]]]]\n");
         return 2;
     }
     const char *work_clock = argc >= 8 ? argv[7] : "count";
     const char *lock_mode = argc >= 9 ? argv[8] : "spin";
     const char *session = argc >= 10 ? argv[9] : "shared";
+    const char *vmm_name = argc >= 11 ? argv[10] : "qemu";
+    const char *marker_style = argc >= 12 ? argv[11] : "lab";
+    int v_mm = index_of(VMM_NAMES, 5, vmm_name);
     int vms = atoi(argv[1]);
     char rate[32] = "0";
     if (strcmp(work_clock, "count") == 0) {
@@ -250,13 +334,13 @@ int main(int argc, char **argv) {
     pid_t pids[64];
     if (vms > 64) vms = 64;
     for (int v = 0; v < vms; v++) {
-        char name[32];
-        snprintf(name, sizeof name, "guest=vm%d", v);
+        char name[64];
+        snprintf(name, sizeof name, v_mm == VMM_QEMU ? "guest=vm%d" : "vm%d", v);
         pids[v] = fork();
         if (pids[v] == 0) {
             char vcpus[16];
             snprintf(vcpus, sizeof vcpus, "%d", vcpus_of(argv[2], v));
-            char *args[] = {"qemu-system-x86_64", "-name", name, vcpus, argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, (char *)session, rate, NULL};
+            char *args[] = {(char *)VMM_ARGV0[v_mm], (char *)VMM_NAME_FLAG[v_mm], name, vcpus, argv[3], argv[4], argv[5], argv[6], "lab", (char *)work_clock, (char *)lock_mode, (char *)session, rate, (char *)vmm_name, (char *)marker_style, NULL};
             execv("/proc/self/exe", args);
             _exit(127);
         }
