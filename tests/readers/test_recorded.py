@@ -11,30 +11,13 @@ from pathlib import Path
 import pytest
 
 import cratrace
+from benchmarks.corpus import prepare_instance
 from tests.conftest import RECORD_BUFFER_KB
 from tests.helpers import cratrace as run_cli
 from tests.helpers import report_counts
 
 TRACEFS = Path("/sys/kernel/tracing")
 # Files that refuse writes in sandboxed VMs; covered like enable-tracing.sh does.
-FILTER_FILES = ("set_ftrace_filter", "set_ftrace_notrace", "set_graph_function", "set_graph_notrace", "set_ftrace_pid", "set_ftrace_notrace_pid")
-
-
-def _prepare_instance(name: str, scratch: Path) -> None:
-    inst = TRACEFS / "instances" / name
-    inst.mkdir(exist_ok=True)
-    for f in FILTER_FILES:
-        p = inst / f
-        if not p.exists():
-            continue
-        try:
-            p.write_text("\n")
-        except OSError:
-            s = scratch / f
-            s.write_text("\n")
-            subprocess.run(["mount", "--bind", str(s), str(p)], check=False, capture_output=True)
-
-
 def _record(tmp: Path, extra: list[str]) -> Path:
     out = tmp / "trace.dat"
     workload = "for i in $(seq 200); do echo txn_end vm=a vcpu=$((i % 2)) > /sys/kernel/tracing/trace_marker; done; sleep 0.2"
@@ -65,9 +48,7 @@ def test_recorded_trace_with_markers(tracing_lock, tmp_path):
 def test_recorded_trace_with_a_second_buffer_instance(tracing_lock, tmp_path):
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    scratch = tmp_path / "scratch"
-    scratch.mkdir()
-    _prepare_instance("cratrace_test", scratch)
+    prepare_instance("cratrace_test", tmp_path / "scratch")
     f = _record(tmp_path, ["-B", "cratrace_test", "-e", "sched:sched_switch"])
     cap_dir = tmp_path / "cap"
     run_cli("import", f, "-o", cap_dir, "-q", check=True)
