@@ -57,6 +57,8 @@ LAB_VARIANTS = (
     ("qemu-clock-x86-tsc", {"markers": "lab"}, ["-e", "sched", "-C", "x86-tsc"], False),
     ("qemu-one-cpu", {"markers": "lab"}, ["-e", "sched", "-M", "1"], True),
     ("qemu-instance", {"markers": "lab"}, ["-e", "sched", "-B", "cratrace_corpus", "-e", "sched:sched_switch"], True),
+    # perf instead of trace-cmd (it records no trace_marker lines)
+    ("qemu-perf-sched.perf", {"markers": "lab"}, ["perf", "-e", "sched:sched_switch", "-e", "sched:sched_wakeup", "-e", "sched:sched_process_fork"], False),
 )
 
 
@@ -222,7 +224,8 @@ def record_lab_variants(out: Path, only: list[str] | None = None) -> list[Path]:
     for name, lab, opts, before in LAB_VARIANTS:
         if only and name not in only:
             continue
-        f = out / f"{name}.dat"
+        perf = opts[0] == "perf"
+        f = out / (f"{name}.data" if perf else f"{name}.dat")
         params = LabParams(**{"vms": 2, "vcpus": 2, "duration_s": 2.5, **lab})
         with open("/tmp/cratrace-tracing.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -231,7 +234,7 @@ def record_lab_variants(out: Path, only: list[str] | None = None) -> list[Path]:
             proc = start(params) if before else None
             if proc is not None:
                 time.sleep(0.5)  # the VMs' threads exist before the trace starts
-            cmd = ["trace-cmd", "record", "-q", *opts, "-o", str(f)]
+            cmd = ["perf", "record", "-q", "-a", *opts[1:], "-o", str(f), "--"] if perf else ["trace-cmd", "record", "-q", *opts, "-o", str(f)]
             if before:
                 cmd += ["sleep", "1"]
             else:
@@ -242,7 +245,7 @@ def record_lab_variants(out: Path, only: list[str] | None = None) -> list[Path]:
             if proc is not None:
                 proc.wait(timeout=60)
         if r.returncode != 0 or not f.exists():
-            raise RuntimeError(f"trace-cmd record for {name}: {r.stderr.strip()[-300:]}")
+            raise RuntimeError(f"{cmd[0]} record for {name}: {r.stderr.strip()[-300:]}")
         made.append(f)
     return made
 

@@ -40,9 +40,10 @@ def test_every_stage_runs_on_the_lab_recorded_as_other_hosts_would(tmp_path):
     results = run_corpus(traces, tmp_path / "runs", jobs=2)
     print_table(results)
     assert not _failures(results), _failures(results)
-    by_name = {r.trace.rsplit("/", 1)[-1].removesuffix(".dat"): i for i, r in enumerate(results)}
+    by_name = {r.trace.rsplit("/", 1)[-1].removesuffix(".dat").removesuffix(".data"): i for i, r in enumerate(results)}
     for name, lab, _opts, before in LAB_VARIANTS:
-        cap = tmp_path / "runs" / f"{by_name[name]:03d}-{name}.dat" / "cap"
+        src = traces[by_name[name]]
+        cap = tmp_path / "runs" / f"{by_name[name]:03d}-{src.name}" / "cap"
         meta = json.loads((cap / "capture.json").read_text())["model"]
         vms = meta["vms"]
         vmm = lab.get("vmm", "qemu")
