@@ -13,6 +13,9 @@ pub enum SchedulerKind {
     Eevdf,
     /// Xen's credit scheduler.
     Credit,
+    /// Round robin: one FIFO, a fixed slice (`rr_slice_ns`), no wakeup
+    /// preemption (SCHED_RR among equals; the synth scenarios' hosts).
+    Rr,
 }
 
 /// What a vCPU does when it finds its lock held.
@@ -83,6 +86,7 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("credit_slice_ns", 30e6, "credit: time slice"),
     ("credit_tick_ns", 10e6, "credit: tick (BOOST ends, credits burn)"),
     ("credit_acct_ns", 30e6, "credit: accounting period (credits refill)"),
+    ("rr_slice_ns", 100e6, "rr: time slice (Linux's SCHED_RR default, sched_rr_timeslice_ms: 100 ms)"),
     ("ple_window_ns", 20e3, "yield: PAUSE-loop window before a PLE exit"),
     ("spin_budget_ns", 0.0, "wapd/wopd/rslp: native spin before the first suspend-spin call (0 as in the paper)"),
     ("respin_ns", 10e3, "wapd/wopd/rslp: spin after a call that resumed the spinner, before calling again"),
@@ -118,6 +122,7 @@ const SCHEDULERS: &[(&str, SchedulerKind)] = &[
     ("fair", SchedulerKind::Fair),
     ("eevdf", SchedulerKind::Eevdf),
     ("credit", SchedulerKind::Credit),
+    ("rr", SchedulerKind::Rr),
 ];
 const SPIN_RESPONSES: &[(&str, SpinResponse)] = &[
     ("spin", SpinResponse::Spin),

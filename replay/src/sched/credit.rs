@@ -89,6 +89,10 @@ impl Scheduler for Credit {
         None
     }
 
+    fn any_ready(&self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> bool {
+        self.queues.iter().flatten().any(|&x| eligible(ThreadId(x)))
+    }
+
     fn slice_ns(&self, _t: ThreadId, _ready: usize) -> i64 {
         self.slice
     }

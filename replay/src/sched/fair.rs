@@ -70,6 +70,10 @@ impl Scheduler for Fair {
         self.insert(t, v);
     }
 
+    fn any_ready(&self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> bool {
+        self.queue.iter().any(|k| eligible(ThreadId(k.2)))
+    }
+
     fn pick(&mut self, eligible: &mut dyn FnMut(ThreadId) -> bool) -> Option<ThreadId> {
         let found = self
             .queue

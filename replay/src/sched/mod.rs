@@ -4,6 +4,7 @@
 pub mod credit;
 pub mod eevdf;
 pub mod fair;
+pub mod rr;
 
 use crate::model::ThreadId;
 
@@ -72,6 +73,12 @@ pub trait Scheduler {
     /// Ready threads waiting for CPU `c`.
     fn ready_on(&self, _c: u32) -> usize {
         self.ready()
+    }
+    /// Whether a ready thread for which `eligible` holds is waiting (one
+    /// a given CPU may run: its pin, pool, affinity). Schedulers with one
+    /// global queue look; the default counts every waiting thread.
+    fn any_ready(&self, _eligible: &mut dyn FnMut(ThreadId) -> bool) -> bool {
+        self.ready() > 0
     }
     /// The slice `t` gets now, with `ready` threads waiting.
     fn slice_ns(&self, t: ThreadId, ready: usize) -> i64;
