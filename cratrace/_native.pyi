@@ -57,6 +57,7 @@ def replay(
     thread_cpu: Sequence[int] | None = None,
     thread_fine: Sequence[bool] | None = None,
     thread_group: Sequence[int] | None = None,
+    thread_allowed: Sequence[Sequence[int] | None] | None = None,
     group_names: Sequence[str] | None = None,
     group_shares: Sequence[int] | None = None,
     phase_thread: Sequence[int] | bytes,

@@ -31,7 +31,7 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase). The
 /// phase columns are lists or packed bytes (u32, u8, i64, i64).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -42,6 +42,7 @@ pub fn replay(
     thread_cpu: Option<Vec<i64>>,
     thread_fine: Option<Vec<bool>>,
     thread_group: Option<Vec<i64>>,
+    thread_allowed: Option<Vec<Option<Vec<u32>>>>,
     group_names: Option<Vec<String>>,
     group_shares: Option<Vec<i64>>,
     phase_thread: &Bound<'_, PyAny>,
@@ -74,6 +75,7 @@ pub fn replay(
     let thread_cpu = thread_cpu.unwrap_or_else(|| vec![-1; n]);
     let thread_fine = thread_fine.unwrap_or_else(|| vec![false; n]);
     let thread_group = thread_group.unwrap_or_else(|| vec![-1; n]);
+    let thread_allowed = thread_allowed.unwrap_or_else(|| vec![None; n]);
     let group_names = group_names.unwrap_or_default();
     let group_shares = group_shares.unwrap_or_default();
     if group_names.len() != group_shares.len() {
@@ -90,7 +92,11 @@ pub fn replay(
             group_names.len()
         )));
     }
-    if thread_cpu.len() != n || thread_fine.len() != n || thread_group.len() != n {
+    if thread_cpu.len() != n
+        || thread_fine.len() != n
+        || thread_group.len() != n
+        || thread_allowed.len() != n
+    {
         return Err(PyValueError::new_err(
             "replay: thread_* columns differ in length",
         ));
@@ -160,6 +166,7 @@ pub fn replay(
             fine_accounting: thread_fine[i],
             work_cpu: Vec::new(),
             group: u32::try_from(thread_group[i]).ok(),
+            allowed_cpus: thread_allowed[i].clone(),
         })
         .collect();
     // Each thread's phases in a vector of exactly their number, and its

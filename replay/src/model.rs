@@ -65,6 +65,10 @@ pub struct ThreadSpec {
     /// Its CFS scheduling group on the host (an index into
     /// [`Workload::groups`]; None: the root group).
     pub group: Option<u32>,
+    /// The CPUs it may run on (its affinity: sched_setaffinity, a cpuset,
+    /// libvirt's vcpupin); None: any. CPUs the replayed host lacks are
+    /// dropped; if none is left, any.
+    pub allowed_cpus: Option<Vec<u32>>,
 }
 
 /// A VM.

@@ -14,6 +14,7 @@ fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
         fine_accounting: false,
         work_cpu: Vec::new(),
         group: None,
+        allowed_cpus: None,
     }
 }
 

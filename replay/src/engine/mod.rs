@@ -18,7 +18,9 @@ use crate::asymmetric::VcpuFeatures;
 use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
 use crate::policy::{Placement, Policy, SchedulerKind};
-use crate::sched::{credit::Credit, eevdf::Eevdf, fair::Fair, Pull, Scheduler, Sub};
+use crate::sched::{
+    credit::Credit, eevdf::Eevdf, fair::Fair, rr::RoundRobin, Pull, Scheduler, Sub,
+};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -119,8 +121,11 @@ pub struct Engine<'a> {
     siblings: Vec<Vec<u32>>,
     gspw: Vec<u32>,
     last_boosted: Vec<usize>,
-    /// Core a thread is pinned to (energy-balance placement).
+    /// Core a thread is pinned to (its affinity when that is one CPU; the
+    /// energy-balance placement's, which overrides it).
     pin: Vec<Option<u32>>,
+    /// CPUs a thread may run on when its affinity is several (one: `pin`).
+    allowed: Vec<Option<Vec<u32>>>,
     /// Pool a thread must run in, and each CPU's pool (asymmetric placement).
     pool: Vec<Option<u8>>,
     cpu_pool: Vec<u8>,
@@ -149,6 +154,41 @@ pub struct Engine<'a> {
     /// (`host_placement=1`).
     host_recorded: bool,
     remaining_threads: usize,
+}
+
+/// What CPU `c` may run: threads not parked by a spin response, within
+/// their pin, pool and affinity.
+struct Placed<'e> {
+    c: u32,
+    pool: u8,
+    th: &'e [Th],
+    pin: &'e [Option<u32>],
+    pools: &'e [Option<u8>],
+    allowed: &'e [Option<Vec<u32>>],
+}
+
+/// The [`Placed`] of CPU `c` from the engine's fields (a macro, so that
+/// the scheduler, another field, can be borrowed mutably beside it).
+macro_rules! placed {
+    ($e:expr, $c:expr) => {
+        Placed {
+            c: $c,
+            pool: $e.cpu_pool[$c as usize],
+            th: &$e.th,
+            pin: &$e.pin,
+            pools: &$e.pool,
+            allowed: &$e.allowed,
+        }
+    };
+}
+
+impl Placed<'_> {
+    fn run(&self, i: usize) -> bool {
+        !self.th[i].aspw
+            && self.pin[i].is_none_or(|p| p == self.c)
+            && self.pools[i].is_none_or(|p| p == self.pool)
+            && self.allowed[i].as_ref().is_none_or(|s| s.contains(&self.c))
+    }
 }
 
 fn vm_of(w: &Workload, t: u32) -> Option<VmId> {
@@ -238,6 +278,30 @@ impl<'a> Engine<'a> {
                 })
             })
             .collect();
+        let ncpu = h.freq_khz.len() as u32;
+        // affinity on the replayed host: its CPUs only; none left, any
+        let affinity: Vec<Option<Vec<u32>>> = w
+            .threads
+            .iter()
+            .map(|t| {
+                let set: Vec<u32> = t
+                    .allowed_cpus
+                    .as_ref()?
+                    .iter()
+                    .copied()
+                    .filter(|&c| c < ncpu)
+                    .collect();
+                (!set.is_empty() && set.len() < ncpu as usize).then_some(set)
+            })
+            .collect();
+        let pin: Vec<Option<u32>> = affinity
+            .iter()
+            .map(|a| a.as_ref().filter(|s| s.len() == 1).map(|s| s[0]))
+            .collect();
+        let allowed: Vec<Option<Vec<u32>>> = affinity
+            .iter()
+            .map(|a| a.clone().filter(|s| s.len() > 1))
+            .collect();
         let migration_cost = p.param("migration_cost_ns") as i64;
         let newidle_cost = p.param("newidle_cost_ns").max(0.0) as i64;
         let sched: Box<dyn Scheduler> = match p.scheduler {
@@ -272,6 +336,7 @@ impl<'a> Engine<'a> {
                     tick,
                     migration_cost,
                 );
+                s.set_affinity(affinity.clone());
                 // pinned, pooled or recorded placements say where threads
                 // run; the kernel's balancing is for floating ones
                 if p.placement == Placement::Floating {
@@ -290,6 +355,7 @@ impl<'a> Engine<'a> {
                 p.param("credit_tick_ns") as i64,
                 p.param("credit_acct_ns") as i64,
             )),
+            SchedulerKind::Rr => Box::new(RoundRobin::new(n, p.param("rr_slice_ns") as i64)),
         };
         let mut lock_index = std::collections::BTreeMap::new();
         for (t, d) in w.threads.iter().zip(&demand) {
@@ -306,7 +372,6 @@ impl<'a> Engine<'a> {
                 siblings[vm.0 as usize].push(i as u32);
             }
         }
-        let ncpu = h.freq_khz.len() as u32;
         let th = (0..n)
             .map(|i| Th {
                 phase: 0,
@@ -318,7 +383,15 @@ impl<'a> Engine<'a> {
                 charged_at: 0,
                 redispatched: false,
                 progress_at: 0,
-                last_cpu: w.threads[i].start_cpu.filter(|&c| c < ncpu),
+                // where it starts: its pin, else its recorded CPU if allowed
+                last_cpu: pin[i].or_else(|| {
+                    let ok =
+                        |c: &u32| *c < ncpu && allowed[i].as_ref().is_none_or(|s| s.contains(c));
+                    w.threads[i]
+                        .start_cpu
+                        .filter(ok)
+                        .or_else(|| allowed[i].as_ref().map(|s| s[0]))
+                }),
                 recent_cpu: None,
                 spin: None,
                 pv_spun: 0,
@@ -369,7 +442,8 @@ impl<'a> Engine<'a> {
             wake_charges_running: p.param("wake_update_curr") != 0.0,
             host_recorded: p.param("host_placement") != 0.0,
             remaining_threads: n,
-            pin: vec![None; n],
+            pin,
+            allowed,
             bal: None,
             pool: vec![None; n],
             cpu_pool: vec![0; h.freq_khz.len()],
@@ -523,9 +597,14 @@ impl<'a> Engine<'a> {
             }
             return;
         }
-        // Asymmetric placement: only CPUs of the thread's pool are candidates.
+        // Only CPUs of the thread's pool (asymmetric placement) and
+        // affinity are candidates.
         let pool = self.pool[t as usize];
-        let fits = |c: usize| pool.is_none_or(|p| self.cpu_pool[c] == p);
+        let allowed = self.allowed[t as usize].as_ref();
+        let fits = |c: usize| {
+            pool.is_none_or(|p| self.cpu_pool[c] == p)
+                && allowed.is_none_or(|s| s.contains(&(c as u32)))
+        };
         let pending = (0..self.cpus.len())
             .filter(|&c| fits(c) && self.cpus[c].cur.is_none() && self.cpus[c].pending)
             .count();
@@ -656,7 +735,7 @@ impl<'a> Engine<'a> {
                 return;
             }
         }
-        if self.sched.ready_on(c) == 0 {
+        if !self.anyone_waits_for(c) {
             // nobody waits: keep running, new slice
             if let Some(t) = self.cpus[c as usize].cur {
                 let s = self.sched.slice_ns(ThreadId(t), 0);
@@ -668,6 +747,18 @@ impl<'a> Engine<'a> {
         }
         self.preempt(c, Sub::SliceEnd);
         self.at(self.now, Ev::Dispatch(c));
+    }
+
+    /// A thread waits that CPU `c` may run: on its own queue (per-CPU
+    /// run queues), or in the global queue within its pin, pool and
+    /// affinity.
+    fn anyone_waits_for(&self, c: u32) -> bool {
+        if self.sched.per_cpu_queues() {
+            return self.sched.ready_on(c) > 0;
+        }
+        let may = placed!(self, c);
+        self.sched
+            .any_ready(&mut |x: ThreadId| may.run(x.0 as usize))
     }
 
     fn dispatch(&mut self, c: u32) {
@@ -686,15 +777,12 @@ impl<'a> Engine<'a> {
         } else {
             Pull::No
         };
-        let th = &self.th;
-        let pin = &self.pin;
-        let pool = &self.pool;
-        let cp = self.cpu_pool[c as usize];
         let now = self.now;
-        let Some(ThreadId(t)) = self.sched.pick_on(c, now, pull, &mut |x: ThreadId| {
-            let i = x.0 as usize;
-            !th[i].aspw && pin[i].is_none_or(|p| p == c) && pool[i].is_none_or(|p| p == cp)
-        }) else {
+        let may = placed!(self, c);
+        let Some(ThreadId(t)) = self
+            .sched
+            .pick_on(c, now, pull, &mut |x: ThreadId| may.run(x.0 as usize))
+        else {
             let cpu = &mut self.cpus[c as usize];
             cpu.idle_stamp = cpu.idle_stamp.or(Some(now));
             return;
@@ -730,7 +818,10 @@ impl<'a> Engine<'a> {
             _ => self.sched.slice_ns(ThreadId(t), ready),
         };
         let g = self.cpus[c as usize].gen;
-        let end = self.slice_end_for(t, self.now + cost + slice);
+        // the slice begins at the dispatch: the switch is the incoming
+        // thread's, inside its slice, as the kernel charges it (its run
+        // time counts from set_next_entity) and a trace shows it
+        let end = self.slice_end_for(t, self.now + slice);
         self.at(end, Ev::SliceEnd(c, g));
         self.on_dispatch_policy(t);
         let g = self.th[t as usize].gen;

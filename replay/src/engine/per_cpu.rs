@@ -80,13 +80,17 @@ impl Engine<'_> {
         })
     }
 
-    /// CPU `c` is idle, not about to dispatch, and in `t`'s pool and pin.
+    /// CPU `c` is idle, not about to dispatch, and in `t`'s pool, pin and
+    /// affinity.
     fn usable_idle(&self, t: u32, c: usize) -> bool {
         let (pool, pin) = (self.pool[t as usize], self.pin[t as usize]);
         self.cpus[c].cur.is_none()
             && !self.cpus[c].pending
             && pool.is_none_or(|p| self.cpu_pool[c] == p)
             && pin.is_none_or(|p| p as usize == c)
+            && self.allowed[t as usize]
+                .as_ref()
+                .is_none_or(|s| s.contains(&(c as u32)))
     }
 
     /// SIS_UTIL: whether a waking thread may look for an idle CPU, from

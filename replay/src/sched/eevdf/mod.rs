@@ -98,6 +98,9 @@ pub struct Eevdf {
     now: i64,
     load: Vec<f64>,
     load_at: Vec<i64>,
+    /// Per thread, the CPUs its affinity allows (None: any): busy
+    /// balancing moves no thread off them.
+    allowed: Vec<Option<Vec<u32>>>,
 }
 
 /// Linux's proportional newidle balance (NI_RANDOM; 6.18.5 and later,
@@ -209,6 +212,7 @@ impl Eevdf {
             now: 0,
             load: vec![0.0; n],
             load_at: vec![NEVER_RUNNABLE; n],
+            allowed: vec![None; n],
         };
         for i in 0..n {
             s.e.rq[i] = s.queue_of(i, 0);
@@ -289,6 +293,19 @@ impl Eevdf {
         found
     }
 
+    /// The CPUs each thread may run on (None: any), which busy balancing
+    /// keeps to (idle CPUs' pulls ask the engine, which knows them too).
+    pub fn set_affinity(&mut self, allowed: Vec<Option<Vec<u32>>>) {
+        self.allowed = allowed;
+    }
+
+    /// Whether thread `i` may run on CPU `c`.
+    fn allows(&self, i: usize, c: usize) -> bool {
+        self.allowed[i]
+            .as_ref()
+            .is_none_or(|s| s.contains(&(c as u32)))
+    }
+
     /// Busy balancing by runnable load (true), as Linux's load_balance
     /// between overloaded CPUs, or by thread counts only (false).
     pub fn set_balance_by_load(&mut self, on: bool) {
@@ -356,7 +373,8 @@ impl Eevdf {
                 self.balance_failed[c] = 0;
                 continue;
             }
-            if let Some(i) = self.pull_for(c, &[o], now, Pull::Periodic, &mut |_| true) {
+            let may: Vec<bool> = (0..self.threads).map(|i| self.allows(i, c)).collect();
+            if let Some(i) = self.pull_for(c, &[o], now, Pull::Periodic, &mut |i| may[i]) {
                 self.balance_failed[c] = 0;
                 self.settle(o);
                 self.move_thread(i, c);
@@ -407,7 +425,7 @@ impl Eevdf {
             }
             let mut imbalance = (lb - avg).min(avg - ll);
             let mut waiting: Vec<usize> = (0..self.threads)
-                .filter(|&i| self.cpu[i] == b && self.e.is_ready(i))
+                .filter(|&i| self.cpu[i] == b && self.e.is_ready(i) && self.allows(i, c))
                 .collect();
             waiting.sort_by_key(|&i| (self.ran_until[i], i));
             let failed = self.balance_failed[c];
