@@ -142,8 +142,11 @@ pub fn vcpu_phases(
         }
         on_cpu = s.state.running();
         match s.state {
-            // paid while spinning, which is not demand
+            // paid while spinning, which is not demand; nor are the exits
+            // a spin takes (PAUSE-loop exits, interrupts while it waits):
+            // the spin response recreates the wait, exits and all
             SegmentState::Spinning => owed = 0,
+            SegmentState::Vmm if s.in_spin => owed = 0,
             SegmentState::Guest | SegmentState::Vmm => {
                 let pay = owed.min(s.end - s.start);
                 owed -= pay;
@@ -424,6 +427,26 @@ mod tests {
         };
         // the second run began spinning: its switch was paid then
         assert_eq!(phases(&segs, &[], 0, c), vec![(0, 16, 1), (0, 10, 1)]);
+    }
+
+    #[test]
+    fn the_exits_a_spin_takes_are_not_demand() {
+        // a spin with PAUSE-loop exits (vmm) between its stretches; an exit
+        // outside the spin is the thread's work
+        let mut exit = seg(30, 31, Vmm, Some(0));
+        exit.in_spin = true;
+        let segs = [
+            seg(0, 20, Guest, Some(0)),
+            seg(20, 30, Spinning, Some(0)),
+            exit,
+            seg(31, 40, Spinning, Some(0)),
+            seg(40, 50, Guest, Some(0)),
+            seg(50, 51, Vmm, Some(0)),
+        ];
+        assert_eq!(
+            phases(&segs, &[], 0, SwitchCosts::default()),
+            vec![(0, 20, 1), (0, 10, 1), (0, 1, 1)]
+        );
     }
 
     #[test]

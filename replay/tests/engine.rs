@@ -13,6 +13,7 @@ fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
         fine_accounting: false,
         work_cpu: Vec::new(),
         group: None,
+        allowed_cpus: None,
     }
 }
 
@@ -794,4 +795,146 @@ fn eevdf_places_a_woken_thread_against_the_running_ones_time_as_set() {
     };
     assert_eq!(first_of_b(1.0), Some(3_000_000), "Linux's order");
     assert_eq!(first_of_b(0.0), Some(1_000_000), "the old order");
+}
+
+/// Thread `t`'s CPUs in the replay's slices.
+fn cpus_of(out: &Output, t: u32) -> std::collections::BTreeSet<u32> {
+    out.slice_thread
+        .iter()
+        .zip(&out.slice_cpu)
+        .filter(|(&x, _)| x == t)
+        .map(|(_, &c)| c)
+        .collect()
+}
+
+#[test]
+fn affinity_holds_under_every_scheduler() {
+    // 2 CPUs, three CPU-bound threads of 10 ms: two pinned to CPU 0, one
+    // to CPU 1. Pinned, CPU 1 idles after 10 ms while CPU 0 runs 20 ms;
+    // floating, the three would finish in 15 ms.
+    for policy in ["fair", "eevdf", "credit", "rr"] {
+        let mut threads: Vec<ThreadSpec> = (0..3)
+            .map(|v| vm_thread(0, v, vec![Phase::Work(10_000_000)]))
+            .collect();
+        for (t, c) in threads.iter_mut().zip([0u32, 0, 1]) {
+            t.allowed_cpus = Some(vec![c]);
+        }
+        let w = workload(threads, 1);
+        let out = replay(&w, &free_host(2), &Policy::parse(policy).unwrap(), i64::MAX);
+        assert_eq!(out.cpu_ns, vec![10_000_000; 3], "{policy}");
+        assert_eq!(out.end_ns, 20_000_000, "{policy}");
+        assert_eq!(cpus_of(&out, 0), [0].into(), "{policy}");
+        assert_eq!(cpus_of(&out, 1), [0].into(), "{policy}");
+        assert_eq!(cpus_of(&out, 2), [1].into(), "{policy}");
+    }
+}
+
+#[test]
+fn a_set_of_cpus_keeps_threads_inside_it_and_cpus_beyond_the_host_are_dropped() {
+    // 3 CPUs; four threads of 6 ms allowed {1, 2}: they share those two
+    // CPUs (12 ms) and never touch CPU 0, which a fifth, free thread uses
+    for policy in ["fair", "eevdf", "credit", "rr"] {
+        let mut threads: Vec<ThreadSpec> = (0..5)
+            .map(|v| vm_thread(0, v, vec![Phase::Work(6_000_000)]))
+            .collect();
+        for t in threads.iter_mut().take(4) {
+            t.allowed_cpus = Some(vec![1, 2, 7]);
+        }
+        let w = workload(threads, 1);
+        let out = replay(&w, &free_host(3), &Policy::parse(policy).unwrap(), i64::MAX);
+        for t in 0..4 {
+            let on = cpus_of(&out, t);
+            assert!(
+                !on.is_empty() && on.iter().all(|&c| c == 1 || c == 2),
+                "{policy}: thread {t} ran on {on:?}"
+            );
+        }
+        assert_eq!(out.cpu_ns, vec![6_000_000; 5], "{policy}");
+        if policy != "eevdf" {
+            // one global queue: the two CPUs share the four threads at
+            // once (eevdf's per-CPU queues start them where they woke and
+            // spread them by its balancing)
+            assert_eq!(out.end_ns, 12_000_000, "{policy}");
+        }
+        // affinity only to CPUs the host lacks: any CPU, as Linux falls back
+        let mut t = vm_thread(0, 0, vec![Phase::Work(1_000_000)]);
+        t.allowed_cpus = Some(vec![5]);
+        let out = replay(
+            &workload(vec![t], 1),
+            &free_host(2),
+            &Policy::parse(policy).unwrap(),
+            i64::MAX,
+        );
+        assert_eq!(out.cpu_ns, vec![1_000_000], "{policy}");
+    }
+}
+
+#[test]
+fn round_robin_runs_fixed_slices_in_arrival_order_and_a_wakeup_waits_its_turn() {
+    // one CPU, slices of 1 ms: A and B (3 ms each) alternate; C arrives
+    // at 2.5 ms and queues behind B, without preempting A
+    let mut p = Policy::parse("rr").unwrap();
+    p.set("rr_slice_ns", 1e6).unwrap();
+    let w = workload(
+        vec![
+            vm_thread(0, 0, vec![Phase::Work(3_000_000)]),
+            vm_thread(0, 1, vec![Phase::Work(3_000_000)]),
+            ThreadSpec {
+                start_ns: 2_500_000,
+                ..vm_thread(0, 2, vec![Phase::Work(1_000_000)])
+            },
+        ],
+        1,
+    );
+    let out = replay(&w, &free_host(1), &p, i64::MAX);
+    let order: Vec<(u32, i64, i64)> = out
+        .slice_thread
+        .iter()
+        .zip(out.slice_start.iter().zip(&out.slice_end))
+        .map(|(&t, (&s, &e))| (t, s, e))
+        .collect();
+    assert_eq!(
+        order,
+        vec![
+            (0, 0, 1_000_000),
+            (1, 1_000_000, 2_000_000),
+            (0, 2_000_000, 3_000_000),
+            (1, 3_000_000, 4_000_000),
+            (2, 4_000_000, 5_000_000),
+            (0, 5_000_000, 6_000_000),
+            (1, 6_000_000, 7_000_000),
+        ]
+    );
+}
+
+#[test]
+fn a_kicked_pv_waiter_that_finds_the_lock_taken_again_spins_its_window_again() {
+    // CPU 0: H holds the lock 3 ms from t=0, then X (same CPU, FIFO behind
+    // H) takes it for 2 ms. CPU 1: W arrives at 0.1 ms, spins 1 ms and
+    // halts; H's release at 3 ms kicks W, but X (running on CPU 0 right
+    // after H) holds the lock by the time W runs again: W spins another
+    // 1 ms window, halts, and X's release at 5 ms kicks it to take it.
+    let mut p = Policy::parse("rr+pv").unwrap();
+    p.set("pv_spin_ns", 1e6).unwrap();
+    p.set("rr_slice_ns", 100e6).unwrap();
+    let cs = |hold: i64| vec![Phase::Acquire(0), Phase::Work(hold), Phase::Release(0)];
+    let mut h = vm_thread(0, 0, cs(3_000_000));
+    h.allowed_cpus = Some(vec![0]);
+    let mut x = vm_thread(0, 1, cs(2_000_000));
+    x.allowed_cpus = Some(vec![0]);
+    let mut w = ThreadSpec {
+        start_ns: 100_000,
+        ..vm_thread(0, 2, cs(10_000))
+    };
+    w.allowed_cpus = Some(vec![1]);
+    let out = replay(&workload(vec![h, x, w], 1), &free_host(2), &p, i64::MAX);
+    // two full windows of spinning, no more, each shown as spinning
+    assert_eq!(out.spin_ns[2], 2_000_000);
+    assert_eq!(out.cpu_ns[2], 2_000_000 + 10_000);
+    let st = &out.states;
+    let spinning: i64 = (0..st.thread.len())
+        .filter(|&i| st.thread[i] == 2 && st.state[i] == StateCode::Spinning as u8)
+        .map(|i| st.end[i] - st.start[i])
+        .sum();
+    assert_eq!(spinning, 2_000_000);
 }

@@ -107,7 +107,10 @@ impl Engine<'_> {
             self.set_state(t, StateCode::Guest, Some(c));
             return false;
         }
-        // still held: the spin response decides
+        // still held: it spins here (after a re-dispatch too: a kicked or
+        // requeued spinner that finds the lock taken again), and the spin
+        // response decides what next
+        self.set_state(t, StateCode::Spinning, Some(c));
         match self.p.spin {
             SpinResponse::Spin => true,
             SpinResponse::Yield => {
