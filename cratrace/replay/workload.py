@@ -37,6 +37,7 @@ import polars as pl
 from cratrace import _native
 from cratrace.capture import Capture
 from cratrace.errors import CaptureError
+from cratrace.model.affinity import parse_cpulist
 from cratrace.model.domains import domain_runs, domain_vcpus
 from cratrace.model.frames import in_order, vm_batches
 from cratrace.replay import diagnostics
@@ -73,6 +74,9 @@ class Workload:
     #: each thread's CFS scheduling group on the host (an index into
     #: group_names, -1: the root group), and the groups' weights
     group_of: list[int] = field(default_factory=list)
+    #: each thread's allowed CPUs as recorded (threads.allowed_cpus; None:
+    #: any)
+    allowed: list[list[int] | None] = field(default_factory=list)
     group_names: list[str] = field(default_factory=list)
     group_shares: list[int] = field(default_factory=list)
     #: the phases as typed columns (array.array): a Python list held
@@ -105,8 +109,9 @@ class Workload:
     #: empty: every CPU at 1, work as long as it took)
     cpu_speed: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
-    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False, group: str | None = None) -> int:
+    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False, group: str | None = None, allowed: list[int] | None = None) -> int:
         self.tids.append(tid)
+        self.allowed.append(allowed)
         self.group_of.append(-1 if group is None or group not in self.group_names else self.group_names.index(group))
         self.start_cpu.append(start_cpu)
         self.fine_accounting.append(fine_accounting)
@@ -175,10 +180,17 @@ def mark_lock_waits(states: pl.DataFrame, episodes: pl.DataFrame | None) -> pl.D
     # three key columns, its result set beside the frame in its own order.
     # Sorting the whole frame with the episodes in it and filling forward
     # per vCPU took 400 MB for 1.3 M segments.
+    # one episode per stretch of waiting: overlapping evidence of one
+    # wait (the spin markers around it, its PAUSE-exit clusters, the
+    # halt-to-kick of a pv wait inside it) is merged, so that a wait's
+    # spinning and its halt belong to one episode
     ep = (
-        episodes.select("vm", pl.col("vcpu").cast(states.schema["vcpu"]), pl.col("start").alias("episode"), pl.col("end").alias("_ep_end"))
-        .group_by("vm", "vcpu", "episode")
-        .agg(pl.col("_ep_end").max())
+        episodes.select("vm", pl.col("vcpu").cast(states.schema["vcpu"]), "start", "end")
+        .sort("vm", "vcpu", "start")
+        .with_columns(((pl.col("start") > pl.col("end").cum_max().shift(1).over("vm", "vcpu")).fill_null(True)).cum_sum().over("vm", "vcpu").alias("_wait"))
+        .group_by("vm", "vcpu", "_wait")
+        .agg(pl.col("start").min().alias("episode"), pl.col("end").max().alias("_ep_end"))
+        .drop("_wait")
         .sort("episode")
     )
     hit = (
@@ -301,6 +313,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     fine = fine_accounting(cap.events.get("sched_stat_runtime"))
     # the host's scheduling groups (threads tables of older models have none)
     group_by_tid = dict(zip(threads["tid"], threads["sched_group"])) if "sched_group" in threads.columns else {}
+    allowed_by_tid = {int(t): parse_cpulist(c) for t, c in threads.select("tid", "allowed_cpus").iter_rows() if c}
     recorded_groups = (cap.meta.get("sched_groups") or {}).get("groups") or {}
     for name in sorted({g for g in group_by_tid.values() if g is not None}):
         w.group_names.append(name)
@@ -366,7 +379,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.pv_halts, w.pv_spin_ns = _pv_summary(halts, pl.concat(spins))
     for (vm, vcpu, tid), first in zip(rows, starts):
         start = lo if first is None else first
-        w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
+        w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)))
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
@@ -383,6 +396,6 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         firsts = hs.group_by("_t").agg(pl.col("start").first()).sort("_t")["start"].to_list()
         base = len(w.tids)
         for tid, first in zip(host, firsts):
-            w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid))
+            w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)))
         w.extend_phases(*_native.host_phases(slices=hs, threads=len(host), switch_ns=switch_ns, migration_ns=migration_ns, first_thread=base))
     return w

@@ -37,7 +37,10 @@ def test_blocked_time_inside_a_spin_episode_is_a_lock_wait():
     assert pv_halt_stats(mark_lock_waits(states, None)) == (0, None)
 
 
-def test_each_segment_takes_the_latest_episode_begun_at_or_before_it():
+def test_each_segment_takes_the_wait_it_began_in_overlapping_episodes_merged():
+    """Overlapping evidence of one wait (spin markers around it, its
+    PAUSE-exit clusters, a pv halt-to-kick inside) is one episode: the
+    merged interval, named by its start."""
     import random
 
     rng = random.Random(5)
@@ -56,10 +59,17 @@ def test_each_segment_takes_the_latest_episode_begun_at_or_before_it():
     states = pl.DataFrame(rows, schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64, "end": pl.Int64, "state": pl.String}, orient="row")
     episodes = pl.DataFrame(eps, schema={"vm": pl.String, "vcpu": pl.Int64, "start": pl.Int64, "end": pl.Int64}, orient="row")
     got = mark_lock_waits(states, episodes)
+    merged: dict[tuple, list[list[int]]] = {}
+    for v, c, s, e in sorted(eps, key=lambda x: (x[0], x[1], x[2])):
+        waits = merged.setdefault((v, c), [])
+        if waits and s <= waits[-1][1]:
+            waits[-1][1] = max(waits[-1][1], e)
+        else:
+            waits.append([s, e])
     want_in, want_ep = [], []
     for vm, vcpu, start, _, _ in rows:
-        before = [(s, e) for v, c, s, e in eps if (v, c) == (vm, vcpu) and s <= start]
-        s, e = max(before, key=lambda x: (x[0], x[1])) if before else (None, None)
+        before = [w for w in merged.get((vm, vcpu), []) if w[0] <= start]
+        s, e = before[-1] if before else (None, None)
         inside = s is not None and start < e
         want_in.append(inside)
         want_ep.append(s if inside else None)
