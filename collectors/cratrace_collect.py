@@ -320,6 +320,32 @@ def vmm_vms(proc: Path = Path("/proc")) -> list:
     return sorted(vms, key=lambda v: v["pid"])
 
 
+def allowed_cpus(status_text):
+    """A /proc/PID/task/TID/status text's Cpus_allowed_list, or None."""
+    for line in (status_text or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split(":", 1)[1].strip() or None
+    return None
+
+
+def vm_affinity(vms, proc=Path("/proc")):
+    """Each VM thread's allowed CPUs (Cpus_allowed_list: sched_setaffinity,
+    cpusets, libvirt's vcpupin and emulatorpin), {tid: CPU list}, for the
+    threads not allowed every online CPU."""
+    online = _read(Path("/sys/devices/system/cpu/online"))
+    out = {}
+    for vm in vms:
+        pid = vm.get("pid")
+        if pid is None:
+            continue
+        task = proc / str(pid) / "task"
+        for t in sorted(task.iterdir(), key=lambda p: int(p.name)) if task.is_dir() else []:
+            cpus = allowed_cpus(_read(t / "status"))
+            if cpus and cpus != online:
+                out[t.name] = cpus
+    return out
+
+
 #: the kernel's CFS weight of each nice level, -20..19 (sched_prio_to_weight)
 NICE_TO_WEIGHT = (88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949, 11916, 9548, 7620, 6100, 4904, 3906, 3121, 2501, 1991, 1586, 1277,
                   1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
@@ -465,6 +491,7 @@ def config_value(config: str, key: str) -> int | None:
 
 def host_snapshot() -> dict:
     cpus = _cpus()
+    vms = vmm_vms()
     u = platform.uname()
     return {
         "hostname": u.node,
@@ -475,7 +502,8 @@ def host_snapshot() -> dict:
         "idle_states": cpus["idle_states"] or {"absent": "no cpuidle driver"},
         "clocksource": _read(Path("/sys/devices/system/clocksource/clocksource0/current_clocksource")),
         "tsc_hz": _tsc_hz(),
-        "vms": vmm_vms(),
+        "vms": vms,
+        "affinity": vm_affinity(vms),
         "sched_groups": sched_groups(),
         "libvirt": libvirt_domains(),
         "xen": xen_host(),
@@ -702,6 +730,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
                 if v["pid"] not in seen or len(v["vcpus"]) > len(seen[v["pid"]]["vcpus"]):
                     seen[v["pid"]] = v
             host["vms"] = sorted(seen.values(), key=lambda v: v["pid"])
+            host["affinity"] = dict(host.get("affinity") or {}, **vm_affinity(host["vms"]))
             # threads started during the capture (the lab's, the tools')
             host["sched_groups"] = merge_sched_groups(host.get("sched_groups"), sched_groups())
 

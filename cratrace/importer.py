@@ -328,6 +328,11 @@ def _capture_json(sources: list[dict], rows: dict[str, int], host: dict, manifes
         "host": host.get("host", {}),
         "vms": host.get("vms", []),
         "sched_groups": host.get("sched_groups"),
+        # each VM thread's allowed CPUs ({tid: CPU list}) when the collector
+        # read them, and the host's scheduler when host.json declares it
+        # (a generated capture's: `cratrace synth --raw`)
+        "affinity": host.get("affinity"),
+        "scheduler": host.get("scheduler"),
         "events": rows,
         "lost_events": {"total": lost_total, "by_source": lost},
         # fields with no column type of their own, stored as their bytes

@@ -78,6 +78,8 @@ MODEL_TABLES: dict[str, Table] = {
                 _c("vcpu", I32, "vCPU index within the VM (from the thread's name, e.g. QEMU's `CPU n/KVM` n, `kvm_entry`'s vcpu_id or the Xen vcpu id); null if not a vCPU"),
                 _c("role", STR, "vcpu | io-worker | vmm | host | idle", nullable=False),
                 _c("vm_evidence", STR, "what put the thread in its VM: inventory (host.json), pattern (the `vm` group of `--set vm_pattern`), fork (the thread that created it), single (one VM's vCPU threads), creation-order (a guess: several VMs' vCPU threads created before the trace, grouped by thread id), with `, split` when a repeated vCPU index moved it to a VM of its own; a VMM's other threads: its process's evidence, fork (created by the VMM's process), vhost-name (`vhost-<pid>`); Xen back-ends: backend-name; null for threads of no VM"),
+                _c("allowed_cpus", STR, "the CPUs its affinity allowed, as a Linux CPU list (`0-3,8`); null: any (or not known)"),
+                _c("affinity_evidence", STR, "where allowed_cpus comes from: host.json (the collector read the thread's Cpus_allowed_list) or trace (never ran elsewhere, and waited while a CPU outside its set was idle, which the kernel's balancing would not have allowed); null with allowed_cpus"),
                 _c("sched_group", STR, "its CFS scheduling group when the collector recorded one: `autogroup-N` (its session's, with autogroups on) or `cgroup:<path>` (its CPU cgroup); null: the root group"),
                 _c("first_ts", I64, "first time the thread was seen", "ns"),
                 _c("last_ts", I64, "last time the thread was seen", "ns"),

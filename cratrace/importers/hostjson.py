@@ -36,6 +36,12 @@ def _shape_problem(host: dict[str, Any]) -> str | None:
     for k, v in rates:
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0):
             return f"{k} is {v!r}, not a positive number"
+    aff = host.get("affinity")
+    if aff is not None and not (isinstance(aff, dict) and all(str(k).isdigit() and isinstance(v, (str, list)) for k, v in aff.items())):
+        return "affinity is not an object of thread id: CPU list"
+    sch = host.get("scheduler")
+    if sch is not None and not (isinstance(sch, dict) and isinstance(sch.get("policy"), str) and isinstance(sch.get("params", {}), dict)):
+        return "scheduler is not an object with a policy (and params)"
     vms = host.get("vms")
     if vms is None:
         return None
@@ -62,4 +68,7 @@ def to_capture(host: dict[str, Any]) -> dict[str, Any]:
         # each thread's CFS scheduling group (autogroup or CPU cgroup) and
         # the groups' weights, when the collector recorded them
         "sched_groups": host.get("sched_groups"),
+        # each VM thread's allowed CPUs, and a declared host scheduler
+        "affinity": host.get("affinity"),
+        "scheduler": host.get("scheduler"),
     }

@@ -20,7 +20,7 @@ from cratrace.model import markers as marker_lines
 from cratrace.model.marker_parse import MarkerParse, events_codec
 from cratrace.model.power import power
 from cratrace.model.spin_episodes import spin_episodes, with_holder
-from cratrace.model.threads import name_observations, thread_names, threads
+from cratrace.model.threads import name_observations, thread_names, threads, with_inferred_affinity
 from cratrace.model.vcpu_states import vcpu_states
 from cratrace.model.vms import summary as vm_summary
 from cratrace.tables import MODEL_TABLES
@@ -114,8 +114,8 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
         say("thread_names")
         done("thread_names", thread_names(name_observations(ev), span[1]))
         say("threads")
-        table, notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern)
-        done("threads", table)
+        # written once the vCPU timelines have said which CPUs they kept to
+        out["threads"], notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern, meta.get("affinity"), int(meta.get("cpus") or 0))
         # the markers table is written (on its own thread) from here on
         say("markers")
         spin_marks, futures["markers"] = markers(out["threads"])
@@ -125,6 +125,7 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
     spins = spin_episodes(ev, out["threads"], spin_marks, spin_gap_ns)
     say("vcpu_states")
     done("vcpu_states", vcpu_states(ev, out["threads"], out["cpu_slices"], spins, span))
+    done("threads", with_inferred_affinity(out["threads"], out["vcpu_states"], out["cpu_slices"], int(meta.get("cpus") or 0)))
     done("spin_episodes", conform(with_holder(spins, out["vcpu_states"]), "spin_episodes"))
     say("io_work")
     done("io_work", io_work(ev, out["threads"], out["cpu_slices"], span, window_ns, out["vcpu_states"]))

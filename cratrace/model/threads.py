@@ -14,6 +14,8 @@ import re
 
 import polars as pl
 
+from cratrace.model.affinity import inferred as inferred_affinity
+from cratrace.model.affinity import recorded as recorded_affinity
 from cratrace.model.frames import conform, empty, top_buffer
 from cratrace.model.vms import creators, group, kvm_vcpu_ids, process_of, recognise, split_repeats, vcpu_names
 from cratrace.model.vms import notes as vm_notes
@@ -87,8 +89,9 @@ def _inventory_rows(vms: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"tid": pl.Int64, "pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String})
 
 
-def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None, vm_pattern: str | None = None) -> tuple[pl.DataFrame, tuple[list[str], list[str]]]:
-    """The threads table, and what the VM attribution guessed and what it
+def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None, vm_pattern: str | None = None, affinity: dict | None = None, ncpus: int = 0) -> tuple[pl.DataFrame, tuple[list[str], list[str]]]:
+    """The threads table (with host.json's `affinity`, {tid: CPU list},
+    as allowed_cpus), and what the VM attribution guessed and what it
     remarks, one line each (`cratrace.model.vms.notes`)."""
     last = names.sort("start").group_by("tid").agg(pl.col("comm").last(), pl.col("start").min().alias("first_ts"), pl.col("end").max().alias("last_ts"))
     if cmdlines:
@@ -119,10 +122,25 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
         .otherwise(pl.lit("host"))
         .alias("role")
     )
+    aff = recorded_affinity(affinity, ncpus)
+    df = df.join(aff, on="tid", how="left")
     group_of = {int(t): key for key, g in ((sched_groups or {}).get("groups") or {}).items() for t in g.get("tids", [])}
     df = df.with_columns(pl.col("tid").replace_strict(group_of, default=None, return_dtype=pl.String).alias("sched_group"))
     out = conform(df.sort("tid"), "threads")
     return out, vm_notes(out, unseen, xen=any(k.startswith("xen_") for k in ev))
+
+
+def with_inferred_affinity(threads: pl.DataFrame, states: pl.DataFrame, slices: pl.DataFrame, ncpus: int) -> pl.DataFrame:
+    """`threads` with the affinity the vCPU timelines show for vCPUs that
+    host.json said nothing of (`cratrace.model.affinity.inferred`)."""
+    known = threads.filter(pl.col("allowed_cpus").is_not_null())["tid"]
+    found = inferred_affinity(states.filter(~pl.col("tid").is_in(known.implode())), slices, ncpus)
+    if found.height == 0:
+        return threads
+    return threads.join(found, on="tid", how="left", suffix="_t").with_columns(
+        pl.coalesce("allowed_cpus", "allowed_cpus_t").alias("allowed_cpus"),
+        pl.coalesce("affinity_evidence", "affinity_evidence_t").alias("affinity_evidence"),
+    ).drop("allowed_cpus_t", "affinity_evidence_t")
 
 
 def _infer_vms(df: pl.DataFrame, ev: dict[str, pl.LazyFrame], vm_pattern: str | None) -> tuple[pl.DataFrame, int]:

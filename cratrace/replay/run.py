@@ -46,13 +46,24 @@ def resolve_sched_groups(w: Workload, mode: str) -> str:
     return "recorded" if separate else "off"
 
 
+def thread_affinity(w: Workload, host: dict, pcpus: int) -> list[list[int] | None]:
+    """Each thread's allowed CPUs for the engine: as recorded (unless
+    `--set affinity=off`), a VM's vCPUs as `--set affinity.VM=CPUS` says.
+    The engine drops CPUs the replayed host lacks (all of them: any)."""
+    allowed = list(w.allowed) if host.get("affinity", "recorded") == "recorded" else [None] * len(w.tids)
+    for vm, cpus in (host.get("vm_affinity") or {}).items():
+        i = w.vm_names.index(vm)
+        allowed = [cpus if v == i else a for v, a in zip(w.vm_of, allowed)]
+    return allowed
+
+
 def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int, seed: int) -> dict:
     pcpus = int(host.get("pcpus", w.pcpus))
     freq = int(host.get("freq_khz", w.freq_khz))
-    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {})}
+    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {}), **host.get("vm_affinity", {})}
     unknown = sorted(set(per_vm) - set(w.vm_names))
     if unknown:
-        raise UsageError(f"--set class./elasticity.: no VM named {unknown[0]!r} in the capture (VMs: {', '.join(w.vm_names) or 'none'})")
+        raise UsageError(f"--set class./elasticity./affinity.: no VM named {unknown[0]!r} in the capture (VMs: {', '.join(w.vm_names) or 'none'})")
     try:
         return dict(
             _native.replay(
@@ -63,6 +74,7 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 thread_cpu=w.start_cpu,
                 thread_fine=w.fine_accounting,
                 thread_group=w.group_of,
+                thread_allowed=thread_affinity(w, host, pcpus),
                 group_names=w.group_names,
                 group_shares=w.group_shares,
                 # the typed arrays themselves, read in place while the
@@ -156,16 +168,21 @@ def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFra
 
 
 def baseline_policy(cap: Capture, w: Workload | None = None) -> str:
-    """The policy that produced the capture: credit on Xen; on Linux,
-    eevdf from 6.6 on (host.json's kernel), fair (CFS) before or when the
-    kernel is unknown; with `+pv` when its vCPUs halted inside spin
-    episodes (paravirtual spinlocks). `w`: the capture's workload, if
+    """The policy that produced the capture: the one host.json declares
+    (`scheduler.policy`: a generated capture's); else credit on Xen; on
+    Linux, eevdf from 6.6 on (host.json's kernel), fair (CFS) before or
+    when the kernel is unknown; with `+pv` when its vCPUs halted inside
+    spin episodes (paravirtual spinlocks). `w`: the capture's workload, if
     already extracted."""
+    declared = (cap.meta.get("scheduler") or {}).get("policy")
     kinds = {s["kind"] for s in cap.meta.get("sources", [])}
-    if "xentrace" in kinds:
+    if declared:
+        sched = str(declared)
+    elif "xentrace" in kinds:
         return "credit"
-    release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
-    sched = "eevdf" if release is not None and release >= (6, 6) else "fair"
+    else:
+        release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
+        sched = "eevdf" if release is not None and release >= (6, 6) else "fair"
     if w is None and "vcpu_states" in cap.model:
         w = extract_workload(cap)
     return f"{sched}+pv" if w is not None and w.pv_halts else sched
@@ -220,6 +237,12 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     cap = cap if isinstance(cap, Capture) else Capture(cap)
     settings = dict(settings or {})
     engine, costs, host, other = split_settings(settings)
+    # the declared host scheduler's own settings (a generated capture's:
+    # its slice, its switches' cost), under what --set gives
+    declared = {k: str(v) for k, v in ((cap.meta.get("scheduler") or {}).get("params") or {}).items()}
+    d_engine, d_costs, _, _ = split_settings(declared)
+    engine, costs = {**d_engine, **engine}, {**d_costs, **costs}
+    host["affinity"] = other.get("affinity", "recorded")
     marker = str(other.get("throughput_marker", "txn_end"))
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)

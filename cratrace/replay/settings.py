@@ -9,7 +9,7 @@ import math
 from cratrace.errors import UsageError
 
 ENGINE_PARAMS = {
-    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "newidle_cost_ns", "newidle_odds", "wake_update_curr", "host_placement", "busy_balance_ns", "busy_balance_load", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns",
+    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "newidle_cost_ns", "newidle_odds", "wake_update_curr", "host_placement", "busy_balance_ns", "busy_balance_load", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns", "rr_slice_ns",
     "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries", "pv_spin_ns",
     "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
     "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
@@ -17,7 +17,7 @@ ENGINE_PARAMS = {
 }
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
-OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups", "cpu_speed"}
+OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups", "cpu_speed", "affinity"}
 def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
     """A `--set k=v` value that must be a finite number."""
     try:
@@ -69,6 +69,8 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 setting_in_range(k, v)
             if k == "cpu_speed" and v not in ("markers", "off"):
                 raise UsageError(f"--set cpu_speed={v}: markers (each CPU's speed over time, read from the vCPUs' transactions between throughput markers) or off (work as long as it took)")
+            if k == "affinity" and v not in ("recorded", "off"):
+                raise UsageError(f"--set affinity={v}: recorded (each thread on the CPUs the capture allowed it, the default) or off (anywhere); affinity.VM=CPUS sets one VM's")
             if k == "throughput_marker" and not v:
                 raise UsageError("--set throughput_marker=: expected the name of a marker the guests write (default txn_end)")
             other[k] = v
@@ -79,7 +81,18 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
             host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
         elif k.startswith("elasticity.") and len(k) > 11:
             host.setdefault("vm_elasticity", {})[k[11:]] = setting_in_range(k, v)
+        elif k.startswith("affinity.") and len(k) > 9:
+            # a what-if: the VM's vCPUs on these CPUs (a Linux CPU list)
+            from cratrace.model.affinity import parse_cpulist
+
+            try:
+                cpus = parse_cpulist(v)
+            except ValueError:
+                cpus = []
+            if not cpus:
+                raise UsageError(f"--set {k}={v}: expected a CPU list such as 0-3,8")
+            host.setdefault("vm_affinity", {})[k[9:]] = cpus
         else:
-            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM"
+            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM, affinity.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
     return engine, costs, host, other
