@@ -164,6 +164,9 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
             doms += [dict(name=v["name"], id=v["dom"], vcpus=v["vcpus"], state="-b----") for v in truth["vms"]]
             host.update(vms=[], xen=dict(xen_version="4.17 (synthetic)", cpu_mhz=truth["cpu_hz"] // 1_000_000,
                                          cpu_hz=float(truth["cpu_hz"]), scheduler="credit", domains=doms))
+        # the generator's host scheduler and its threads' affinity, as a
+        # collector records a host's (the replay's baseline follows them)
+        host.update(truth.get("host") or {})
         (tmp / "host.json").write_text(json.dumps(host, indent=1) + "\n")
         files = []
         for fname, kind in ((data_name, data_kind), ("host.json", "host")):

@@ -180,3 +180,12 @@ class Builder:
                 end = end_ns if end_ns is not None else self.last_ts[cpu]
                 oncpu[tid] = oncpu.get(tid, 0) + end - self.since[cpu]
         return [dict(self.threads[t], oncpu_ns=oncpu.get(t, 0), irq_ns=self.irq_ns.get(t, 0)) for t in sorted(self.threads)]
+
+
+def host_declaration(policy: str, affinity: dict[int, list[int]], **params: float) -> dict[str, Any]:
+    """The host a scenario simulates, as `synth --raw` writes it to
+    host.json (`scheduler`, `affinity`): the replay's policy for the
+    capture and its settings (a scenario's switches cost nothing), and
+    each pinned thread's CPUs. Kept in the truth as `host`."""
+    return dict(scheduler=dict(policy=policy, params=dict(context_switch_ns=0, migration_ns=0, **params)),
+                affinity={str(t): list(c) for t, c in sorted(affinity.items())})

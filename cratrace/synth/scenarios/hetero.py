@@ -17,11 +17,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from cratrace.synth.scenarios._common import Builder, Param, Result
+from cratrace.synth.scenarios._common import Builder, Param, Result, host_declaration
 from cratrace.synth.scenarios._core import CoreSim, VThread
 
 NAME = "hetero"
-VERSION = 2
+VERSION = 3  # 3: the truth declares its host (scheduler, affinity)
 SUMMARY = "CPU-bound and I/O-bound VMs on fast and slow cores (asymmetric placement studies)."
 PARAMS = {
     "cpu_vms": Param(2, "CPU-bound VMs"),
@@ -93,4 +93,6 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         notes="cycles = run_ns * core kHz / 1e6; io bursts end in IO_INSTRUCTION or HLT exits",
     )
     truth["vms"] = b.inventory()
+    # each core time-slices its pinned threads round robin (CoreSim)
+    truth["host"] = host_declaration("rr", {th.tid: [c] for c, sim in enumerate(sims) for th in sim.threads}, rr_slice_ns=p["slice_us"] * 1000)
     return Result(b.events, truth, dict(cpus=ncore, comms=b.comms()))

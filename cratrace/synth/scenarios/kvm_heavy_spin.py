@@ -38,10 +38,11 @@ from cratrace.synth.scenarios._common import (
     Builder,
     Param,
     Result,
+    host_declaration,
 )
 
 NAME = "kvm-heavy-spin"
-VERSION = 3
+VERSION = 4  # 4: the truth declares its host (scheduler, affinity)
 SUMMARY = "Oversubscribed KVM VMs with lock-holder preemption: PAUSE exits, PV kicks, spin markers."
 PARAMS = {
     "vms": Param(2, "number of VMs"),
@@ -221,6 +222,9 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         ),
     )
     truth["vms"] = b.inventory()
+    # the host that ran it: each vCPU pinned to its pCPU, round robin with
+    # the slice, no wakeup preemption
+    truth["host"] = host_declaration("rr", {v["tid"]: [v["pcpu"]] for v in vcpus.values()}, rr_slice_ns=p["slice_us"] * 1000)
     return Result(b.events, truth, dict(cpus=npcpu, comms=b.comms()))
 
 

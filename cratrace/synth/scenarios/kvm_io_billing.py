@@ -36,10 +36,11 @@ from cratrace.synth.scenarios._common import (
     Builder,
     Param,
     Result,
+    host_declaration,
 )
 
 NAME = "kvm-io-billing"
-VERSION = 2
+VERSION = 3  # 3: the truth declares its host (scheduler, affinity)
 SUMMARY = "CPU-bound and networking KVM VMs sharing a saturated link; vhost work and common NIC/softirq work."
 WORKLOADS = ("cpu-cpu", "cpu-net", "net-net", "net1", "net2", "net3", "net4")
 PARAMS = {
@@ -226,6 +227,10 @@ def generate(p: dict[str, Any], seed: int) -> Result:
               "D_rx_ns + D_tx_ns within a few ns per window); K_ns = irq+softirq time.",
     )
     truth["vms"] = b.inventory()
+    # vCPUs and vhost threads pinned to their CPUs; each CPU's 1 ms
+    # windows run the woken work (vhost, networking vCPUs) before the CPU
+    # hogs, as the fair class's wakeup preemption does
+    truth["host"] = host_declaration("fair", {t: [c] for v in vms for t, c in ((v["vcpu_tid"], v["vcpu_cpu"]), (v["vhost_tid"], v["vhost_cpu"]))})
     return Result(b.events, truth, dict(cpus=npcpu, comms=b.comms()))
 
 

@@ -34,10 +34,11 @@ from cratrace.synth.scenarios._common import (
     Builder,
     Param,
     Result,
+    host_declaration,
 )
 
 NAME = "kvm-postcopy"
-VERSION = 3
+VERSION = 4  # 4: the truth declares its host (scheduler, affinity)
 SUMMARY = "A VM of many processes touching absent pages after a postcopy switch, with async page faults."
 PARAMS = {
     "vcpus": Param(2, "vCPUs (one host CPU each)"),
@@ -87,6 +88,9 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         notes="latency_ns = ready_ts - not_present_ts; gva = process base + page * 4096; gfn = gva >> 12 here",
     )
     truth["vms"] = b.inventory()
+    # each vCPU and its CPU's kworker pinned to that CPU; the kworker's
+    # wakeup preempts the vCPU at once, as the fair class does
+    truth["host"] = host_declaration("fair", {t: [v] for v in range(n) for t in (qpid + 1 + v, 60 + v)})
     return Result(b.events, truth, dict(cpus=n, comms=b.comms()))
 
 

@@ -18,11 +18,11 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from cratrace.synth.scenarios._common import Builder, Param, Result
+from cratrace.synth.scenarios._common import Builder, Param, Result, host_declaration
 from cratrace.synth.scenarios._core import CoreSim, VThread
 
 NAME = "thermal"
-VERSION = 2
+VERSION = 3  # 3: the truth declares its host (scheduler, affinity)
 SUMMARY = "vCPUs of uneven power on a few cores, with cpu_frequency throttling, cpu_idle and temperatures."
 PARAMS = {
     "cores": Param(2, "host CPUs"),
@@ -119,4 +119,6 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         notes="energy_j per vCPU = power_w_at_max * (freq/max_khz) * run time; core energy adds idle_w * idle time",
     )
     truth["vms"] = b.inventory()
+    # each core time-slices its pinned threads round robin (CoreSim)
+    truth["host"] = host_declaration("rr", {th.tid: [c] for c, sim in enumerate(sims) for th in sim.threads}, rr_slice_ns=p["slice_us"] * 1000)
     return Result(b.events, truth, dict(cpus=ncore, comms=b.comms()))

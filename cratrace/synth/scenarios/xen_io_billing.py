@@ -29,12 +29,12 @@ import random
 from typing import Any
 
 from cratrace.errors import UsageError
-from cratrace.synth.scenarios._common import Param
+from cratrace.synth.scenarios._common import Param, host_declaration
 from cratrace.synth.scenarios.kvm_io_billing import WORKLOADS, _layout, check, window_packets
 from cratrace.synth.xentrace_writer import XentraceWriter
 
 NAME = "xen-io-billing"
-VERSION = 1
+VERSION = 2  # 2: the truth declares its host (scheduler, affinity)
 FORMAT = "xentrace"
 SUMMARY = "CPU-bound and networking Xen guests; dom0 netback work with grant map/unmap/transfer records (xentrace)."
 PARAMS = {
@@ -200,6 +200,9 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
         per_vm={f"dom{g['dom']}": dict(kind=g["kind"], running_ns=g["S_ns"], netback_ns=g["netback_ns"], rx_packets=g["rx"], tx_packets=g["tx"],
                                        grants=g["grants"], netback_ms_per_s=round(g["netback_ns"] / 1e6 / dur_s, 6)) for g in guests},
         attribution_rule="dom0 running time in each window split by grant page exchanges (map + transfer) per guest (Cherkasova & Gardner 2005)",
+        # Xen's credit scheduler, switches that cost nothing (domains'
+        # vCPUs are no host threads: their pinning is not declared here)
+        host=host_declaration("credit", {}),
     )
     return XenResult(writer=h.w, truth=truth, pcpus=npcpu)
 
