@@ -68,6 +68,8 @@ def replay(
     vm_weights: Sequence[int],
     vm_cpu_intensive: Sequence[bool | None],
     vm_elasticity: Sequence[float | None],
+    vm_share: Sequence[float] | None = None,
+    vm_cap: Sequence[float | None] | None = None,
     freq_khz: Sequence[int],
     recorded_khz: int,
     elasticity: float,

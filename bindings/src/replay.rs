@@ -31,7 +31,7 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase). The
 /// phase columns are lists or packed bytes (u32, u8, i64, i64).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, vm_share=None, vm_cap=None, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -53,6 +53,8 @@ pub fn replay(
     vm_weights: Vec<u32>,
     vm_cpu_intensive: Vec<Option<bool>>,
     vm_elasticity: Vec<Option<f64>>,
+    vm_share: Option<Vec<f64>>,
+    vm_cap: Option<Vec<Option<f64>>>,
     freq_khz: Vec<u64>,
     recorded_khz: u64,
     elasticity: f64,
@@ -225,6 +227,8 @@ pub fn replay(
     if vm_weights.len() != vm_names.len()
         || vm_cpu_intensive.len() != vm_names.len()
         || vm_elasticity.len() != vm_names.len()
+        || vm_share.as_ref().is_some_and(|s| s.len() != vm_names.len())
+        || vm_cap.as_ref().is_some_and(|c| c.len() != vm_names.len())
     {
         return Err(PyValueError::new_err(
             "replay: vm_names, vm_weights, vm_cpu_intensive and vm_elasticity differ in length",
@@ -236,6 +240,8 @@ pub fn replay(
             weight: vm_weights[i],
             cpu_intensive: vm_cpu_intensive[i],
             elasticity: vm_elasticity[i],
+            share: vm_share.as_ref().map_or(1.0, |s| s[i]),
+            cap: vm_cap.as_ref().and_then(|c| c[i]),
         })
         .collect();
     let groups = group_names

@@ -15,7 +15,8 @@ from cratrace.replay.workload import Workload
 def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, tolerance: float, gate: bool) -> dict[str, Any]:
     n = len(w.vm_names)
     T = max(int(r["end_ns"]), 1) / 1e9
-    pc = w.pcpus
+    # the replayed host's CPUs (`--set pcpus` may differ from the capture's)
+    pc = len(r.get("core_busy_ns") or []) or w.pcpus
     cpu = r["cpu_ns"]
     spin = r["spin_ns"]
     vm_cpu = [0] * n
@@ -32,6 +33,15 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
     mk = mk.with_columns(pl.col("t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
     for v, k, last in mk.group_by("vm").agg(pl.len(), pl.col("ts").max()).iter_rows():
         marks[v], last_mark[v] = k, last
+    # each VM's active span: its first thread's start to the end of its
+    # last run (a VM whose demand ran out before the others' has its own)
+    first_start = [min((s for s, v in zip(w.start, w.vm_of) if v == i), default=0) for i in range(n)]
+    last_run = [0] * n
+    sl = pl.DataFrame(r["slices"])
+    if sl.height:
+        sl = sl.with_columns(pl.col("_t").replace_strict(list(range(len(w.vm_of))), w.vm_of, return_dtype=pl.Int64).alias("vm")).filter(pl.col("vm") >= 0)
+        for v, end in sl.group_by("vm").agg(pl.col("end").max()).iter_rows():
+            last_run[v] = int(end)
     # the costs the engine charges (switches, migrations, hypervisor calls,
     # swaps) are paid inside the threads' CPU time (a run is charged from
     # its dispatch), so scheduling overhead is part of busy time, not added
@@ -49,7 +59,9 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
         # last transaction), the same definition for recording and replay,
         # so capture set-up time around the workload does not count
         first, rec_last = w.recorded_window.get(name, (0, w.duration_ns))
-        tp = marks[i] / max((last_mark[i] - first) / 1e9, 1e-9) if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / T
+        # without transactions: useful guest seconds per second of its span
+        active = max(last_run[i] - first_start[i], 1) / 1e9
+        tp = marks[i] / max((last_mark[i] - first) / 1e9, 1e-9) if marks[i] else (vm_cpu[i] - vm_spin[i]) / 1e9 / active
         rec_tp = rec_marks / max((rec_last - first) / 1e9, 1e-9) if rec_marks else None
         err = abs(tp - rec_tp) / rec_tp * 100 if rec_tp else None
         if err is not None:

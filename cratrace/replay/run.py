@@ -46,6 +46,22 @@ def resolve_sched_groups(w: Workload, mode: str) -> str:
     return "recorded" if separate else "off"
 
 
+#: settings that change the host or the demand: a replay under them is a
+#: what-if, not the recording replayed
+WHATIF_SETTINGS = ("pcpus", "freq_khz", "affinity")
+WHATIF_PREFIXES = ("cap.", "weight.", "affinity.")
+
+
+def what_ifs(settings: dict[str, str], drop_vms, add_vms) -> dict:
+    """The what-ifs a replay asks (empty: the recording as it was)."""
+    out: dict = {k: v for k, v in settings.items() if (k in WHATIF_SETTINGS and not (k == "affinity" and v == "recorded")) or k.startswith(WHATIF_PREFIXES)}
+    if drop_vms:
+        out["drop_vm"] = list(drop_vms)
+    if add_vms:
+        out["add_vm"] = list(add_vms)
+    return out
+
+
 def thread_affinity(w: Workload, host: dict, pcpus: int) -> list[list[int] | None]:
     """Each thread's allowed CPUs for the engine: as recorded (unless
     `--set affinity=off`), a VM's vCPUs as `--set affinity.VM=CPUS` says.
@@ -60,10 +76,10 @@ def thread_affinity(w: Workload, host: dict, pcpus: int) -> list[list[int] | Non
 def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int, seed: int) -> dict:
     pcpus = int(host.get("pcpus", w.pcpus))
     freq = int(host.get("freq_khz", w.freq_khz))
-    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {}), **host.get("vm_affinity", {})}
+    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {}), **host.get("vm_affinity", {}), **host.get("vm_cap", {}), **host.get("vm_share", {})}
     unknown = sorted(set(per_vm) - set(w.vm_names))
     if unknown:
-        raise UsageError(f"--set class./elasticity./affinity.: no VM named {unknown[0]!r} in the capture (VMs: {', '.join(w.vm_names) or 'none'})")
+        raise UsageError(f"--set class./elasticity./affinity./cap./weight.: no VM named {unknown[0]!r} in the capture (VMs: {', '.join(w.vm_names) or 'none'})")
     try:
         return dict(
             _native.replay(
@@ -85,6 +101,8 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 vm_weights=[256 * max(1, w.vm_of.count(i)) for i in range(len(w.vm_names))],
                 vm_cpu_intensive=[host.get("vm_class", {}).get(v) for v in w.vm_names],
                 vm_elasticity=[host.get("vm_elasticity", {}).get(v) for v in w.vm_names],
+                vm_share=[float(host.get("vm_share", {}).get(v, 1.0)) for v in w.vm_names],
+                vm_cap=[host.get("vm_cap", {}).get(v) for v in w.vm_names],
                 freq_khz=[freq] * pcpus,
                 recorded_khz=int(host.get("recorded_khz", w.freq_khz)),
                 elasticity=float(host.get("elasticity", -1.0)),
@@ -226,10 +244,12 @@ def speed_summary(mode: str, profile: dict[int, list[tuple[int, float]]]) -> dic
     return out
 
 
-def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None) -> dict[str, dict]:
+def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None, drop_vms: list[str] = (), add_vms: list[str] = ()) -> dict[str, dict]:
     """Replay `cap` under each policy; returns metrics per policy.
     `python_policies` maps extra policy names to objects implementing
-    :class:`cratrace.replay.policy.PythonPolicy`."""
+    :class:`cratrace.replay.policy.PythonPolicy`. `drop_vms` and `add_vms`
+    (`NAME[:COUNT]`) are consolidation what-ifs (`cratrace.replay.whatif`):
+    a what-if replay is no fidelity check."""
     if not 0 <= seed < 2**64:
         raise UsageError(f"--seed {seed}: expected a whole number from 0 to 2^64 - 1")
     python_policies = dict(python_policies or {})
@@ -254,6 +274,14 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         # throughput into useful guest seconds without a word
         known = ", ".join(w.marker_names) or "none"
         raise UsageError(f"--set throughput_marker={marker}: no marker of that name in {cap.path} (its markers: {known})")
+    # the what-if's workload (the recorded one's figures stay beside it)
+    from cratrace.replay.whatif import add_vm, drop_vms as drop, parse_add_vm
+
+    if drop_vms:
+        w = drop(w, list(drop_vms))
+    for spec in add_vms:
+        w = add_vm(w, *parse_add_vm(spec), seed)
+    whatif = what_ifs(settings, drop_vms, add_vms)
     groups_mode = resolve_sched_groups(w, str(other.get("sched_groups", "auto")))
     if groups_mode == "off":
         w.group_of = [-1] * len(w.group_of)
@@ -289,9 +317,10 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs["context_switch_ns"], limit_ns))
         else:
             r = _run_engine(w, policy, engine, costs, host, limit_ns, seed)
-        gate = policy in (base, f"{base}+spin")
+        gate = policy in (base, f"{base}+spin") and not whatif
         metrics = replay_metrics(w, r, policy, seed, settings, tolerance, gate)
         metrics["host"]["sched_groups_mode"] = groups_mode
+        metrics["whatif"] = whatif
         metrics["host"]["cpu_speed"] = speed_summary(speed_mode, w.cpu_speed)
         if any(p >= 0 for p in r.get("vcpu_pool", [])):
             # the fast cores' frequency and voltage as the engine set them

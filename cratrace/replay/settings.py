@@ -9,7 +9,7 @@ import math
 from cratrace.errors import UsageError
 
 ENGINE_PARAMS = {
-    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "newidle_cost_ns", "newidle_odds", "wake_update_curr", "host_placement", "busy_balance_ns", "busy_balance_load", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns", "rr_slice_ns",
+    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "newidle_cost_ns", "newidle_odds", "wake_update_curr", "host_placement", "busy_balance_ns", "busy_balance_load", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns", "rr_slice_ns", "cap_period_ns", "cap_check_ns",
     "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries", "pv_spin_ns",
     "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
     "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
@@ -40,6 +40,8 @@ RANGES: dict[str, Range] = {
     "elasticity": (-1, 0, False, "an elasticity from -1 (CPU bound) to 0 (insensitive to frequency)"),
     "limit_s": (1e-9, 1e7, False, "a simulated time limit in seconds above 0"),
     "fidelity_tolerance_pct": (0, 1e6, False, "a tolerance in percent >= 0"),
+    "cap": (0.01, 409600, False, "a cap in percent of one CPU above 0 (50: half a CPU, 200: two)"),
+    "weight": (1, 10000, False, "a weight from 1 to 10000 (cgroup cpu.weight; 100 is the default)"),
 }
 
 
@@ -81,6 +83,12 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
             host.setdefault("vm_class", {})[k[6:]] = v == "cpu"
         elif k.startswith("elasticity.") and len(k) > 11:
             host.setdefault("vm_elasticity", {})[k[11:]] = setting_in_range(k, v)
+        elif k.startswith("cap.") and len(k) > 4:
+            # a what-if: the VM's CPU capped at PCT% of one CPU
+            host.setdefault("vm_cap", {})[k[4:]] = setting_in_range(k, v) / 100
+        elif k.startswith("weight.") and len(k) > 7:
+            # a what-if: the VM's share against the others' (100 each)
+            host.setdefault("vm_share", {})[k[7:]] = setting_in_range(k, v) / 100
         elif k.startswith("affinity.") and len(k) > 9:
             # a what-if: the VM's vCPUs on these CPUs (a Linux CPU list)
             from cratrace.model.affinity import parse_cpulist
@@ -93,6 +101,6 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 raise UsageError(f"--set {k}={v}: expected a CPU list such as 0-3,8")
             host.setdefault("vm_affinity", {})[k[9:]] = cpus
         else:
-            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM, affinity.VM"
+            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM, affinity.VM, cap.VM, weight.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
     return engine, costs, host, other

@@ -84,6 +84,13 @@ pub struct VmSpec {
     pub cpu_intensive: Option<bool>,
     /// Elasticity of this VM's work time to frequency (None: the host's).
     pub elasticity: Option<f64>,
+    /// Its share against other VMs' (cgroup cpu.weight / 100: 1.0 by
+    /// default): scales each of its vCPUs' weight under fair and eevdf
+    /// and the VM's under credit.
+    pub share: f64,
+    /// Its CPU cap in CPUs (0.5: half of one CPU per period; cgroup
+    /// cpu.max, Xen's credit cap); None: uncapped.
+    pub cap: Option<f64>,
 }
 
 impl VmSpec {
@@ -94,6 +101,8 @@ impl VmSpec {
             weight,
             cpu_intensive: None,
             elasticity: None,
+            share: 1.0,
+            cap: None,
         }
     }
 }

@@ -86,6 +86,8 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("credit_slice_ns", 30e6, "credit: time slice"),
     ("credit_tick_ns", 10e6, "credit: tick (BOOST ends, credits burn)"),
     ("credit_acct_ns", 30e6, "credit: accounting period (credits refill)"),
+    ("cap_period_ns", 100e6, "caps: the period a VM's quota (cap.VM) is counted over (cgroup cpu.max's default period, 100 ms)"),
+    ("cap_check_ns", 1e6, "caps: how often a capped VM's running time is checked against its quota (the kernel checks at its ticks and switches)"),
     ("rr_slice_ns", 100e6, "rr: time slice (Linux's SCHED_RR default, sched_rr_timeslice_ms: 100 ms)"),
     ("ple_window_ns", 20e3, "yield: PAUSE-loop window before a PLE exit"),
     ("spin_budget_ns", 0.0, "wapd/wopd/rslp: native spin before the first suspend-spin call (0 as in the paper)"),

@@ -938,3 +938,100 @@ fn a_kicked_pv_waiter_that_finds_the_lock_taken_again_spins_its_window_again() {
         .sum();
     assert_eq!(spinning, 2_000_000);
 }
+
+/// `n` CPU-bound VMs of one vCPU, `work` ns each.
+fn hogs(n: u32, work: i64) -> Workload {
+    workload(
+        (0..n)
+            .map(|v| vm_thread(v, 0, vec![Phase::Work(work), Phase::Mark]))
+            .collect(),
+        n as usize,
+    )
+}
+
+#[test]
+fn dropping_one_of_two_cpu_bound_vms_on_one_cpu_doubles_the_others_rate() {
+    // two hogs share one CPU: each finishes its 10 ms of work at ~20 ms;
+    // alone it finishes at 10 ms (the what-if's workload has the other's
+    // demand taken out, as `cratrace replay --drop-vm` does)
+    for policy in ["fair", "eevdf", "credit", "rr"] {
+        let both = replay(
+            &hogs(2, 10_000_000),
+            &free_host(1),
+            &Policy::parse(policy).unwrap(),
+            i64::MAX,
+        );
+        let alone = replay(
+            &hogs(1, 10_000_000),
+            &free_host(1),
+            &Policy::parse(policy).unwrap(),
+            i64::MAX,
+        );
+        assert_eq!(alone.mark_ts, vec![10_000_000], "{policy}");
+        let first = *both.mark_ts.iter().min().unwrap();
+        assert!(
+            first >= 10_000_000 && *both.mark_ts.iter().max().unwrap() == 20_000_000,
+            "{policy}: {:?}",
+            both.mark_ts
+        );
+    }
+}
+
+#[test]
+fn a_cap_holds_a_vm_to_its_share_of_a_cpu_and_weights_split_what_is_left() {
+    // one CPU, 100 ms: VM 0 capped at 25% of a CPU beside an uncapped hog
+    // gets 25 ms under the short-slice schedulers, at most that under
+    // credit and rr, whose 30 and 100 ms slices hold the CPU for the hog
+    // past the period's end (a cap bounds, it does not guarantee); alone,
+    // capped at 50%, it gets 50 ms and the CPU idles
+    let mut p = Policy::parse("fair").unwrap();
+    p.set("cap_period_ns", 10e6).unwrap();
+    for policy in ["fair", "eevdf", "credit", "rr"] {
+        let mut p = p.clone();
+        let parsed = Policy::parse(policy).unwrap();
+        p.scheduler = parsed.scheduler;
+        let mut w = hogs(2, 1_000_000_000);
+        w.vms[0].cap = Some(0.25);
+        let out = replay(&w, &free_host(1), &p, 100_000_000);
+        let share = out.cpu_ns[0] as f64 / 100e6;
+        if matches!(policy, "fair" | "eevdf") {
+            assert!(
+                (share - 0.25).abs() <= 0.011,
+                "{policy}: capped VM ran {share}"
+            );
+        } else {
+            assert!(share <= 0.26, "{policy}: capped VM ran {share}");
+        }
+        assert!(
+            out.cpu_ns[1] as f64 / 100e6 >= 0.74,
+            "{policy}: the other ran {}",
+            out.cpu_ns[1]
+        );
+        let mut w = hogs(1, 1_000_000_000);
+        w.vms[0].cap = Some(0.5);
+        let out = replay(&w, &free_host(1), &p, 100_000_000);
+        assert!(
+            (out.cpu_ns[0] as f64 / 100e6 - 0.5).abs() <= 0.011,
+            "{policy}: alone {}",
+            out.cpu_ns[0]
+        );
+    }
+    // weights: 3:1 on one CPU under the proportional-share schedulers (3 s:
+    // credit's 30 ms slices split it only over many accounting periods)
+    for policy in ["fair", "eevdf", "credit"] {
+        let mut w = hogs(2, 10_000_000_000);
+        w.vms[0].share = 3.0;
+        let out = replay(
+            &w,
+            &free_host(1),
+            &Policy::parse(policy).unwrap(),
+            3_000_000_000,
+        );
+        // within a slice and a half of 3:1 (credit's slice is 1% of the run)
+        let share = out.cpu_ns[0] as f64 / (out.cpu_ns[0] + out.cpu_ns[1]) as f64;
+        assert!(
+            (share - 0.75).abs() <= 0.015,
+            "{policy}: weight 3:1 ran {share} of the CPU"
+        );
+    }
+}

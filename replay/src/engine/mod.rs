@@ -6,6 +6,7 @@
 //! fired) are recognised by a per-thread/per-CPU generation counter rather
 //! than removed from the heap. No hash-order iteration anywhere.
 
+mod caps;
 mod per_cpu;
 mod placement;
 mod spin;
@@ -38,6 +39,10 @@ enum Ev {
     Tick,
     /// Energy-balance accounting period ends.
     Balance,
+    /// Capped VMs' running time is checked against their quota.
+    CapCheck,
+    /// The caps' period ends.
+    CapPeriod,
     /// The pCPU's recorded speed changes (`Host::cpu_speed`).
     Speed(u32),
 }
@@ -153,6 +158,12 @@ pub struct Engine<'a> {
     /// Host threads (not vCPUs) run where the capture ran them
     /// (`host_placement=1`).
     host_recorded: bool,
+    /// Each VM's CPU cap (None: uncapped), the caps' period and check
+    /// interval, and from when each thread's running time is yet to count.
+    caps: Vec<Option<caps::Cap>>,
+    cap_period: i64,
+    cap_check: i64,
+    cap_from: Vec<i64>,
     remaining_threads: usize,
 }
 
@@ -165,6 +176,8 @@ struct Placed<'e> {
     pin: &'e [Option<u32>],
     pools: &'e [Option<u8>],
     allowed: &'e [Option<Vec<u32>>],
+    w: &'e Workload,
+    caps: &'e [Option<caps::Cap>],
 }
 
 /// The [`Placed`] of CPU `c` from the engine's fields (a macro, so that
@@ -178,6 +191,8 @@ macro_rules! placed {
             pin: &$e.pin,
             pools: &$e.pool,
             allowed: &$e.allowed,
+            w: $e.w,
+            caps: &$e.caps,
         }
     };
 }
@@ -188,6 +203,10 @@ impl Placed<'_> {
             && self.pin[i].is_none_or(|p| p == self.c)
             && self.pools[i].is_none_or(|p| p == self.pool)
             && self.allowed[i].as_ref().is_none_or(|s| s.contains(&self.c))
+            && !self.w.threads[i]
+                .vm
+                .and_then(|v| self.caps[v.0 as usize].as_ref())
+                .is_some_and(|c| c.throttled)
     }
 }
 
@@ -269,14 +288,23 @@ impl<'a> Engine<'a> {
         // A VM's weight is shared by its vCPUs (Xen credit), so a VM's share
         // grows with its weight, not with weight × vCPUs.
         let per_vm = vcpus_per_vm(w);
+        let share = |t: &crate::model::ThreadSpec| t.vm.map_or(1.0, |v| w.vms[v.0 as usize].share);
         let weights: Vec<i64> = w
             .threads
             .iter()
             .map(|t| {
                 t.vm.map_or(256, |v| {
-                    (w.vms[v.0 as usize].weight as i64 / per_vm[v.0 as usize].max(1) as i64).max(1)
+                    let per_vcpu =
+                        w.vms[v.0 as usize].weight as f64 / per_vm[v.0 as usize].max(1) as f64;
+                    (per_vcpu * share(t)).round().max(1.0) as i64
                 })
             })
+            .collect();
+        // fair and eevdf: nice 0 (1024) scaled by the VM's share
+        let linux_weights: Vec<i64> = w
+            .threads
+            .iter()
+            .map(|t| (1024.0 * share(t)).round().max(1.0) as i64)
             .collect();
         let ncpu = h.freq_khz.len() as u32;
         // affinity on the replayed host: its CPUs only; none left, any
@@ -306,7 +334,7 @@ impl<'a> Engine<'a> {
         let newidle_cost = p.param("newidle_cost_ns").max(0.0) as i64;
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
-                weights.iter().map(|_| 1024).collect(),
+                linux_weights.clone(),
                 p.param("sched_latency_ns") as i64,
                 p.param("min_granularity_ns") as i64,
                 p.param("wakeup_granularity_ns") as i64,
@@ -325,7 +353,7 @@ impl<'a> Engine<'a> {
                     Eevdf::default_slice_ns(h.freq_khz.len())
                 };
                 let mut s = Eevdf::with_groups(
-                    weights.iter().map(|_| 1024).collect(),
+                    linux_weights.clone(),
                     w.threads
                         .iter()
                         .map(|t| t.group.map(|g| g as usize))
@@ -442,6 +470,19 @@ impl<'a> Engine<'a> {
             wake_charges_running: p.param("wake_update_curr") != 0.0,
             host_recorded: p.param("host_placement") != 0.0,
             remaining_threads: n,
+            caps: w
+                .vms
+                .iter()
+                .map(|v| {
+                    v.cap.map(|c| caps::Cap {
+                        quota: (c.max(0.0) * p.param("cap_period_ns")).round() as i64,
+                        ..Default::default()
+                    })
+                })
+                .collect(),
+            cap_period: (p.param("cap_period_ns") as i64).max(1),
+            cap_check: (p.param("cap_check_ns") as i64).max(1),
+            cap_from: vec![0; n],
             pin,
             allowed,
             bal: None,
@@ -483,6 +524,7 @@ impl<'a> Engine<'a> {
                 }
             }
         }
+        self.start_caps();
         match self.p.placement {
             Placement::EnergyBalance => self.start_balancer(),
             Placement::Asymmetric => self.start_pools(),
@@ -513,6 +555,8 @@ impl<'a> Engine<'a> {
                     }
                 }
                 Ev::Balance => self.balance(),
+                Ev::CapCheck => self.cap_check(),
+                Ev::CapPeriod => self.cap_period_end(),
                 Ev::Speed(c) => self.speed_change(c),
                 Ev::Tick => {
                     self.sched.tick(self.now);
@@ -579,7 +623,9 @@ impl<'a> Engine<'a> {
         }
         self.sched.enqueue(ThreadId(t), Sub::ProperReady, true);
         self.set_state(t, StateCode::Preempted, None);
-        self.kick_idle_or_preempt(t);
+        if !self.throttled(t) {
+            self.kick_idle_or_preempt(t);
+        }
     }
 
     fn kick_idle_or_preempt(&mut self, t: u32) {
@@ -633,6 +679,7 @@ impl<'a> Engine<'a> {
         let t = self.cpus[c as usize].cur.take()?;
         self.cpus[c as usize].gen += 1;
         self.account_progress(t, c, now);
+        self.cap_account(t, now);
         if let Some(b) = &mut self.bal {
             // from the dispatch: the switch heats the core as the run does
             b.busy[c as usize] +=
@@ -804,6 +851,7 @@ impl<'a> Engine<'a> {
         let th = &mut self.th[t as usize];
         th.st = St::Running(c);
         th.dispatched_at = self.now;
+        self.cap_from[t as usize] = self.now;
         th.charged_at = self.now;
         th.run_start = self.now + cost;
         th.progress_at = self.now + cost;
