@@ -126,6 +126,9 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
         "recorded_wait_with_idle_cpu_s": stranded_s,
         "sibling_wakeup_preemption_pct": f.get("diagnostics", {}).get("sibling_wakeup_preemption_pct"),
         "vcpu_migrations": f.get("diagnostics", {}).get("vcpu_migrations"),
+        # per vCPU (vm/index), its recorded CPU time, to compare
+        # recordings of one setting with each other thread by thread
+        "vcpus": vcpu_cpu_s(cap),
         # per VM, to compare recordings of one setting with each other
         "vms": {
             vm: {
@@ -139,6 +142,65 @@ def measure(d: Path, setting: dict, cpus: int, extra: dict[str, str] | None = No
             for vm, m in ms[policy]["vms"].items()
         },
     }
+
+
+def vcpu_cpu_s(cap: Path) -> dict[str, float]:
+    """Each vCPU's recorded CPU time (s), keyed `vm/index`: the same
+    vCPU of another recording of one setting has the same key."""
+    th = pl.read_parquet(cap / "model" / "threads.parquet").filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
+    sl = pl.read_parquet(cap / "model" / "cpu_slices.parquet").join(th, on="tid")
+    return {f"{vm}/{v}": ns / 1e9 for vm, v, ns in sl.group_by("vm", "vcpu").agg(pl.col("dur").sum()).iter_rows()}
+
+
+#: the noise floor's measures: (name, the pairwise gap between two
+#: recordings, the replay's gap from its own recording)
+def _thread_gap(a: dict, b: dict) -> float | None:
+    gaps = [abs(b["vcpus"][k] - v) / v * 100 for k, v in a.get("vcpus", {}).items() if v and k in b.get("vcpus", {})]
+    return max(gaps) if gaps else None
+
+
+FLOOR_MEASURES = (
+    ("worst-thread CPU time", _thread_gap, lambda r: r["cpu_time_err_pct"]),
+    ("worst-VM throughput", lambda a, b: worst_vm_gap(a["vms"], b["vms"], "recorded_throughput_per_s", "recorded_throughput_per_s"), lambda r: r["throughput_err_pct"]),
+    ("CPU per useful second", lambda a, b: worst_vm_gap(a["vms"], b["vms"], "recorded_cpu_per_useful", "recorded_cpu_per_useful"), lambda r: worst_vm_gap(r["vms"], r["vms"], "recorded_cpu_per_useful", "replayed_cpu_per_useful")),
+)
+
+
+def _p90(xs: list[float]) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(round(0.9 * (len(s) - 1))))]
+
+
+def noise_floor(runs: list[dict]) -> dict | None:
+    """The gate against the noise floor for one setting's captures: per
+    measure, the distribution of differences between pairs of its
+    recordings (ordered pairs) and of each replay's error against its own
+    recording, their medians and p90s, and the ratios replay / recordings.
+    The replay passes when no ratio is above 1: it is no farther from its
+    recording than the recordings are from each other. None with fewer
+    than two captures."""
+    if len(runs) < 2:
+        return None
+    out: dict = {"captures": len(runs), "measures": {}}
+    verdicts = []
+    for name, pair_gap, replay_err in FLOOR_MEASURES:
+        spread = [g for a, b in itertools.permutations(runs, 2) if (g := pair_gap(a, b)) is not None]
+        errs = [e for r in runs if (e := replay_err(r)) is not None]
+        if not spread or not errs:
+            continue
+        m = {
+            "recordings_median_pct": round(statistics.median(spread), 2),
+            "recordings_p90_pct": round(_p90(spread), 2),
+            "replay_median_pct": round(statistics.median(errs), 2),
+            "replay_p90_pct": round(_p90(errs), 2),
+        }
+        m["median_ratio"] = round(m["replay_median_pct"] / m["recordings_median_pct"], 2) if m["recordings_median_pct"] else None
+        m["p90_ratio"] = round(m["replay_p90_pct"] / m["recordings_p90_pct"], 2) if m["recordings_p90_pct"] else None
+        m["within"] = m["replay_median_pct"] <= m["recordings_median_pct"] and m["replay_p90_pct"] <= m["recordings_p90_pct"]
+        verdicts.append(m["within"])
+        out["measures"][name] = m
+    out["within"] = bool(verdicts) and all(verdicts)
+    return out
 
 
 def per_vm_on_cpu(states: pl.DataFrame) -> dict[str, tuple[float, float]]:
@@ -229,8 +291,9 @@ def main() -> None:
                 print(f"kept {kept / d.name}: {f['cpu_time_err_pct']:.1f} / {f['throughput_err_pct']:.1f}%", flush=True)
         finally:
             shutil.rmtree(d, ignore_errors=True)
+    floors = {lvl: noise_floor(runs) for lvl, runs in res.items()}
     if a.json:
-        print(json.dumps(res, indent=2))
+        print(json.dumps({"captures": res, "noise_floor": floors}, indent=2))
         return
     for lvl, runs in res.items():
         for f in runs:
@@ -260,6 +323,12 @@ def main() -> None:
             if tput:
                 spin = f"{statistics.median(v['replayed_spin_s'] / v['recorded_spin_s'] for v in spun):.2f}, less than recorded for {sum(v['replayed_spin_s'] < v['recorded_spin_s'] for v in spun)} of {len(spun)} VMs" if spun else "n/a (no spinning recorded)"
                 print(f"  {lvl}: throughput {statistics.median(tput):+.1f}%, spinning {spin}")
+        print("the gate against the noise floor (per setting: the replays' errors against their own recordings, and the recordings' differences from each other; median / p90, ratio replay / recordings; within: no ratio above 1):")
+        for lvl, fl in floors.items():
+            if fl is None:
+                continue
+            parts = [f"{name} {m['replay_median_pct']:.1f}/{m['replay_p90_pct']:.1f}% vs {m['recordings_median_pct']:.1f}/{m['recordings_p90_pct']:.1f}% (x{m['median_ratio']}/x{m['p90_ratio']})" for name, m in fl["measures"].items()]
+            print(f"  {lvl} ({fl['captures']} captures): {'; '.join(parts)} -> {'within' if fl['within'] else 'above'} the noise floor")
         print("recordings of one setting against each other (median over pairs of the worst VM's difference), and each replay against its recording:")
         for lvl, runs in res.items():
             if len(runs) > 1 and all("vms" in r for r in runs):

@@ -16,10 +16,12 @@ def replay_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", help="Directory for OUT/<policy>/model/*.parquet and metrics.json.")],
     capture: Annotated[Optional[Path], typer.Argument(help="A modelled capture (`cratrace model` first); optional for --scenario postcopy.")] = None,
     policy: Annotated[Optional[list[str]], typer.Option("--policy", "-p", help="Scheduler, spin response and placement: fair (CFS), eevdf (Linux 6.6+), credit (Xen); spin, yield, wapd, wopd, rslp, pv (paravirtual spinlock: spin, then halt until kicked); energy-balance, asymmetric (fast/slow core pools, credit), recorded (each stretch of work on the CPU the capture ran it on). Compose with +, e.g. credit+wapd, eevdf+pv, fair+energy-balance, asymmetric+yield, eevdf+recorded. Repeatable; default: the policy that produced the capture (with +pv when its vCPUs halted while spinning). See docs/replay-policies.md.")] = None,
-    sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, balance_k, fast_cores, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), per VM class.VM=cpu|io and elasticity.VM=E, throughput_marker=NAME (a marker the guests write; default txn_end), fidelity_tolerance_pct, sched_groups=auto|recorded|off (replay the host's autogroups and CPU cgroups; auto: when the VMs were in different ones), cpu_speed=markers|off (markers: read each CPU's speed over time from the vCPUs' transactions and run each CPU at it; off, the default: work takes as long as it did). Unknown keys list the allowed ones.")] = None,
+    sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, balance_k, fast_cores, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), per VM class.VM=cpu|io and elasticity.VM=E, throughput_marker=NAME (a marker the guests write; default txn_end), fidelity_tolerance_pct, sched_groups=auto|recorded|off|per-vm (replay the host's autogroups and CPU cgroups; auto: when the VMs were in different ones; per-vm, a what-if: each VM a group of its own), affinity=recorded|off and affinity.VM=CPUS, cap.VM=PCT, weight.VM=W, cpu_speed=markers|off (markers: read each CPU's speed over time from the vCPUs' transactions and run each CPU at it; off, the default: work takes as long as it did). Unknown keys list the allowed ones.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Where the policies' random draws start: energy-balance's swap realisation (swap_realise_p), eevdf's newidle balancing odds (newidle_odds, as Linux 6.18.5+ throws a die), postcopy's guest-kernel faults (kernel_fault_fraction); everything else is deterministic. Same inputs and seed, byte-identical outputs. Default 0 (postcopy: 1).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
     scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, rtt_ns, fetch_overhead_ns, ready_delay_ns, ...).")] = None,
+    drop_vm: Annotated[Optional[list[str]], typer.Option("--drop-vm", help="What-if: replay without this VM's demand (repeatable).")] = None,
+    add_vm: Annotated[Optional[list[str]], typer.Option("--add-vm", help="What-if: NAME[:COUNT] more copies of a recorded VM's demand, as VMs NAME+1, NAME+2, ..., each started later by an offset drawn from --seed (repeatable). With --set pcpus=N, cap.VM=PCT (a VM's CPU capped at PCT% of one CPU: cgroup cpu.max, Xen's credit cap) and weight.VM=W (its share, cgroup cpu.weight, default 100; Xen's credit weight 256 is 100), the capacity planner's questions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the outputs and the exit code say how it went.")] = False,
 ) -> None:
@@ -60,7 +62,7 @@ def replay_cmd(
         from cratrace.replay.run import baseline_policy
 
         policy = [baseline_policy(Capture(capture))]
-    res = replay_capture(capture, policy, out, settings=settings, seed=seed or 0, force=force)
+    res = replay_capture(capture, policy, out, settings=settings, seed=seed or 0, force=force, drop_vms=drop_vm or [], add_vms=add_vm or [])
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
     elif not quiet:

@@ -48,13 +48,14 @@ def resolve_sched_groups(w: Workload, mode: str) -> str:
 
 #: settings that change the host or the demand: a replay under them is a
 #: what-if, not the recording replayed
-WHATIF_SETTINGS = ("pcpus", "freq_khz", "affinity")
+WHATIF_SETTINGS = ("pcpus", "freq_khz", "affinity", "sched_groups")
 WHATIF_PREFIXES = ("cap.", "weight.", "affinity.")
 
 
 def what_ifs(settings: dict[str, str], drop_vms, add_vms) -> dict:
     """The what-ifs a replay asks (empty: the recording as it was)."""
-    out: dict = {k: v for k, v in settings.items() if (k in WHATIF_SETTINGS and not (k == "affinity" and v == "recorded")) or k.startswith(WHATIF_PREFIXES)}
+    as_recorded = {"affinity": ("recorded",), "sched_groups": ("auto", "recorded")}
+    out: dict = {k: v for k, v in settings.items() if (k in WHATIF_SETTINGS and v not in as_recorded.get(k, ())) or k.startswith(WHATIF_PREFIXES)}
     if drop_vms:
         out["drop_vm"] = list(drop_vms)
     if add_vms:
@@ -285,6 +286,12 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     groups_mode = resolve_sched_groups(w, str(other.get("sched_groups", "auto")))
     if groups_mode == "off":
         w.group_of = [-1] * len(w.group_of)
+    elif groups_mode == "per-vm":
+        # a what-if: each VM a scheduling group of its own (a session or
+        # a libvirt cgroup per VM), host threads in the root group
+        w.group_names = [f"vm:{n}" for n in w.vm_names]
+        w.group_shares = [1024] * len(w.vm_names)
+        w.group_of = [v if v >= 0 else -1 for v in w.vm_of]
     hz = (cap.meta.get("host") or {}).get("kernel_hz")
     if isinstance(hz, (int, float)) and hz > 0:
         # the recorded kernel's tick: when it noticed expired slices

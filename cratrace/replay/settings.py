@@ -65,8 +65,8 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
         elif k in HOST:
             host[k] = setting_in_range(k, v)
         elif k in OTHER:
-            if k == "sched_groups" and v not in ("auto", "recorded", "off"):
-                raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups) or off (every thread in one group)")
+            if k == "sched_groups" and v not in ("auto", "recorded", "off", "per-vm"):
+                raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups), off (every thread in one group) or per-vm (a what-if: each VM a group of its own, as a session or a libvirt cgroup per VM gives it)")
             if k in ("fidelity_tolerance_pct", "limit_s"):
                 setting_in_range(k, v)
             if k == "cpu_speed" and v not in ("markers", "off"):
