@@ -112,7 +112,9 @@ def executable() -> Path:
     if cc is None:
         raise CratraceError("the workload lab needs a C compiler (cc/gcc) to build cratrace/lab/vmlab.c")
     cache.mkdir(parents=True, exist_ok=True)
-    tmp = exe.with_suffix(".tmp")
+    # a temporary of this process's own: two builds at once (two test
+    # runs, a benchmark) each finish theirs and replace the other's whole
+    tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")
     r = subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp), str(SOURCE)], capture_output=True, text=True)
     if r.returncode != 0:
         raise CratraceError(f"building the workload lab failed: {r.stderr.strip().splitlines()[-1] if r.stderr else r.returncode}")
