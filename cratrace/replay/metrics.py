@@ -48,7 +48,6 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
     # to it: busy is what the cores ran (core_busy_ns sums to the same)
     busy = sum(cpu)
     U = busy / (pc * T * 1e9) if T > 0 else 0
-    ends = sum(marks)
     guest = sum(c - s for c, s, v in zip(cpu, spin, w.vm_of) if v >= 0)
     rec_T = w.duration_ns / 1e9
     vms = {}
@@ -76,6 +75,10 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
             "recorded_spin_s": round(w.recorded_spin_ns.get(name, 0) / 1e9, 6),
             "excessive_spins": vm_exc[i],
         }
+    # the host's throughput: its VMs' transactions per second, summed (each
+    # over its own window, as for the recording), so the VMs add up to it
+    host_tp = sum(v["throughput_per_s"] for v in vms.values() if v["marks"])
+    rec_host_tp = sum(v["recorded_throughput_per_s"] or 0.0 for v in vms.values())
     cpu_err = 0.0
     worst = None
     for i, v in enumerate(w.vm_of):
@@ -93,8 +96,9 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
         "vms": vms,
         "host": {
             "pcpus": pc,
-            "etr": round(ends / T, 6),
-            "itr": round(ends / (T * U), 6) if U > 0 else None,
+            "etr": round(host_tp, 6),
+            "recorded_etr": round(rec_host_tp, 6),
+            "itr": round(host_tp / U, 6) if U > 0 else None,
             "busy_pct": round(100 * U, 4),
             "guest_util_pct": round(100 * guest / (pc * T * 1e9), 4),
             "hypercalls": int(sum(r["calls"])),

@@ -107,19 +107,22 @@ def throughput_series(r: Run, bin_ms: float = 100.0) -> pl.DataFrame | None:
     return s.group_by("t_s").len().collect(engine="streaming").with_columns(pl.lit(r.name).alias("run"), (pl.col("len") / (bin_ms / 1000)).alias("per_s")).select("run", "t_s", "per_s")
 
 
-def recorded_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str]) -> tuple[pl.DataFrame, dict]:
-    """Billing of the recorded run: its VMs' direct CPU time, and the host's
-    I/O work shared out by `rule`."""
+def run_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str]) -> tuple[pl.DataFrame, dict]:
+    """Billing of a run (the recording or a replay): its VMs' direct CPU
+    time, and the host's I/O work (as recorded: a replay does not replay
+    it) shared out by `rule`."""
     threads = rec.table("threads")
     tenants = process_tenants(threads)
     if tenants is not threads:
         # no VMs: each process is a tenant, billed for its threads' CPU
-        missing.append("no VMs: the bills and energy are per process (threads grouped by process where the trace tells, else by name; kernel threads as `kernel`)")
+        note = "no VMs: the bills and energy are per process (threads grouped by process where the trace tells, else by name; kernel threads as `kernel`)"
+        if note not in missing:
+            missing.append(note)
         threads = tenants.with_columns(pl.when(pl.col("vm").is_not_null()).then(pl.lit("vcpu")).otherwise("role").alias("role"))
     sl = rec.table("cpu_slices").join(threads.select("tid", "vm", "role"), on="tid", how="left")
     direct = {vm: int(n) for vm, n in sl.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("dur").sum()).iter_rows()}
     io = rec.table("io_work")
-    if io.height == 0:
+    if io.height == 0 and rec.name == "recorded":
         missing.append("no io_work in the capture (no vhost/netback/softirq events): bills are direct CPU only")
     host_total = int(sl.filter((pl.col("tid") != 0) & (pl.col("role") != "vcpu"))["dur"].sum()) if sl.height else 0
     if not direct:
@@ -143,6 +146,17 @@ def vm_attribution(meta: dict) -> str:
     return "VMs: " + ", ".join(f"{v['vm']} ({v['vcpus']} vCPUs, by {v['evidence']})" for v in vms)
 
 
+def energy_by_run(rows: pl.DataFrame) -> pl.DataFrame:
+    """The energy table as one row per run: each owner's joules in a
+    column, then the host total (which the owners add up to)."""
+    if rows.height == 0:
+        return rows
+    total = rows.filter(pl.col("owner").str.starts_with("TOTAL")).select("run", pl.col("joules").alias("total J"))
+    parts = rows.filter(~pl.col("owner").str.starts_with("TOTAL")).pivot(on="owner", index="run", values="joules", aggregate_function="sum")
+    owners = sorted(c for c in parts.columns if c != "run")
+    return parts.select("run", *owners).join(total, on="run", how="left", maintain_order="left").fill_null(0.0)
+
+
 def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
     cap = capture if isinstance(capture, Capture) else Capture(capture)
     from cratrace.errors import OutputExistsError
@@ -156,7 +170,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     missing = [vm_attribution(cap.meta), *guessed, *remarks]
     if not replays:
         missing.append("no replays given (--replays OUT): only the recorded run is shown")
-    energies, latencies, energy_rows, core_rows, energy_series, series = {}, {}, [], [], [], []
+    energies, latencies, energy_rows, core_rows, energy_series, series, bills, recons = {}, {}, [], [], [], [], [], {}
     # One run at a time: what the report needs of a run's tables is taken
     # from them, then they are let go (a report held every run's timelines
     # at once, and its memory grew with the number of replays).
@@ -170,9 +184,13 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         latencies[r.name] = wakeup_latency_us(r.scan("vcpu_states"))
         if (s := throughput_series(r)) is not None:
             series.append(s)
-        if r is runs[0]:
-            bill, recon = recorded_bill(r, rule, prices, missing)
+        # what each tenant pays in each run: the question a policy answers
+        bill, recons[r.name] = run_bill(r, rule, prices, missing)
+        if bill.height:
+            bills.append(bill.with_columns(pl.lit(r.name).alias("run")).select("run", *bill.columns))
         r.release()
+    bill = pl.concat(bills, how="diagonal_relaxed") if bills else pl.DataFrame()
+    recon = recons["recorded"]
     summary = summary_table(runs, energies, latencies)
     report = {
         "title": f"cratrace report: {cap.path.name}",
@@ -184,13 +202,16 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "fidelity": fidelity_table(runs),
         "series": pl.concat(series).sort("run", "t_s") if series else pl.DataFrame(),
         "energy": pl.DataFrame(energy_rows),
+        # one row per run, the owners as columns (VMs, idle, unattributed)
+        "energy_by_run": energy_by_run(pl.DataFrame(energy_rows)),
         "energy_per_core": pl.DataFrame(core_rows),
         "energy_series": pl.concat(energy_series) if energy_series else pl.DataFrame(),
         "billing": bill,
         "reconciliation": recon,
+        "reconciliations": recons,
         "missing": missing,
     }
-    tables = {"summary": summary, "fidelity": report["fidelity"], "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
+    tables = {"summary": summary, "fidelity": report["fidelity"], "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_by_run": report["energy_by_run"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
     if tables_dir:
         _write_tables(tables, Path(tables_dir), force)
     if fmt == "md":

@@ -29,6 +29,19 @@ FIDELITY_NOTE = (
 FIDELITY_NOTE_HTML = f"<h2>Replay fidelity</h2><p>{html.escape(FIDELITY_NOTE)}</p>"
 
 
+#: the billing columns a page shows (--tables has them all)
+BILL_COLUMNS = ("run", "vm", "direct_ms_per_s", "attributed_ms_per_s", "common_share_ms_per_s", "usage_ms_per_s", "excess_pct", "bill")
+
+
+def bill_view(df: pl.DataFrame) -> pl.DataFrame:
+    return df.select([c for c in BILL_COLUMNS if c in df.columns]) if df.height else df
+
+
+def recon_line(name: str, rec: dict) -> str:
+    return (f"{name}: host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated common "
+            f"{rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} ({'reconciled' if rec['reconciles'] else 'does NOT reconcile'})")
+
+
 def esc(v) -> str:
     return html.escape("" if v is None else str(v), quote=True)
 
@@ -101,9 +114,10 @@ def render_html(rep: dict) -> str:
     bl = rep["billing"]
     if bl.height:
         f = go.Figure()
+        who = [f"{r}: {v}" for r, v in zip(bl["run"], bl["vm"])] if "run" in bl.columns else bl["vm"].to_list()
         for col in ("direct_ms_per_s", "attributed_ms_per_s", "common_share_ms_per_s"):
-            f.add_bar(name=col.replace("_ms_per_s", ""), x=bl["vm"].to_list(), y=bl[col].to_list())
-        f.update_layout(title="Host CPU per VM (ms per second): direct + attributed + common share", barmode="stack")
+            f.add_bar(name=col.replace("_ms_per_s", ""), x=who, y=bl[col].to_list())
+        f.update_layout(title="Host CPU per VM and run (ms per second): direct + attributed + common share", barmode="stack")
         figs.append(f)
     charts = [_fig_html(f, i) for i, f in enumerate(figs)]
     rec = rep["reconciliation"]
@@ -120,16 +134,17 @@ def render_html(rep: dict) -> str:
         table_html(rep["per_vm"]),
         charts[0] if charts else "",
         charts[1] if len(charts) > 1 else "",
-        "<h2>Energy</h2><p>Power model: static + C·f·V² while busy, idle power while idle; per-VM energy + idle + unattributed = host total (computed per core, independently).</p>",
-        table_html(rep["energy"]),
+        "<h2>Energy</h2><p>Power model: static + C·f·V² while busy, idle power while idle; per-VM energy + idle + unattributed = host total (computed per core, independently). Joules per owner, one row per run:</p>",
+        table_html(rep.get("energy_by_run", rep["energy"])),
         "<p>Per core:</p>",
         table_html(rep.get("energy_per_core", pl.DataFrame())),
         charts[2] if len(charts) > 2 else "",
         charts[3] if len(charts) > 3 else "",
         "<h2>Billing</h2>",
-        f"<p>Rule <b>{esc(rec['rule'])}</b>; excess = host work / direct CPU (denominator: each VM's direct ms/s, shown). Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated common {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} "
-        f"<span class={'ok' if rec['reconciles'] else 'bad'}>({'reconciled' if rec['reconciles'] else 'does NOT reconcile'})</span>.</p>",
-        table_html(rep["billing"], key="vm"),
+        f"<p>What each tenant would pay under each run: direct CPU as the run had it, host I/O work as recorded (a replay does not replay it). Rule <b>{esc(rec['rule'])}</b>; excess = host work / direct CPU. "
+        + "; ".join(f"<span class={'ok' if r['reconciles'] else 'bad'}>{esc(recon_line(n, r))}</span>" for n, r in rep.get("reconciliations", {"recorded": rec}).items())
+        + ".</p>",
+        table_html(bill_view(rep["billing"]), key="vm"),
         charts[4] if len(charts) > 4 else "",
         "</body></html>",
     ]
@@ -150,14 +165,14 @@ def render_markdown(rep: dict) -> str:
     out += [f"- {s}" for s in rep["sentences"]]
     if rep.get("fidelity") is not None and rep["fidelity"].height:
         out += ["", "## Replay fidelity", FIDELITY_NOTE, "", md(rep["fidelity"])]
-    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy", md(rep["energy"]), "## Billing", md(rep["billing"])]
-    out.append(f"Host total {rec['host_total_ms_per_s']:.3f} ms/s = VMs {rec['vm_host_work_ms_per_s']:.3f} + unallocated {rec['common_unallocated_ms_per_s']:.3f} + residual {rec['residual_ms_per_s']:.3f} ({'reconciled' if rec['reconciles'] else 'NOT reconciled'})")
+    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy (J per owner)", md(rep.get("energy_by_run", rep["energy"])), "## Billing", md(bill_view(rep["billing"]))]
+    out += [recon_line(n, r) for n, r in rep.get("reconciliations", {"recorded": rec}).items()]
     return "\n".join(out)
 
 
 #: the report's parts `--json` gives, in its own words (the time series
 #: stay in the HTML and in --tables)
-JSON_PARTS = ("summary", "best", "sentences", "fidelity", "per_vm", "energy", "energy_per_core", "billing", "reconciliation", "missing")
+JSON_PARTS = ("summary", "best", "sentences", "fidelity", "per_vm", "energy", "energy_by_run", "energy_per_core", "billing", "reconciliation", "reconciliations", "missing")
 
 
 def render_json(rep: dict) -> dict:

@@ -70,6 +70,29 @@ def wakeup_latency_us(states: pl.LazyFrame | pl.DataFrame | None) -> dict[str, f
     return {f"p{q}": round(float(lat.quantile(q / 100)), 3) for q in (50, 95, 99)}
 
 
+def vm_windows(states: pl.LazyFrame, marks: pl.LazyFrame | None, marker: str) -> dict[str, tuple[int, int, int]]:
+    """Per VM, (its first vCPU's start, its last transaction's end, its
+    transactions): the window a VM's throughput is measured over, in the
+    recording as in every replay (`cratrace.replay.metrics`). A vCPU that
+    starts blocked or halted starts when that ends."""
+    asleep = ("blocked", "halted")
+    first = (
+        states.filter(~pl.col("state").is_in(asleep))
+        .group_by("vm")
+        .agg(pl.col("start").min())
+        .collect(engine="streaming")
+    )
+    out: dict[str, tuple[int, int, int]] = {}
+    if marks is None:
+        return out
+    last = marks.filter(pl.col("name") == marker).group_by("vm").agg(pl.col("ts").max(), pl.len()).collect(engine="streaming")
+    starts = dict(first.iter_rows())
+    for vm, ts, n in last.iter_rows():
+        if vm in starts:
+            out[vm] = (int(starts[vm]), int(ts), int(n))
+    return out
+
+
 def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
     r = Run("recorded", dict(cap.model), 0.0)
     lo, hi = cap.meta.get("time_range_ns") or [0, 1]
@@ -77,6 +100,7 @@ def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
     states, marks = r.scan("vcpu_states"), r.scan("markers")
     vms = {}
     if states is not None:
+        windows = vm_windows(states, marks, marker)
         # running and spinning time per VM, the VMs in name order, summed
         # as the timeline streams past: it is not held whole (3.8 M
         # segments took 290 MB read, and a filter inside the aggregation
@@ -92,18 +116,19 @@ def recorded_run(cap: Capture, marker: str = "txn_end") -> Run:
             .collect(engine="streaming")
             .sort("vm")
         )
-        ends_of = dict(marks.filter(pl.col("name") == marker).group_by("vm").len().collect(engine="streaming").iter_rows()) if marks is not None else {}
         for vm, run, spin in per.iter_rows():
-            n = ends_of.get(vm, 0) if vm is not None else 0
-            vms[vm] = {"cpu_s": run / 1e9, "spin_s": spin / 1e9, "marks": n, "throughput_per_s": n / dur if n else (run - spin) / 1e9 / dur}
-    ends = sum(v["marks"] for v in vms.values())
+            first, last, n = windows.get(vm, (0, 0, 0))
+            tp = n / max((last - first) / 1e9, 1e-9) if n else (run - spin) / 1e9 / dur
+            vms[vm] = {"cpu_s": run / 1e9, "spin_s": spin / 1e9, "marks": n, "throughput_per_s": tp}
+    # the host's throughput: its VMs' transactions per second, summed
+    host_tp = sum(v["throughput_per_s"] for v in vms.values() if v["marks"])
     sl = r.table("cpu_slices")
     # a Xen capture has no host threads' slices: the CPUs it recorded
     pcpus = int(sl["cpu"].max() + 1) if sl.height else int(cap.meta.get("cpus") or 1)
     busy = sl.filter(pl.col("tid") != 0)["dur"].sum() / 1e9 if sl.height else 0
     guest = sum(v["cpu_s"] - v["spin_s"] for v in vms.values())
     U = busy / (pcpus * dur) if dur else 0
-    host = {"pcpus": pcpus, "etr": ends / dur, "itr": ends / (dur * U) if U else None, "guest_util_pct": 100 * guest / (pcpus * dur), "busy_pct": 100 * U}
+    host = {"pcpus": pcpus, "etr": host_tp, "itr": host_tp / U if U else None, "guest_util_pct": 100 * guest / (pcpus * dur), "busy_pct": 100 * U}
     r.duration_s, r.metrics = dur, {"vms": vms, "host": host, "fidelity": None}
     return r
 

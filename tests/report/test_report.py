@@ -84,10 +84,39 @@ def test_json_gives_the_figures_the_tables_hold(report, lab_capture):  # noqa: F
     for row, want in zip(got["summary"], table.to_dicts()):
         assert row == want
     assert got["best"]["ETR /s"] in {"fair", "rslp", "wapd"}
-    assert {r["vm"] for r in got["billing"]} == {"vm0", "vm1"} and got["reconciliation"]["reconciles"] in (True, False)
+    # billing for every run, each run's books reconciled
+    assert {(r["run"], r["vm"]) for r in got["billing"]} == {(run, vm) for run in ("recorded", "fair", "rslp", "wapd") for vm in ("vm0", "vm1")}
+    assert set(got["reconciliations"]) == {"recorded", "fair", "rslp", "wapd"} and all(r["reconciles"] for r in got["reconciliations"].values())
     # standard output carries the JSON alone: a report printed there too is refused
     bad = run_cli("report", lab_capture.path, "--format", "md", "-o", "-", "--json")
     assert bad.returncode == 2 and "--json" in bad.stderr
+
+
+def test_per_vm_figures_add_up_to_the_host_in_every_output(report, lab_capture):  # noqa: F811
+    """One definition of throughput (each VM over its window: its first
+    vCPU's start to its last transaction; the host the VMs' sum), the same
+    for the recording and every replay, in metrics.json, --tables, --json
+    and the Markdown; the energy by run adds its owners up to its total."""
+    d, rep = report
+    for policy in ("fair", "rslp", "wapd"):
+        m = json.loads((d / "replays" / policy / "metrics.json").read_text())
+        assert m["host"]["etr"] == pytest.approx(sum(v["throughput_per_s"] for v in m["vms"].values()), abs=1e-5)
+        assert m["host"]["recorded_etr"] == pytest.approx(sum(v["recorded_throughput_per_s"] for v in m["vms"].values()), abs=1e-5)
+    summary = pl.read_csv(d / "tables" / "summary.csv")
+    per_vm = pl.read_csv(d / "tables" / "throughput_per_vm.csv")
+    for run, etr in summary.select("run", "ETR /s").iter_rows():
+        assert etr == pytest.approx(per_vm.filter(pl.col("run") == run)["throughput_per_s"].sum(), abs=0.02), run
+    # the recording's VMs rated as each replay's metrics rate them
+    rec = per_vm.filter(pl.col("run") == "recorded")
+    m = json.loads((d / "replays" / "fair" / "metrics.json").read_text())
+    for vm, tp in rec.select("vm", "throughput_per_s").iter_rows():
+        assert tp == pytest.approx(m["vms"][vm]["recorded_throughput_per_s"], rel=1e-6), vm
+    by_run = pl.read_csv(d / "tables" / "energy_by_run.csv")
+    for row in by_run.iter_rows(named=True):
+        assert sum(v for k, v in row.items() if k not in ("run", "total J")) == pytest.approx(row["total J"], rel=1e-6)
+    md = run_cli("report", lab_capture.path, "--replays", d / "replays", "--format", "md", "-o", "-").stdout
+    billing = md.split("## Billing", 1)[1]
+    assert all(f"| {run} | vm0 |" in billing for run in ("recorded", "fair", "rslp", "wapd"))
 
 
 def test_energy_is_conserved_with_idle_as_its_own_row(lab_capture):  # noqa: F811
