@@ -23,6 +23,7 @@ def report_cmd(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing report (and the files of --tables).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No message when the report is written.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Also print the figures (summary, best run per column, per-VM throughput, energy, billing) as JSON.")] = False,
+    evidence: Annotated[Optional[list[Path]], typer.Option("--evidence", help="The JSON of `python benchmarks/replay_fidelity.py --json` (the gate against the noise floor, per setting) or of `benchmarks/whatif_validation.py --json` (what-ifs against real recordings): shown in the report's Replay fidelity section (repeatable).")] = None,
 ) -> None:
     """Throughput, latency, energy and per-VM billing, recorded vs each replay."""
     from cratrace.errors import UsageError
@@ -39,7 +40,13 @@ def report_cmd(
         except (OSError, json.JSONDecodeError) as e:
             raise UsageError(f"--prices {prices}: {e}") from None
         price_map = _checked_prices(prices, price_map)
-    rep = build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force)  # type: ignore[arg-type]
+    evidence_docs = []
+    for path in evidence or []:
+        try:
+            evidence_docs.append(json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise UsageError(f"--evidence {path}: {e}") from None
+    rep = build_report(capture, replays, out, fmt=fmt, tables_dir=tables, rule=billing_rule, prices=price_map, force=force, evidence=evidence_docs)  # type: ignore[arg-type]
     if as_json:
         from cratrace.report.render import render_json
 

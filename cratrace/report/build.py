@@ -157,7 +157,29 @@ def energy_by_run(rows: pl.DataFrame) -> pl.DataFrame:
     return parts.select("run", *owners).join(total, on="run", how="left", maintain_order="left").fill_null(0.0)
 
 
-def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False) -> dict:
+def evidence_tables(docs: list) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the gate against the noise floor per setting, the what-ifs against
+    real recordings) from the benchmarks' JSON outputs: replay_fidelity.py
+    gives `{"noise_floor": {setting: ...}}`, whatif_validation.py a list of
+    pairs."""
+    from cratrace.errors import UsageError
+
+    floors, pairs = [], []
+    for doc in docs:
+        if isinstance(doc, dict) and isinstance(doc.get("noise_floor"), dict):
+            for setting, fl in doc["noise_floor"].items():
+                for name, m in ((fl or {}).get("measures") or {}).items():
+                    floors.append({"setting": setting, "measure": name, "replay median %": m["replay_median_pct"], "recordings median %": m["recordings_median_pct"],
+                                   "replay p90 %": m["replay_p90_pct"], "recordings p90 %": m["recordings_p90_pct"], "within": m["within"]})
+        elif isinstance(doc, list) and all(isinstance(r, dict) and "what_if" in r for r in doc):
+            pairs += [{"what-if": r["what_if"], "replay": r["replay_args"], "recorded change %": r["recorded_change_pct"], "predicted change %": r["predicted_change_pct"],
+                       "prediction error %": r["prediction_error_pct"], "target noise %": r["target_noise_pct"], "same sign": r["same_sign"]} for r in doc]
+        else:
+            raise UsageError("--evidence: not the JSON of benchmarks/replay_fidelity.py --json or benchmarks/whatif_validation.py --json")
+    return pl.DataFrame(floors), pl.DataFrame(pairs)
+
+
+def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False, evidence: list | None = None) -> dict:
     cap = capture if isinstance(capture, Capture) else Capture(capture)
     from cratrace.errors import OutputExistsError
 
@@ -200,6 +222,8 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "sentences": sentences(summary),
         "per_vm": per_vm_throughput(runs),
         "fidelity": fidelity_table(runs),
+        "noise_floor": evidence_tables(evidence or [])[0],
+        "what_ifs": evidence_tables(evidence or [])[1],
         "series": pl.concat(series).sort("run", "t_s") if series else pl.DataFrame(),
         "energy": pl.DataFrame(energy_rows),
         # one row per run, the owners as columns (VMs, idle, unattributed)

@@ -26,6 +26,14 @@ FIDELITY_NOTE = (
     "time ran on its busiest CPU (100%: packed, where lock-holder preemption storms start), and how often vCPUs "
     "moved between CPUs."
 )
+NOISE_NOTE = (
+    "The gate against the noise floor (benchmarks/replay_fidelity.py): per setting, how far the replays are from their own "
+    "recordings beside how far the recordings of that setting are from each other; within: no wider."
+)
+WHATIF_NOTE = (
+    "What-ifs against real recordings (benchmarks/whatif_validation.py): each what-if's predicted change in host throughput "
+    "beside the recorded change, and its error against the target setting's own noise."
+)
 FIDELITY_NOTE_HTML = f"<h2>Replay fidelity</h2><p>{html.escape(FIDELITY_NOTE)}</p>"
 
 
@@ -130,6 +138,8 @@ def render_html(rep: dict) -> str:
         "<p>Best replayed value per column is highlighted.</p><ul>" + "".join(f"<li>{esc(s)}</li>" for s in rep["sentences"]) + "</ul>",
         FIDELITY_NOTE_HTML if rep.get("fidelity") is not None and rep["fidelity"].height else "",
         table_html(rep["fidelity"]) if rep.get("fidelity") is not None and rep["fidelity"].height else "",
+        f"<p>{esc(NOISE_NOTE)}</p>" + table_html(rep["noise_floor"]) if rep.get("noise_floor") is not None and rep["noise_floor"].height else "",
+        f"<p>{esc(WHATIF_NOTE)}</p>" + table_html(rep["what_ifs"], key="what-if") if rep.get("what_ifs") is not None and rep["what_ifs"].height else "",
         "<h2>Throughput and latency</h2>",
         table_html(rep["per_vm"]),
         charts[0] if charts else "",
@@ -165,6 +175,9 @@ def render_markdown(rep: dict) -> str:
     out += [f"- {s}" for s in rep["sentences"]]
     if rep.get("fidelity") is not None and rep["fidelity"].height:
         out += ["", "## Replay fidelity", FIDELITY_NOTE, "", md(rep["fidelity"])]
+    for key, note in (("noise_floor", NOISE_NOTE), ("what_ifs", WHATIF_NOTE)):
+        if rep.get(key) is not None and rep[key].height:
+            out += [note, "", md(rep[key])]
     out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy (J per owner)", md(rep.get("energy_by_run", rep["energy"])), "## Billing", md(bill_view(rep["billing"]))]
     out += [recon_line(n, r) for n, r in rep.get("reconciliations", {"recorded": rec}).items()]
     return "\n".join(out)
@@ -172,7 +185,7 @@ def render_markdown(rep: dict) -> str:
 
 #: the report's parts `--json` gives, in its own words (the time series
 #: stay in the HTML and in --tables)
-JSON_PARTS = ("summary", "best", "sentences", "fidelity", "per_vm", "energy", "energy_by_run", "energy_per_core", "billing", "reconciliation", "reconciliations", "missing")
+JSON_PARTS = ("summary", "best", "sentences", "fidelity", "noise_floor", "what_ifs", "per_vm", "energy", "energy_by_run", "energy_per_core", "billing", "reconciliation", "reconciliations", "missing")
 
 
 def render_json(rep: dict) -> dict:

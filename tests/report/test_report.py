@@ -253,3 +253,21 @@ def test_a_tie_for_best_goes_to_the_same_run_whatever_the_row_order():
         b = best_marks(s)
         marks.add((b["ETR /s"], b["spin s"]))
     assert marks == {("wapd", "wapd")}
+
+
+def test_fidelity_evidence_from_the_benchmarks_is_shown(lab_capture, tmp_path):  # noqa: F811
+    floor = {"captures": {}, "noise_floor": {"count clock, pv lock, 2x": {"captures": 5, "within": False, "measures": {
+        "worst-thread CPU time": {"recordings_median_pct": 4.0, "recordings_p90_pct": 9.0, "replay_median_pct": 3.0, "replay_p90_pct": 12.0, "median_ratio": 0.75, "p90_ratio": 1.33, "within": False}}}}}
+    whatif = [{"what_if": "2 CPUs -> 1 CPU", "replay_args": "--set pcpus=1", "recorded_change_pct": -43.6, "predicted_change_pct": -43.5, "prediction_error_pct": 0.2, "target_noise_pct": 4.0, "within_noise": True, "same_sign": True}]
+    (tmp_path / "f.json").write_text(json.dumps(floor))
+    (tmp_path / "w.json").write_text(json.dumps(whatif))
+    p = run_cli("report", lab_capture.path, "-o", tmp_path / "r.html", "--evidence", tmp_path / "f.json", "--evidence", tmp_path / "w.json", "--json")
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)
+    assert got["noise_floor"] == [{"setting": "count clock, pv lock, 2x", "measure": "worst-thread CPU time", "replay median %": 3.0, "recordings median %": 4.0, "replay p90 %": 12.0, "recordings p90 %": 9.0, "within": False}]
+    assert got["what_ifs"][0]["predicted change %"] == -43.5 and got["what_ifs"][0]["same sign"] is True
+    html = (tmp_path / "r.html").read_text()
+    assert "noise floor" in html and "2 CPUs -&gt; 1 CPU" in html
+    (tmp_path / "bad.json").write_text('{"something": 1}')
+    bad = run_cli("report", lab_capture.path, "-o", tmp_path / "r2.html", "--evidence", tmp_path / "bad.json")
+    assert bad.returncode == 2 and "--evidence" in bad.stderr and not (tmp_path / "r2.html").exists()
