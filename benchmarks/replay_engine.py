@@ -16,7 +16,7 @@ thread's phases (16 bytes a phase) and gives their pages back as the
 thread passes them, so past the start what it holds of the demand shrinks
 while the outputs grow. Flat means about the same MiB at both sizes.
 
-    python benchmarks/replay_engine.py [--runs 3] [--txns 100000] [--no-memory]
+    python benchmarks/replay_engine.py [--runs 3] [--txns 100000] [--no-memory] [--quick]
 """
 
 from __future__ import annotations
@@ -232,7 +232,10 @@ def main() -> None:
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--no-memory", action="store_true", help="skip the two memory runs")
     ap.add_argument("--memory-child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="one run of 200 transactions per vCPU (about 20,000 events), memory included")
     a = ap.parse_args()
+    if a.quick:
+        a.runs, a.txns = 1, 200
     if a.memory_child:
         print(json.dumps(memory_child(a.memory_child)))
         return
