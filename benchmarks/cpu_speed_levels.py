@@ -13,12 +13,14 @@ capture kept by `replay_fidelity.py`, this prints:
   first is small and the other two are not.
 
     python benchmarks/cpu_speed_levels.py benchmarks/out/fidelity-kept-s37 [...]
+    python benchmarks/cpu_speed_levels.py --quick   # on a generated capture (the test suite's run)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 import polars as pl
@@ -50,9 +52,25 @@ def spreads(tx: pl.DataFrame, seed: int = 0) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kept", type=Path, nargs="+", help="directories of captures kept by replay_fidelity.py")
+    ap.add_argument("kept", type=Path, nargs="*", help="directories of captures kept by replay_fidelity.py")
+    ap.add_argument("--quick", action="store_true", help="read one short generated capture instead (kvm-heavy-spin, laid out as a kept one)")
     a = ap.parse_args()
-    for d in sorted(p.parent for k in a.kept for p in k.glob("*/setting.json")):
+    if not a.kept and not a.quick:
+        ap.error("give the directories of kept captures, or --quick")
+    if a.quick:
+        from benchmarks.quick import kept_captures, scratch
+
+        tmp = scratch("cpu-speed")
+        try:
+            report([kept_captures(tmp)])
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
+    report(a.kept)
+
+
+def report(kept: list[Path]) -> None:
+    for d in sorted(p.parent for k in kept for p in k.glob("*/setting.json")):
         setting = json.loads((d / "setting.json").read_text())
         model = d / "cap" / "model"
         states = pl.read_parquet(model / "vcpu_states.parquet").filter(pl.col("state") == "guest")

@@ -17,12 +17,14 @@ there: its `rep/<policy>/`), this prints, recorded and replayed:
 
     python benchmarks/replay_fidelity.py --replay-kept benchmarks/out/fidelity-kept-s36   # replays first
     python benchmarks/lock_holder_preemption.py benchmarks/out/fidelity-kept-s36 [--policy eevdf]
+    python benchmarks/lock_holder_preemption.py --quick   # on a generated capture, replayed here (the test suite's run)
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 from pathlib import Path
 
@@ -85,22 +87,38 @@ def measure(d: Path, policy: str) -> dict[str, dict] | None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("kept", type=Path, nargs="+", help="directories of captures kept by replay_fidelity.py, replayed there")
+    ap.add_argument("kept", type=Path, nargs="*", help="directories of captures kept by replay_fidelity.py, replayed there")
     ap.add_argument("--policy", default="eevdf", help="the replay to compare (its rep/<policy>/); eevdf+recorded: the recorded placement")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="read one short generated capture instead (kvm-heavy-spin, laid out as a kept one and replayed under --policy)")
     a = ap.parse_args()
+    if not a.kept and not a.quick:
+        ap.error("give the directories of kept captures, or --quick")
+    if a.quick:
+        from benchmarks.quick import kept_captures, scratch
+
+        tmp = scratch("lock-holder")
+        try:
+            report([kept_captures(tmp, a.policy)], a.policy, a.json)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
+    report(a.kept, a.policy, a.json)
+
+
+def report(kept: list[Path], policy: str, as_json: bool) -> None:
     rows = {}
-    for d in sorted(p.parent for k in a.kept for p in k.glob("*/setting.json")):
+    for d in sorted(p.parent for k in kept for p in k.glob("*/setting.json")):
         setting = json.loads((d / "setting.json").read_text())
         if setting["lock"] != "spin":
             continue
-        m = measure(d, a.policy)
+        m = measure(d, policy)
         if m is None:
             continue
         k = setting["vcpus"]
         label = f"{setting['lock']} lock, {2 * k[0] if len(k) == 1 else sum(k)} vCPUs"
         rows.setdefault(label, []).append((d.name, m))
-    if a.json:
+    if as_json:
         print(json.dumps(rows, indent=2))
         return
     for label, runs in rows.items():
