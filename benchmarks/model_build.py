@@ -7,6 +7,7 @@ per trace, medians over --runs of the import time, the model build time,
 their ratio, and the model command's peak RSS.
 
     python benchmarks/model_build.py [--runs 3] [--no-4x]
+    python benchmarks/model_build.py --quick   # generated 1x and 4x traces (kvm-heavy-spin), one run each
 """
 
 from __future__ import annotations
@@ -53,18 +54,30 @@ def measure(trace: Path, runs: int) -> str:
 
 
 def main() -> None:
+    global OUT
     ap = argparse.ArgumentParser()
     ap.add_argument("--trace", type=Path, default=OUT / "bench1x.dat")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-4x", action="store_true", help="skip the 4x trace")
+    ap.add_argument("--quick", action="store_true", help="generated 1x and 4x traces of 100 and 400 simulated ms (kvm-heavy-spin) in a scratch directory, one run each")
     args = ap.parse_args()
     compile_cratrace()
-    if not args.trace.exists():
-        raise SystemExit(f"{args.trace} not found: run benchmarks/import_tracedat.py first")
-    print(measure(args.trace, args.runs), flush=True)
-    four = OUT / "bench4x.dat"
-    if not args.no_4x and args.trace == OUT / "bench1x.dat" and four.exists():
-        print(measure(four, args.runs))
+    if args.quick:
+        from benchmarks.quick import scratch, synth
+
+        OUT = scratch("model-build")
+        args.trace, args.runs = synth("kvm-heavy-spin", OUT / "bench1x.dat", duration_ms=100), 1
+        synth("kvm-heavy-spin", OUT / "bench4x.dat", duration_ms=400)
+    try:
+        if not args.trace.exists():
+            raise SystemExit(f"{args.trace} not found: run benchmarks/import_tracedat.py first")
+        print(measure(args.trace, args.runs), flush=True)
+        four = OUT / "bench4x.dat"
+        if not args.no_4x and args.trace == OUT / "bench1x.dat" and four.exists():
+            print(measure(four, args.runs))
+    finally:
+        if args.quick:
+            shutil.rmtree(OUT, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ The build used to join every vCPU run with every kvm_entry/exit of its
 thread and every segment with every spin episode of its vCPU; a second
 of this scenario took 20 s and 8.4 GB, three seconds ran out of memory.
 
-    python benchmarks/model_scaling.py [--ms 250,500,1000,2000] [--runs 3]
+    python benchmarks/model_scaling.py [--ms 250,500,1000,2000] [--runs 3] [--quick]
 """
 
 from __future__ import annotations
@@ -56,22 +56,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ms", default="250,500,1000,2000", help="capture lengths in simulated ms")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="50 and 100 ms, one run each, in a scratch directory")
     a = ap.parse_args()
+    global OUT
     compile_cratrace()
+    if a.quick:
+        from benchmarks.quick import scratch
+
+        OUT = scratch("model-scaling")
+        try:
+            measure("50,100", 1)
+        finally:
+            shutil.rmtree(OUT, ignore_errors=True)
+        return
     OUT.mkdir(exist_ok=True)
+    measure(a.ms, a.runs)
+
+
+def measure(lengths_ms: str, runs: int) -> None:
     rows = []
-    for ms in (int(x) for x in a.ms.split(",")):
+    for ms in (int(x) for x in lengths_ms.split(",")):
         cap = capture(ms)
         events = sum(json.loads((cap / "capture.json").read_text())["events"].values())
         times, rss = [], []
-        for _ in range(a.runs):
+        for _ in range(runs):
             shutil.rmtree(cap / "model", ignore_errors=True)
             dt, kib = run([sys.executable, "-m", "cratrace", "model", str(cap), "-q"])
             times.append(dt)
             rss.append(kib)
         t, m = statistics.median(times), statistics.median(rss) / 1024
         rows.append((ms, events, t, m))
-        print(f"{ms} ms: {events:,} events: model {t:.2f} s ({t / events * 1e6:.2f} µs/event), peak RSS {m:.0f} MiB (medians of {a.runs})", flush=True)
+        print(f"{ms} ms: {events:,} events: model {t:.2f} s ({t / events * 1e6:.2f} µs/event), peak RSS {m:.0f} MiB (medians of {runs})", flush=True)
     (ms0, e0, t0, m0), (ms1, e1, t1, m1) = rows[0], rows[-1]
     print(f"{ms1} ms against {ms0} ms: {e1 / e0:.1f}x the events, {t1 / t0:.2f}x the time, {m1 / m0:.2f}x the peak RSS")
 
