@@ -37,6 +37,7 @@ from benchmarks.as_installed import compile_cratrace
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "out"
+BUFFER_SIZE = Path("/sys/kernel/tracing/buffer_size_kb")
 
 
 def _run(cmd: list[str], stdout=subprocess.DEVNULL, one_core: bool = False) -> tuple[float, int, float]:
@@ -64,12 +65,19 @@ def record(seconds: float, name: str) -> Path:
         subprocess.run([str(enable)], capture_output=True, check=False)
     with open("/tmp/cratrace-tracing.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        subprocess.run(
-            ["trace-cmd", "record", "-q", "-b", "20000", "-e", "sched", "-e", "irq", "-e", "timer", "-o", str(dat), "--", str(exe), "4", str(seconds)],
-            check=True,
-            capture_output=True,
-            cwd=OUT,
-        )
+        # `-b` leaves its size behind: give the ring buffer back as found
+        # (as tests/conftest.py's tracing_lock does), for whoever traces next
+        size = BUFFER_SIZE.read_text().strip()
+        try:
+            subprocess.run(
+                ["trace-cmd", "record", "-q", "-b", "20000", "-e", "sched", "-e", "irq", "-e", "timer", "-o", str(dat), "--", str(exe), "4", str(seconds)],
+                check=True,
+                capture_output=True,
+                cwd=OUT,
+            )
+        finally:
+            if size.isdigit() and BUFFER_SIZE.read_text().strip() != size:
+                BUFFER_SIZE.write_text(size + "\n")
     return dat
 
 
