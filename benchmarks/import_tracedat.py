@@ -18,6 +18,7 @@ cratrace's bytecode is compiled first, as an installed package has it
 (benchmarks/as_installed.py).
 
     python benchmarks/import_tracedat.py [--runs 3] [--seconds 3.5] [--record] [--json]
+    python benchmarks/import_tracedat.py --quick   # 0.1 s recordings, one run (skips where trace-cmd cannot record)
 """
 
 from __future__ import annotations
@@ -147,16 +148,31 @@ def bench_file(dat: Path, runs: int) -> dict:
 
 
 def main() -> None:
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3.5, help="workload length of the 1x trace (≥2M events here)")
     ap.add_argument("--record", action="store_true", help="record the traces anew (by default the ones under benchmarks/out/ are reused)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="recordings of 0.1 s and 0.4 s (at least 20,000 events) in a scratch directory, one run")
     args = ap.parse_args()
     compile_cratrace()
-    one, n_one = trace_of(args.seconds, "bench1x", 2_000_000, args.record)
-    four, _ = trace_of(4 * args.seconds, "bench4x", 4 * n_one, args.record)
-    r1, r4 = bench_file(one, args.runs), bench_file(four, args.runs)
+    at_least = 2_000_000
+    if args.quick:
+        from benchmarks.quick import scratch, tracing_unavailable
+
+        if why := tracing_unavailable():
+            print(f"skipped: {why}")
+            return
+        OUT = scratch("import-tracedat")
+        args.seconds, args.runs, args.record, at_least = 0.1, 1, True, 20_000
+    try:
+        one, n_one = trace_of(args.seconds, "bench1x", at_least, args.record)
+        four, _ = trace_of(4 * args.seconds, "bench4x", 4 * n_one, args.record)
+        r1, r4 = bench_file(one, args.runs), bench_file(four, args.runs)
+    finally:
+        if args.quick:
+            shutil.rmtree(OUT, ignore_errors=True)
     result = {"runs": args.runs, "1x": r1, "4x": r4, "rss_growth_4x": r4["import_peak_rss_mib"] / max(r1["import_peak_rss_mib"], 1)}
     if args.json:
         print(json.dumps(result, indent=2))
