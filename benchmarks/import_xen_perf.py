@@ -24,6 +24,7 @@ bytecode is compiled first, as an installed package has it
 (benchmarks/as_installed.py).
 
     python benchmarks/import_xen_perf.py [--runs 3] [--json]
+    python benchmarks/import_xen_perf.py --quick   # small files, one round; a missing peer or tracing is said in a line
 """
 
 from __future__ import annotations
@@ -63,10 +64,11 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - t
 
 
-def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str | None = None) -> dict:
+def compare(path: Path, runs: int, peer: list[str] | None, peer_name: str, cpu_hz: str | None = None) -> dict:
     """Medians over `runs` rounds, each timing our command, our in-process
     import and the peer one after the other: the machine's slow and fast
-    phases (seconds long here) then fall on all three alike."""
+    phases (seconds long here) then fall on all three alike. `peer` None
+    (not installed, a quick run): ours only."""
     cap = OUT / "bench-import.capture"
     cli, api, theirs, n = [], [], [], 0
     extra = ["--cpu-hz", cpu_hz] if cpu_hz else []
@@ -79,22 +81,25 @@ def compare(path: Path, runs: int, peer: list[str], peer_name: str, cpu_hz: str 
         out = subprocess.run([sys.executable, "-c", API, str(path), str(cap), cpu_hz or ""], check=True, capture_output=True, text=True).stdout.split()
         api.append(float(out[0]))
         n = int(out[1])
-        theirs.append(timed(peer))
+        if peer:
+            theirs.append(timed(peer))
     shutil.rmtree(cap, ignore_errors=True)
-    cli_s, api_s, peer_s = (statistics.median(x) for x in (cli, api, theirs))
+    cli_s, api_s = statistics.median(cli), statistics.median(api)
+    peer_s = statistics.median(theirs) if theirs else None
     return {
         "file": str(path),
         "records": n,
-        "peer": peer_name,
+        "peer": peer_name if peer else None,
         "cli_records_per_s": n / cli_s,
         "api_records_per_s": n / api_s,
-        "peer_records_per_s": n / peer_s,
-        "ratio_cli": peer_s / cli_s,
-        "ratio_api": peer_s / api_s,
+        "peer_records_per_s": n / peer_s if peer_s else None,
+        "ratio_cli": peer_s / cli_s if peer_s else None,
+        "ratio_api": peer_s / api_s if peer_s else None,
     }
 
 
 def main() -> None:
+    global OUT
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--xentrace", type=Path, default=HERE.parent.parent / "shared" / "fixtures" / "xen_credit2.bin")
@@ -102,8 +107,43 @@ def main() -> None:
     ap.add_argument("--tile-copies", type=int, default=25, help="copies of the fixture in the real-mix file (25: 4.5 M records, 97 MB)")
     ap.add_argument("--perf-loops", type=int, default=5000, help="perf bench sched messaging -l (5000: about 1.7 M samples here)")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="one round on small files in a scratch directory: 500 simulated ms, the fixture x2, --perf-loops 20")
     a = ap.parse_args()
     compile_cratrace()
+    xenalyze, perf = True, True
+    if a.quick:
+        from benchmarks.quick import peer_installed, scratch, tracing_unavailable
+
+        OUT = scratch("import-xen-perf")
+        a.runs, a.xen_synth_ms, a.tile_copies, a.perf_loops = 1, 500, 2, 20
+        xenalyze = peer_installed("xenalyze", "the xentrace reader")
+        # perf records the perf.data it reads as well as being its peer
+        if not shutil.which("perf"):
+            print("perf is not installed: no perf.data to read")
+            perf = False
+        elif why := tracing_unavailable():
+            print(f"perf.data not recorded: {why}")
+            perf = False
+    try:
+        res = measure_all(a, xenalyze, perf)
+    finally:
+        if a.quick:
+            shutil.rmtree(OUT, ignore_errors=True)
+    if a.json:
+        print(json.dumps(res, indent=2))
+        return
+    for k, r in res.items():
+        ours = f"{k}: {r['records']:,} records: cratrace import {r['cli_records_per_s'] / 1e6:.2f} M/s as a command, {r['api_records_per_s'] / 1e6:.2f} M/s in-process"
+        if r["peer"] is None:
+            print(f"{ours} (medians of {a.runs})")
+            continue
+        print(
+            f"{ours}; {r['peer']} {r['peer_records_per_s'] / 1e6:.2f} M/s; "
+            f"ratio {r['ratio_cli']:.2f}x / {r['ratio_api']:.2f}x (medians of {a.runs})"
+        )
+
+
+def measure_all(a: argparse.Namespace, xenalyze: bool, perf: bool) -> dict[str, dict]:
     OUT.mkdir(exist_ok=True)
     res = {}
     synth = OUT / f"xen-synth-{a.xen_synth_ms}ms.bin"
@@ -114,7 +154,10 @@ def main() -> None:
         write_tiled(a.xentrace, tiled, a.tile_copies)
     for label, path in (("xentrace (real fixture)", a.xentrace), ("xentrace (generated)", synth), (f"xentrace (real fixture x{a.tile_copies})", tiled)):
         if path.exists():
-            res[label] = compare(path, a.runs, ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], "xenalyze --summary", cpu_hz="2.4e9")
+            peer = ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)] if xenalyze else None
+            res[label] = compare(path, a.runs, peer, "xenalyze --summary", cpu_hz="2.4e9")
+    if not perf:
+        return res
     pd = OUT / f"sched-{a.perf_loops}.perf.data"
     if not pd.exists():
         # a scheduler-heavy workload: perf's own messaging benchmark
@@ -123,15 +166,7 @@ def main() -> None:
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
     res["perf.data"] = compare(pd, a.runs, ["perf", "script", "-i", str(pd)], "perf script")
-    if a.json:
-        print(json.dumps(res, indent=2))
-        return
-    for k, r in res.items():
-        print(
-            f"{k}: {r['records']:,} records: cratrace import {r['cli_records_per_s'] / 1e6:.2f} M/s as a command, "
-            f"{r['api_records_per_s'] / 1e6:.2f} M/s in-process; {r['peer']} {r['peer_records_per_s'] / 1e6:.2f} M/s; "
-            f"ratio {r['ratio_cli']:.2f}x / {r['ratio_api']:.2f}x (medians of {a.runs})"
-        )
+    return res
 
 
 if __name__ == "__main__":
