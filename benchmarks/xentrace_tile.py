@@ -19,12 +19,17 @@ record lost, from the previous copy's last TSC). cratrace reads those as
 lost-record intervals, as it would on a real trace.
 
     python -m benchmarks.xentrace_tile IN OUT --copies 25
+    python -m benchmarks.xentrace_tile --quick   # tiles a generated file 3 times, reads it with cratrace and xenalyze
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 CPU_CHANGE = 0x0001F003
@@ -91,12 +96,55 @@ def write_tiled(src: Path, out: Path, copies: int) -> None:
     tmp.replace(out)
 
 
+def span_s(path: Path, cap: Path) -> float:
+    """Seconds from the first record to the last, as `cratrace import` reads `path`."""
+    subprocess.run([sys.executable, "-m", "cratrace", "import", str(path), "-o", str(cap), "--cpu-hz", "2.4e9", "-q"], check=True)
+    lo, hi = json.loads((cap / "capture.json").read_text())["sources"][0]["summary"]["time_range"]
+    return (hi - lo) / 1e9
+
+
+def xenalyze_s(path: Path) -> float:
+    """The "Total time" of `xenalyze --summary`, which stops with FATAL at a
+    seam it cannot follow."""
+    r = subprocess.run(["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)], capture_output=True, text=True)
+    if r.returncode or "FATAL" in r.stdout + r.stderr:
+        raise SystemExit(f"xenalyze did not read {path.name} to its end (exit {r.returncode}): {(r.stdout + r.stderr).strip()[-300:]}")
+    return float(r.stdout.split("Total time: ")[1].split()[0])
+
+
+def quick(copies: int = 3) -> None:
+    """Tile a generated file (`cratrace synth xen-io-billing`, 200
+    simulated ms) and read it and its tiling with cratrace and xenalyze:
+    each should find the tiled file `copies` times as long."""
+    from benchmarks.quick import peer_installed, scratch, synth
+
+    tmp = scratch("xentrace-tile")
+    try:
+        one = synth("xen-io-billing", tmp / "one.bin", duration_ms=200)
+        tiled = tmp / f"x{copies}.bin"
+        write_tiled(one, tiled, copies)
+        ours = [span_s(p, tmp / f"{p.stem}.capture") for p in (one, tiled)]
+        line = f"{one.stat().st_size:,} bytes tiled x{copies}: cratrace reads {ours[1]:.3f} s, {ours[1] / ours[0]:.2f}x one copy's"
+        if peer_installed("xenalyze", "the tiled file's length"):
+            theirs = [xenalyze_s(p) for p in (one, tiled)]
+            line += f"; xenalyze --summary {theirs[1]:.2f} s, {theirs[1] / theirs[0]:.2f}x"
+        print(line)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("src", type=Path)
-    ap.add_argument("out", type=Path)
+    ap.add_argument("src", type=Path, nargs="?")
+    ap.add_argument("out", type=Path, nargs="?")
     ap.add_argument("--copies", type=int, default=25)
+    ap.add_argument("--quick", action="store_true", help="tile a generated file 3 times and read it back with cratrace and xenalyze (no IN, OUT)")
     a = ap.parse_args()
+    if a.quick:
+        quick()
+        return
+    if a.src is None or a.out is None:
+        ap.error("give IN and OUT, or --quick")
     write_tiled(a.src, a.out, a.copies)
 
 
