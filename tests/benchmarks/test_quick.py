@@ -1,0 +1,140 @@
+"""Every benchmark's quick mode (`python benchmarks/<script> --quick`):
+the same code path as the full run on the smallest inputs, so that no
+benchmark rots between the runs that measure. Each must exit 0 without a
+traceback and print its figures; the checks below read the figures that
+would go missing or turn absurd if the benchmark broke.
+
+The scripts that record with trace-cmd take the machine's tracing lock
+themselves (as their full runs do), so these tests do not hold it: the
+`tracing_lock` fixture around them would deadlock them."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import FIXTURES, REPO, can_trace
+
+
+def _run(script: str) -> str:
+    p = subprocess.run([sys.executable, f"benchmarks/{script}", "--quick"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "Traceback" not in p.stderr, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p.stdout
+
+
+def _floats(pattern: str, text: str) -> list[tuple[float, ...]]:
+    """Every match of `pattern` in `text`, its groups as numbers
+    (thousands separators dropped); at least one match."""
+    found = [tuple(float(g.replace(",", "")) for g in m.groups()) for m in re.finditer(pattern, text)]
+    assert found, f"no line matches {pattern!r} in:\n{text}"
+    return found
+
+
+def check_as_installed(out: str) -> None:
+    [(source_ms, compiled_ms, ratio)] = _floats(r"(\d+) ms a command without bytecode, (\d+) ms with it: ([\d.]+)x", out)
+    assert source_ms > 0 and compiled_ms > 0 and ratio > 0
+
+
+def check_cpu_speed_levels(out: str) -> None:
+    [spreads] = _floats(r"same CPU ([\d.]+), other CPU ([\d.]+), random ([\d.]+)", out)
+    assert all(s > 0 for s in spreads)
+    # a median transaction for each of the 2 CPUs in the first half second
+    assert re.search(r"\(µs\): 0:\d+/\d+", out), out
+
+
+def check_import_tracedat(out: str) -> None:
+    rows = _floats(r"(?m)^(\d)x: ([\d,]+) events .*?, ratio ([\d.]+)x, import peak RSS (\d+) MiB; .*?ratio ([\d.]+)x \(target 10x\)$", out)
+    assert [r[0] for r in rows] == [1, 4]
+    assert rows[0][1] >= 20_000 and rows[1][1] >= 4 * rows[0][1]  # the 4x trace is recorded until it holds 4x the events
+    assert all(ratio > 0 and rss > 0 and one_core > 0 for _, _, ratio, rss, one_core in rows)
+    [(growth,)] = _floats(r"peak RSS 4x/1x: ([\d.]+)", out)
+    assert growth > 0
+
+
+def check_import_xen_perf(out: str) -> None:
+    labels = ["xentrace (generated)"] + (["xentrace (real fixture)", "xentrace (real fixture x2)"] if (FIXTURES / "xen_credit2.bin").exists() else [])
+    for label in labels:
+        if shutil.which("xenalyze"):
+            [(records, ratio_cli, ratio_api)] = _floats(re.escape(label) + r": ([\d,]+) records: .*; ratio ([\d.]+)x / ([\d.]+)x", out)
+            assert ratio_cli > 0 and ratio_api > 0
+        else:
+            [(records,)] = _floats(re.escape(label) + r": ([\d,]+) records: cratrace import", out)
+        assert records > 0
+    if shutil.which("perf") and can_trace() is None:
+        [(records, ratio_cli, ratio_api)] = _floats(r"perf\.data: ([\d,]+) records: .*; perf script .*ratio ([\d.]+)x / ([\d.]+)x", out)
+        assert records > 0 and ratio_cli > 0 and ratio_api > 0
+    else:
+        assert "perf.data not recorded" in out or "perf is not installed" in out
+
+
+def check_lock_holder_preemption(out: str) -> None:
+    [(in_cs, preemptions)] = _floats(r"replayed (\d+)/(\d+) \(\d+%\) \(uniform", out)
+    assert preemptions > 0 and 0 <= in_cs <= preemptions
+    [(recorded_s, replayed_s)] = _floats(r"spinning ([\d.]+) / ([\d.]+) s", out)
+    # kvm-heavy-spin spins, recorded and replayed
+    assert recorded_s > 0 and replayed_s > 0
+
+
+def check_model_build(out: str) -> None:
+    rows = _floats(r"bench(\d)x\.dat: ([\d,]+) events: import ([\d.]+) s, model ([\d.]+) s, model/import ([\d.]+), model peak RSS (\d+) MiB", out)
+    assert [r[0] for r in rows] == [1, 4]
+    assert rows[1][1] > 3 * rows[0][1]  # 400 simulated ms against 100
+    assert all(model_s > 0 and ratio > 0 and rss > 0 for _, _, _, model_s, ratio, rss in rows)
+
+
+def check_model_scaling(out: str) -> None:
+    rows = _floats(r"(\d+) ms: ([\d,]+) events: model ([\d.]+) s", out)
+    assert [r[0] for r in rows] == [50, 100] and all(events > 0 and s > 0 for _, events, s in rows)
+    [(events_x, time_x, rss_x)] = _floats(r"100 ms against 50 ms: ([\d.]+)x the events, ([\d.]+)x the time, ([\d.]+)x the peak RSS", out)
+    assert events_x > 1.5 and time_x > 0 and rss_x > 0
+
+
+def check_replay_engine(out: str) -> None:
+    [(events, rate)] = _floats(r"engine \(wapd\): ([\d,]+) events at ([\d.]+) M events/s", out)
+    assert events > 10_000 and rate > 0
+    [(python_s, ratio)] = _floats(r"plain-Python heapq ([\d.]+) s vs engine [\d.]+ s: engine (\d+)x faster", out)
+    assert python_s > 0 and ratio > 0
+    assert len(_floats(r"memory, ([\d,]+) events .*replay peak \+([\d.]+) MiB", out)) == 2
+    _floats(r"beyond the outputs, at ([\d.]+)x the events", out)
+
+
+def check_spin_behaviour(out: str) -> None:
+    rows = _floats(r"(?m)^  \S+\s+ETR\s+([\d.]+)/s \(\s*[+-][\d.]+%\)\s+spin\s+([\d.]+) s", out)
+    # three cases of five policies, every one finishing transactions
+    assert len(rows) == 15 and all(etr > 0 for etr, _ in rows)
+    # native spinning (each case's first) spins when the host is saturated
+    assert rows[5][1] > 0 and rows[10][1] > 0
+
+
+def check_xentrace_tile(out: str) -> None:
+    [(ours,)] = _floats(r"cratrace reads [\d.]+ s, ([\d.]+)x one copy's", out)
+    assert ours == pytest.approx(3, rel=0.01)
+    if shutil.which("xenalyze"):
+        [(theirs,)] = _floats(r"xenalyze --summary [\d.]+ s, ([\d.]+)x", out)
+        assert theirs == pytest.approx(3, rel=0.05)
+
+
+_TRACING = [pytest.mark.tracing, pytest.mark.skipif(can_trace() is not None, reason=can_trace() or "")]
+
+SCRIPTS = [
+    pytest.param("as_installed.py", check_as_installed, id="as_installed"),
+    pytest.param("cpu_speed_levels.py", check_cpu_speed_levels, id="cpu_speed_levels"),
+    pytest.param("import_tracedat.py", check_import_tracedat, id="import_tracedat", marks=[*_TRACING, pytest.mark.slow]),
+    # records a perf.data where it can trace; reads the xentrace files anywhere
+    pytest.param("import_xen_perf.py", check_import_xen_perf, id="import_xen_perf", marks=pytest.mark.tracing),
+    pytest.param("lock_holder_preemption.py", check_lock_holder_preemption, id="lock_holder_preemption"),
+    pytest.param("model_build.py", check_model_build, id="model_build"),
+    pytest.param("model_scaling.py", check_model_scaling, id="model_scaling"),
+    pytest.param("replay_engine.py", check_replay_engine, id="replay_engine"),
+    pytest.param("spin_behaviour.py", check_spin_behaviour, id="spin_behaviour"),
+    pytest.param("xentrace_tile.py", check_xentrace_tile, id="xentrace_tile"),
+]
+
+
+@pytest.mark.parametrize("script, check", SCRIPTS)
+def test_quick_mode_runs_and_prints_its_figures(script, check):
+    check(_run(script))
