@@ -5,8 +5,8 @@ work each VM causes (vhost) and the common work nobody can be billed for
 Workloads (``workload``): ``cpu-cpu``, ``cpu-net``, ``net-net`` (two
 1-vCPU VMs, Table 4.1) or ``net1``..``net4`` (four VMs, the first N
 networking, Table 4.2). Networking VMs share a saturated link of
-``link_pps`` packets/s in uneven shares (0.8–1.2), guest Rx = 2 × guest Tx
-as in Table 4.2. Each VM's ``vhost-<qemu pid>`` thread handles its packets:
+``link_pps`` packets/s in uneven shares (0.8–1.2), guest Rx = ``rx_per_tx`` ×
+guest Tx (2, as in Table 4.2; Table 4.1 reads 0.5, papers/billing.md §6.1). Each VM's ``vhost-<qemu pid>`` thread handles its packets:
 ``net_dev_xmit dev=tap<i>`` for guest Rx, ``netif_receive_skb dev=tap<i>``
 for guest Tx, costing ``rx_cost_ns``/``tx_cost_ns`` per packet (the
 thesis's ≈1.5/0.9 µs). Common work is ``common_ms_per_s`` of CPU per second
@@ -40,7 +40,7 @@ from cratrace.synth.scenarios._common import (
 )
 
 NAME = "kvm-io-billing"
-VERSION = 3  # 3: the truth declares its host (scheduler, affinity)
+VERSION = 4  # 4: rx_per_tx (3: the truth declares its host)
 SUMMARY = "CPU-bound and networking KVM VMs sharing a saturated link; vhost work and common NIC/softirq work."
 WORKLOADS = ("cpu-cpu", "cpu-net", "net-net", "net1", "net2", "net3", "net4")
 PARAMS = {
@@ -54,6 +54,7 @@ PARAMS = {
     "common_ms_per_s": Param(45.0, "common (unattributable) NIC/softirq CPU per second, one networking VM"),
     "common_growth": Param(0.45, "relative growth of the common work per extra networking VM"),
     "rx_bytes": Param(1514, "bytes per guest-Rx packet"),
+    "rx_per_tx": Param(2.0, "guest Rx packets per guest Tx packet (Table 4.2: 2; Table 4.1 reads 0.5)"),
 }
 ALLOW_ZERO = ("common_growth",)
 NET_RX_SOFTIRQ = 3
@@ -72,17 +73,18 @@ def _layout(workload: str) -> list[str]:
     return workload.split("-")
 
 
-def window_packets(shares: dict[Any, float], link_pps: float, carry: dict[Any, list[float]], rng: random.Random) -> dict[Any, tuple[int, int]]:
+def window_packets(shares: dict[Any, float], link_pps: float, carry: dict[Any, list[float]], rng: random.Random, rx_per_tx: float = 2.0) -> dict[Any, tuple[int, int]]:
     """Guest (Rx, Tx) packets of each networking VM in one 1 ms window: the
-    link shared by `shares`, Rx = 2 x Tx, ±10% jitter, and a fractional
-    carry so the rates are exact over time. (Shared with xen-io-billing.)"""
+    link shared by `shares`, Rx = `rx_per_tx` x Tx, ±10% jitter, and a
+    fractional carry so the rates are exact over time. (Shared with
+    xen-io-billing.)"""
     tot = sum(shares.values()) or 1.0
     pk = {}
     for key, share in shares.items():
         pps = link_pps * share / tot
         c = carry[key]
-        c[0] += pps * 2 / 3 / 1000 * rng.uniform(0.9, 1.1)
-        c[1] += pps / 3 / 1000 * rng.uniform(0.9, 1.1)
+        c[0] += pps * rx_per_tx / (rx_per_tx + 1) / 1000 * rng.uniform(0.9, 1.1)
+        c[1] += pps / (rx_per_tx + 1) / 1000 * rng.uniform(0.9, 1.1)
         rx, tx = int(c[0]), int(c[1])
         c[0] -= rx
         c[1] -= tx
@@ -120,7 +122,7 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     for w in range(p["duration_ms"]):
         t0 = w * 1_000_000
         win = dict(window_start=b.t0 + t0, window_end=b.t0 + t0 + 1_000_000, vms={})
-        pk = window_packets({v["vm"]: v["share"] for v in net}, p["link_pps"], carry, rng)
+        pk = window_packets({v["vm"]: v["share"] for v in net}, p["link_pps"], carry, rng, p["rx_per_tx"])
         for cpu in range(npcpu):
             # segments are contiguous: each starts with the sched_switch that ends
             # the previous one, so on-CPU time per thread is exact by construction

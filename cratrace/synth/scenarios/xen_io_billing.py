@@ -6,7 +6,7 @@ netback accounting; Cherkasova & Gardner's page-exchange proxy). Guests
 ``dom1``..``domN`` have one vCPU each; ``workload`` as in kvm-io-billing
 (``cpu-cpu``, ``cpu-net``, ``net-net``, ``net1``..``net4``). Networking
 guests share a saturated link of ``link_pps`` packets/s in uneven shares
-(0.8-1.2), guest Rx = 2 x guest Tx. dom0 (one vCPU, on pCPU 0) handles
+(0.8-1.2), guest Rx = ``rx_per_tx`` x guest Tx (2; Table 4.1 reads 0.5). dom0 (one vCPU, on pCPU 0) handles
 every packet: a guest-Tx packet costs ``tx_cost_ns`` of dom0 CPU and maps
 the guest's granted page (grant map, then unmap), a guest-Rx packet costs
 ``rx_cost_ns`` and hands a page over (grant transfer, page flipping).
@@ -34,7 +34,7 @@ from cratrace.synth.scenarios.kvm_io_billing import WORKLOADS, _layout, check, w
 from cratrace.synth.xentrace_writer import XentraceWriter
 
 NAME = "xen-io-billing"
-VERSION = 2  # 2: the truth declares its host (scheduler, affinity)
+VERSION = 3  # 3: rx_per_tx (2: the truth declares its host)
 FORMAT = "xentrace"
 SUMMARY = "CPU-bound and networking Xen guests; dom0 netback work with grant map/unmap/transfer records (xentrace)."
 PARAMS = {
@@ -47,6 +47,7 @@ PARAMS = {
     "guest_ns_per_pkt": Param(700, "guest vCPU CPU per packet in a networking guest"),
     "common_ms_per_s": Param(45.0, "dom0 common (unattributable) CPU per second, one networking guest"),
     "common_growth": Param(0.45, "relative growth of the common work per extra networking guest"),
+    "rx_per_tx": Param(2.0, "guest Rx packets per guest Tx packet (Table 4.2: 2; Table 4.1 reads 0.5)"),
     "cpu_hz": Param(2_400_000_000, "TSC frequency (xenalyze --cpu-hz, host.json cpu_hz)"),
 }
 ALLOW_ZERO = ("common_growth",)
@@ -139,7 +140,7 @@ def generate(p: dict[str, Any], seed: int) -> XenResult:
                 if h.cur[cpu][0] != IDLE_DOM:
                     d, v = h.cur[cpu]
                     h.record(cpu, t0, CONTINUE_RUNNING, [(d << 16) | v])
-        pk = window_packets({g["dom"]: g["share"] for g in net}, p["link_pps"], carry, rng)
+        pk = window_packets({g["dom"]: g["share"] for g in net}, p["link_pps"], carry, rng, p["rx_per_tx"])
         # pCPU 0: dom0 first (its work was queued by the NIC), then guests
         t = t0
         if net:
