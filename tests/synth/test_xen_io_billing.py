@@ -1,6 +1,7 @@
 """`xen-io-billing`: a xentrace file xenalyze reads without complaint, whose
 per-domain running time xenalyze agrees with, and whose dom0 work the model
-attributes to the guests by grant page exchanges as the truth says."""
+charges to the guests by their grant page exchanges, the rest common, as
+the truth says."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_same_seed_same_bytes(tmp_path):
 
 
 @pytest.mark.parametrize("workload", ["cpu-net", "net3"])
-def test_model_attributes_dom0_work_by_grant_exchanges(tmp_path, workload):
+def test_model_charges_each_guest_its_netback_work_and_keeps_the_rest_common(tmp_path, workload):
     raw = tmp_path / "raw"
     run_cli("synth", "xen-io-billing", "-o", raw, "--raw", "--seed", "5", "--set", f"workload={workload}", "--set", "duration_ms=300", check=True)
     truth = json.loads((raw / "xentrace.bin.truth.json").read_text())
@@ -58,18 +59,19 @@ def test_model_attributes_dom0_work_by_grant_exchanges(tmp_path, workload):
     run_cli("import", raw, "-o", cap, "-q", check=True)
     run_cli("model", cap, "-q", check=True)
     io = pl.read_parquet(cap / "model" / "io_work.parquet")
-    got = dict(io.group_by("vm").agg(pl.col("cpu_ns").sum()).iter_rows())
-    ex = dict(io.group_by("vm").agg(pl.col("packets").sum()).iter_rows())
+    got = {(vm, d): n for vm, d, n in io.group_by("vm", "direction").agg(pl.col("cpu_ns").sum()).iter_rows()}
+    ex = {(vm, d): n for vm, d, n in io.group_by("vm", "direction").agg(pl.col("packets").sum()).iter_rows()}
     net = {vm: v for vm, v in truth["per_vm"].items() if v["kind"] == "net"}
-    assert set(got) == set(net)
-    total_ex = sum(v["grants"]["map"] + v["grants"]["transfer"] for v in net.values())
+    assert {vm for vm, _ in got} == set(net) | {None}
     for vm, v in net.items():
-        assert ex[vm] == v["grants"]["map"] + v["grants"]["transfer"] == v["rx_packets"] + v["tx_packets"]
-        # the proxy charges each guest its own netback work plus common work
-        # in proportion to its exchanges (every guest has Rx = 2 x Tx here)
-        expect = v["netback_ns"] + truth["dom0"]["common_ns"] * (v["grants"]["map"] + v["grants"]["transfer"]) / total_ex
-        assert got[vm] == pytest.approx(expect, rel=0.03), (vm, got[vm], expect)
-    # all dom0 time is attributed: every window has exchanges
+        # a grant transfer per guest-Rx packet, a grant map per guest-Tx packet
+        assert ex[(vm, "rx")] == v["grants"]["transfer"] == v["rx_packets"]
+        assert ex[(vm, "tx")] == v["grants"]["map"] == v["tx_packets"]
+        # each guest is charged the netback work its packets cost, per direction
+        assert got[(vm, "rx")] == pytest.approx(v["netback_rx_ns"], rel=0.01), (vm, "rx")
+        assert got[(vm, "tx")] == pytest.approx(v["netback_tx_ns"], rel=0.01), (vm, "tx")
+    # what does not grow with packets is common; together they are dom0's time
+    assert got[(None, None)] == pytest.approx(truth["dom0"]["common_ns"], rel=0.01)
     assert sum(got.values()) == pytest.approx(truth["dom0"]["running_ns"], rel=0.001)
 
 
@@ -81,12 +83,14 @@ def test_report_bills_xen_guests_for_dom0_work(tmp_path):
     run_cli("import", raw, "-o", cap, "-q", check=True)
     run_cli("model", cap, "-q", check=True)
     run_cli("report", cap, "-o", tmp_path / "r.md", "--format", "md", "--tables", tmp_path / "t", check=True)
-    bill = pl.read_parquet(tmp_path / "t" / "billing.parquet") if (tmp_path / "t" / "billing.parquet").exists() else pl.read_csv(tmp_path / "t" / "billing.csv")
+    bill = pl.read_parquet(tmp_path / "t" / "billing.parquet")
     rows = {r["vm"]: r for r in bill.iter_rows(named=True)}
     dur_s = (truth["end_ns"] - truth["start_ns"]) / 1e9
-    # dom1 (CPU-bound) causes no dom0 work; dom2 is charged dom0's time
-    assert rows["dom1"]["attributed_ms_per_s"] == 0 or rows["dom1"]["attributed_ms_per_s"] is None
-    assert rows["dom2"]["attributed_ms_per_s"] == pytest.approx(truth["dom0"]["running_ns"] / 1e6 / dur_s, rel=0.02)
+    # dom1 (CPU-bound) causes no dom0 work; dom2 is charged its netback work
+    # and, the only guest with traffic, all of the common work
+    assert rows["dom1"]["attributed_ms_per_s"] == 0 and rows["dom1"]["common_share_ms_per_s"] == 0
+    assert rows["dom2"]["attributed_ms_per_s"] == pytest.approx(truth["per_vm"]["dom2"]["netback_ns"] / 1e6 / dur_s, rel=0.02)
+    assert rows["dom2"]["common_share_ms_per_s"] == pytest.approx(truth["dom0"]["common_ns"] / 1e6 / dur_s, rel=0.02)
     assert rows["dom2"]["direct_ms_per_s"] == pytest.approx(truth["per_vm"]["dom2"]["running_ns"] / 1e6 / dur_s, rel=0.02)
 
 
