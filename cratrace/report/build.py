@@ -110,7 +110,14 @@ def throughput_series(r: Run, bin_ms: float = 100.0) -> pl.DataFrame | None:
 def run_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str]) -> tuple[pl.DataFrame, dict]:
     """Billing of a run (the recording or a replay): its VMs' direct CPU
     time, and the host's I/O work (as recorded: a replay does not replay
-    it) shared out by `rule`."""
+    it) shared out by `rule`.
+
+    A VM's direct CPU is its vCPU threads' own time: their slices less the
+    network interrupts that ran on top of them (io_work's common rows name
+    the thread they interrupted), which are common work. The host total
+    is every other busy nanosecond: host threads' slices (the io workers'
+    with the interrupts on top of them) and the network interrupts on a
+    vCPU or the idle task."""
     threads = rec.table("threads")
     tenants = process_tenants(threads)
     if tenants is not threads:
@@ -120,11 +127,18 @@ def run_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str
             missing.append(note)
         threads = tenants.with_columns(pl.when(pl.col("vm").is_not_null()).then(pl.lit("vcpu")).otherwise("role").alias("role"))
     sl = rec.table("cpu_slices").join(threads.select("tid", "vm", "role"), on="tid", how="left")
-    direct = {vm: int(n) for vm, n in sl.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("dur").sum()).iter_rows()}
     io = rec.table("io_work")
     if io.height == 0 and rec.name == "recorded":
         missing.append("no io_work in the capture (no vhost/netback/softirq events): bills are direct CPU only")
-    host_total = int(sl.filter((pl.col("tid") != 0) & (pl.col("role") != "vcpu"))["dur"].sum()) if sl.height else 0
+    vcpu_tids = threads.filter(pl.col("role") == "vcpu").select("tid", "vm")
+    # network interrupts as recorded, by the thread they ran on top of
+    on_top = io.filter(pl.col("vm").is_null()).group_by("worker_tid").agg(pl.col("cpu_ns").sum()) if io.height else pl.DataFrame(schema={"worker_tid": pl.Int64, "cpu_ns": pl.Int64})
+    on_vcpus = on_top.join(vcpu_tids, left_on="worker_tid", right_on="tid")
+    irq = {vm: int(n) for vm, n in on_vcpus.group_by("vm").agg(pl.col("cpu_ns").sum()).iter_rows()}
+    direct = {vm: int(n) - irq.get(vm, 0) for vm, n in sl.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.col("dur").sum()).iter_rows()}
+    host_threads = sl.filter((pl.col("tid") != 0) & (pl.col("role") != "vcpu"))
+    outside = on_top.filter(pl.col("worker_tid").is_null() | (pl.col("worker_tid") == 0) | pl.col("worker_tid").is_in(vcpu_tids["tid"].implode()))
+    host_total = int(host_threads["dur"].sum()) + int(outside["cpu_ns"].sum()) if sl.height else 0
     if not direct:
         # Xen: no host threads; guests' running time from their runstates,
         # and dom0 (the driver domain) is the host work
@@ -133,7 +147,13 @@ def run_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str
             run = vs.filter(pl.col("state") == "guest").group_by("vm").agg(pl.col("dur").sum())
             direct = {vm: int(n) for vm, n in run.iter_rows() if vm != "dom0"}
             host_total = int(run.filter(pl.col("vm") == "dom0")["dur"].sum())
-    return billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=max(host_total, int(io["cpu_ns"].sum()) if io.height else 0))
+    if rec.name != "recorded" and io.height:
+        # a replay's host threads ran as it placed them; its host I/O is the recording's
+        host_total = max(host_total, int(io["cpu_ns"].sum()))
+    bill, recon = billing(direct, io if io.height else pl.DataFrame(schema={"window_start": pl.Int64, "vm": pl.String, "cpu_ns": pl.Int64, "packets": pl.Int64, "bytes": pl.Int64}), rec.duration_s, rule, prices, host_total_ns=host_total)
+    if rec.name == "recorded":
+        missing += [f"billing rule {rule}: {text}" for text in recon["rule_fallbacks"].values()]
+    return bill, recon
 
 
 def vm_attribution(meta: dict) -> str:

@@ -38,7 +38,9 @@ FIDELITY_NOTE_HTML = f"<h2>Replay fidelity</h2><p>{html.escape(FIDELITY_NOTE)}</
 
 
 #: the billing columns a page shows (--tables has them all)
-BILL_COLUMNS = ("run", "vm", "direct_ms_per_s", "attributed_ms_per_s", "common_share_ms_per_s", "usage_ms_per_s", "excess_pct", "bill")
+BILL_COLUMNS = ("run", "vm", "direct_ms_per_s", "attributed_ms_per_s", "common_share_ms_per_s", "usage_ms_per_s", "excess_pct", "excess_per_cpu_s_pct", "bill")
+#: what the two excess columns are over (billing.md §6.8: always print the denominator)
+EXCESS_NOTE = "excess_pct = host work / the VM's own direct CPU; excess_per_cpu_s_pct = host work / one CPU-second per second (the denominator of Woo 2012's 11%)"
 
 
 def bill_view(df: pl.DataFrame) -> pl.DataFrame:
@@ -151,7 +153,7 @@ def render_html(rep: dict) -> str:
         charts[2] if len(charts) > 2 else "",
         charts[3] if len(charts) > 3 else "",
         "<h2>Billing</h2>",
-        f"<p>What each tenant would pay under each run: direct CPU as the run had it, host I/O work as recorded (a replay does not replay it). Rule <b>{esc(rec['rule'])}</b>; excess = host work / direct CPU. "
+        f"<p>What each tenant would pay under each run: direct CPU as the run had it, host I/O work as recorded (a replay does not replay it). Rule <b>{esc(rec['rule'])}</b>; {esc(EXCESS_NOTE)}. "
         + "; ".join(f"<span class={'ok' if r['reconciles'] else 'bad'}>{esc(recon_line(n, r))}</span>" for n, r in rep.get("reconciliations", {"recorded": rec}).items())
         + ".</p>",
         table_html(bill_view(rep["billing"]), key="vm"),
@@ -178,7 +180,7 @@ def render_markdown(rep: dict) -> str:
     for key, note in (("noise_floor", NOISE_NOTE), ("what_ifs", WHATIF_NOTE)):
         if rep.get(key) is not None and rep[key].height:
             out += [note, "", md(rep[key])]
-    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy (J per owner)", md(rep.get("energy_by_run", rep["energy"])), "## Billing", md(bill_view(rep["billing"]))]
+    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy (J per owner)", md(rep.get("energy_by_run", rep["energy"])), "## Billing", f"Rule {rec['rule']}; {EXCESS_NOTE}.", "", md(bill_view(rep["billing"]))]
     out += [recon_line(n, r) for n, r in rep.get("reconciliations", {"recorded": rec}).items()]
     return "\n".join(out)
 
