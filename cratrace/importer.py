@@ -333,6 +333,9 @@ def _capture_json(sources: list[dict], rows: dict[str, int], host: dict, manifes
         # (a generated capture's: `cratrace synth --raw`)
         "affinity": host.get("affinity"),
         "scheduler": host.get("scheduler"),
+        # each thread's power while it runs, W ({tid: W}), when host.json
+        # says (a generated capture's truth)
+        "power_w": host.get("power_w"),
         "events": rows,
         "lost_events": {"total": lost_total, "by_source": lost},
         # fields with no column type of their own, stored as their bytes

@@ -31,7 +31,7 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase). The
 /// phase columns are lists or packed bytes (u32, u8, i64, i64).
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, vm_share=None, vm_cap=None, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, thread_power=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, vm_share=None, vm_cap=None, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -43,6 +43,7 @@ pub fn replay(
     thread_fine: Option<Vec<bool>>,
     thread_group: Option<Vec<i64>>,
     thread_allowed: Option<Vec<Option<Vec<u32>>>>,
+    thread_power: Option<Vec<Option<f64>>>,
     group_names: Option<Vec<String>>,
     group_shares: Option<Vec<i64>>,
     phase_thread: &Bound<'_, PyAny>,
@@ -78,6 +79,7 @@ pub fn replay(
     let thread_fine = thread_fine.unwrap_or_else(|| vec![false; n]);
     let thread_group = thread_group.unwrap_or_else(|| vec![-1; n]);
     let thread_allowed = thread_allowed.unwrap_or_else(|| vec![None; n]);
+    let thread_power = thread_power.unwrap_or_else(|| vec![None; n]);
     let group_names = group_names.unwrap_or_default();
     let group_shares = group_shares.unwrap_or_default();
     if group_names.len() != group_shares.len() {
@@ -98,6 +100,7 @@ pub fn replay(
         || thread_fine.len() != n
         || thread_group.len() != n
         || thread_allowed.len() != n
+        || thread_power.len() != n
     {
         return Err(PyValueError::new_err(
             "replay: thread_* columns differ in length",
@@ -169,6 +172,7 @@ pub fn replay(
             work_cpu: Vec::new(),
             group: u32::try_from(thread_group[i]).ok(),
             allowed_cpus: thread_allowed[i].clone(),
+            power_w: thread_power[i].filter(|w| w.is_finite() && *w >= 0.0),
         })
         .collect();
     // Each thread's phases in a vector of exactly their number, and its
@@ -344,7 +348,61 @@ pub fn replay(
     d.set_item("core_dynamic_w", out.core_dynamic_w)?;
     d.set_item("core_busy_ns", out.core_busy_ns)?;
     d.set_item("core_energy_j", out.core_energy_j)?;
+    d.set_item("core_peak_c", out.core_peak_c)?;
+    d.set_item("core_hot_ns", out.core_hot_ns)?;
+    d.set_item("swap_latency_ns", out.swap_latency_ns)?;
     d.set_item("core_pool", out.core_pool)?;
     d.set_item("vcpu_pool", out.vcpu_pool)?;
     Ok(d.unbind())
+}
+
+/// The thermal model over a run's CPU slices (`cratrace_replay::energy::
+/// thermal::profile`), for a recorded run as the engine does it for each
+/// replay: each core's peak °C and its ns above `throttle_c`. `params`:
+/// ambient_c, r_core_c_per_w, c_core_j_per_c, r_sink_c_per_w,
+/// c_sink_j_per_c (the policy parameters of those names; missing ones
+/// take their defaults).
+#[pyfunction]
+#[pyo3(signature = (*, cpu, start, end, watts, idle_w, cores, t0, t1, throttle_c, params, bin_ns=1_000_000))]
+#[allow(clippy::too_many_arguments)]
+pub fn thermal_profile(
+    cpu: Vec<u32>,
+    start: Vec<i64>,
+    end: Vec<i64>,
+    watts: Vec<f64>,
+    idle_w: f64,
+    cores: usize,
+    t0: i64,
+    t1: i64,
+    throttle_c: f64,
+    params: BTreeMap<String, f64>,
+    bin_ns: i64,
+) -> PyResult<(Vec<f64>, Vec<i64>)> {
+    let n = cpu.len();
+    if [start.len(), end.len(), watts.len()]
+        .iter()
+        .any(|&l| l != n)
+    {
+        return Err(PyValueError::new_err(
+            "thermal_profile: cpu, start, end and watts differ in length",
+        ));
+    }
+    let mut p = Policy::parse("fair").map_err(PyValueError::new_err)?;
+    for (k, v) in &params {
+        p.set(k, *v).map_err(PyValueError::new_err)?;
+    }
+    let prof = cratrace_replay::energy::thermal::profile(
+        &cpu,
+        &start,
+        &end,
+        &watts,
+        idle_w,
+        cores,
+        t0,
+        t1,
+        bin_ns,
+        p.thermal(),
+        throttle_c,
+    );
+    Ok((prof.peak_c, prof.hot_ns))
 }

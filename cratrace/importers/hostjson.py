@@ -71,4 +71,5 @@ def to_capture(host: dict[str, Any]) -> dict[str, Any]:
         # each VM thread's allowed CPUs, and a declared host scheduler
         "affinity": host.get("affinity"),
         "scheduler": host.get("scheduler"),
+        "power_w": host.get("power_w"),
     }

@@ -115,7 +115,7 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
         done("thread_names", thread_names(name_observations(ev), span[1]))
         say("threads")
         # written once the vCPU timelines have said which CPUs they kept to
-        out["threads"], notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern, meta.get("affinity"), int(meta.get("cpus") or 0))
+        out["threads"], notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern, meta.get("affinity"), int(meta.get("cpus") or 0), meta.get("power_w"))
         # the markers table is written (on its own thread) from here on
         say("markers")
         spin_marks, futures["markers"] = markers(out["threads"])

@@ -89,7 +89,7 @@ def _inventory_rows(vms: list[dict]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"tid": pl.Int64, "pid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32, "role": pl.String})
 
 
-def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None, vm_pattern: str | None = None, affinity: dict | None = None, ncpus: int = 0) -> tuple[pl.DataFrame, tuple[list[str], list[str]]]:
+def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names: pl.DataFrame, sched_groups: dict | None = None, vm_pattern: str | None = None, affinity: dict | None = None, ncpus: int = 0, power_w: dict | None = None) -> tuple[pl.DataFrame, tuple[list[str], list[str]]]:
     """The threads table (with host.json's `affinity`, {tid: CPU list},
     as allowed_cpus), and what the VM attribution guessed and what it
     remarks, one line each (`cratrace.model.vms.notes`)."""
@@ -124,6 +124,8 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
     )
     aff = recorded_affinity(affinity, ncpus)
     df = df.join(aff, on="tid", how="left")
+    power = {int(t): float(w) for t, w in (power_w or {}).items() if isinstance(w, (int, float)) and w >= 0}
+    df = df.with_columns(pl.col("tid").replace_strict(power, default=None, return_dtype=pl.Float64).alias("power_w"))
     group_of = {int(t): key for key, g in ((sched_groups or {}).get("groups") or {}).items() for t in g.get("tids", [])}
     df = df.with_columns(pl.col("tid").replace_strict(group_of, default=None, return_dtype=pl.String).alias("sched_group"))
     out = conform(df.sort("tid"), "threads")

@@ -125,13 +125,20 @@ def energy_metrics(r: dict) -> dict:
     """Per-core busy time and energy from the replay's power model."""
     busy = r.get("core_busy_ns", [])
     dyn = sum(ns * w * 1e-9 for ns, w in zip(busy, r.get("core_dynamic_w", [])))
+    per_core = list(r.get("core_energy_j", []))
+    total = sum(per_core)
     return {
         "core_khz": list(r.get("core_khz", [])),
         "core_volt": [round(v, 4) for v in r.get("core_volt", [])],
         "core_busy_s": [round(ns / 1e9, 6) for ns in busy],
-        "core_energy_j": [round(j, 6) for j in r.get("core_energy_j", [])],
-        "total_energy_j": round(sum(r.get("core_energy_j", [])), 6),
+        "core_energy_j": [round(j, 6) for j in per_core],
+        "total_energy_j": round(total, 6),
         "dynamic_energy_j": round(dyn, 6),
+        # how unevenly the cores were loaded with energy (what energy
+        # balancing evens out), and their heat from the thermal model
+        "core_energy_spread_pct": round(100 * (max(per_core) - min(per_core)) / total, 3) if total else None,
+        "core_peak_c": [round(t, 3) for t in r.get("core_peak_c", [])],
+        "core_hot_s": [round(ns / 1e9, 6) for ns in r.get("core_hot_ns", [])],
     }
 
 
@@ -167,9 +174,12 @@ def balance_metrics(r: dict) -> dict:
     for c, t in zip(r["bal_core"], r["bal_temp_c"]):
         temps[c] = max(temps.get(c, 0.0), t)
     total = sum(per)
+    waits = sorted(r.get("swap_latency_ns") or [])
     return {
         "swaps_decided": r["swaps_decided"],
         "swaps_realised": r["swaps_realised"],
+        # from a decision until both vCPUs could be swapped
+        "swap_wait_median_us": round(waits[len(waits) // 2] / 1e3, 3) if waits else None,
         "core_energy_j": [round(x, 6) for x in per],
         "core_energy_spread_pct": round(100 * (max(per) - min(per)) / total, 3) if total else None,
         "max_core_temp_c": [round(temps[c], 3) for c in range(n)],

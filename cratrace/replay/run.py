@@ -63,6 +63,16 @@ def what_ifs(settings: dict[str, str], drop_vms, add_vms) -> dict:
     return out
 
 
+def thread_power(w: Workload, host: dict) -> list[float | None]:
+    """Each thread's power while it runs (W): as recorded (threads.power_w),
+    a VM's vCPUs as `--set power.VM=W` says."""
+    power = list(w.power_w)
+    for vm, watts in (host.get("vm_power") or {}).items():
+        i = w.vm_names.index(vm)
+        power = [watts if v == i else p for v, p in zip(w.vm_of, power)]
+    return power
+
+
 def thread_affinity(w: Workload, host: dict, pcpus: int) -> list[list[int] | None]:
     """Each thread's allowed CPUs for the engine: as recorded (unless
     `--set affinity=off`), a VM's vCPUs as `--set affinity.VM=CPUS` says.
@@ -77,7 +87,7 @@ def thread_affinity(w: Workload, host: dict, pcpus: int) -> list[list[int] | Non
 def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int, seed: int) -> dict:
     pcpus = int(host.get("pcpus", w.pcpus))
     freq = int(host.get("freq_khz", w.freq_khz))
-    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {}), **host.get("vm_affinity", {}), **host.get("vm_cap", {}), **host.get("vm_share", {})}
+    per_vm = {**host.get("vm_class", {}), **host.get("vm_elasticity", {}), **host.get("vm_affinity", {}), **host.get("vm_cap", {}), **host.get("vm_share", {}), **host.get("vm_power", {})}
     unknown = sorted(set(per_vm) - set(w.vm_names))
     if unknown:
         raise UsageError(f"--set class./elasticity./affinity./cap./weight.: no VM named {unknown[0]!r} in the capture (VMs: {', '.join(w.vm_names) or 'none'})")
@@ -92,6 +102,7 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 thread_fine=w.fine_accounting,
                 thread_group=w.group_of,
                 thread_allowed=thread_affinity(w, host, pcpus),
+                thread_power=thread_power(w, host),
                 group_names=w.group_names,
                 group_shares=w.group_shares,
                 # the typed arrays themselves, read in place while the

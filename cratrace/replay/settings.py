@@ -11,8 +11,9 @@ from cratrace.errors import UsageError
 ENGINE_PARAMS = {
     "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "newidle_cost_ns", "newidle_odds", "wake_update_curr", "host_placement", "busy_balance_ns", "busy_balance_load", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns", "rr_slice_ns", "cap_period_ns", "cap_check_ns",
     "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries", "pv_spin_ns",
-    "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "swap_realise_p",
-    "mechanism_overhead", "static_w", "idle_w", "capacitance", "volt",
+    "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "safe_point_ns",
+    "static_w", "idle_w", "capacitance", "volt",
+    "ambient_c", "throttle_c", "r_core_c_per_w", "c_core_j_per_c", "r_sink_c_per_w", "c_sink_j_per_c",
     "fast_cores", "fast_khz", "slow_khz", "fast_volt", "slow_volt", "fast_slice_ns", "slow_slice_ns", "cpu_class_util", "io_block_hz", "spill_slow",
 }
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
@@ -42,6 +43,7 @@ RANGES: dict[str, Range] = {
     "fidelity_tolerance_pct": (0, 1e6, False, "a tolerance in percent >= 0"),
     "cap": (0.01, 409600, False, "a cap in percent of one CPU above 0 (50: half a CPU, 200: two)"),
     "weight": (1, 10000, False, "a weight from 1 to 10000 (cgroup cpu.weight; 100 is the default)"),
+    "power": (0, 1e4, False, "a vCPU's power in W while it runs (0 to 10000)"),
 }
 
 
@@ -89,6 +91,10 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
         elif k.startswith("weight.") and len(k) > 7:
             # a what-if: the VM's share against the others' (100 each)
             host.setdefault("vm_share", {})[k[7:]] = setting_in_range(k, v) / 100
+        elif k.startswith("power.") and len(k) > 6:
+            # each of the VM's vCPUs draws this while it runs (a class a
+            # user measured: a hot, vector-heavy VM against a cold one)
+            host.setdefault("vm_power", {})[k[6:]] = setting_in_range(k, v)
         elif k.startswith("affinity.") and len(k) > 9:
             # a what-if: the VM's vCPUs on these CPUs (a Linux CPU list)
             from cratrace.model.affinity import parse_cpulist
@@ -101,6 +107,6 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
                 raise UsageError(f"--set {k}={v}: expected a CPU list such as 0-3,8")
             host.setdefault("vm_affinity", {})[k[9:]] = cpus
         else:
-            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM, affinity.VM, cap.VM, weight.VM"
+            allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM, affinity.VM, cap.VM, weight.VM, power.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
     return engine, costs, host, other

@@ -49,7 +49,7 @@ def _rebuilt(w: Workload, keep: list[int], extra: list[tuple[int, dict]]) -> Wor
         per_thread.setdefault(t, []).append(i)
     out = replace(
         w,
-        tids=[], vm_of=[], vcpu_of=[], start=[], start_cpu=[], fine_accounting=[], group_of=[], allowed=[], recorded_cpu_ns=[],
+        tids=[], vm_of=[], vcpu_of=[], start=[], start_cpu=[], fine_accounting=[], group_of=[], allowed=[], power_w=[], recorded_cpu_ns=[],
         phase_thread=array("I"), phase_kind=array("B"), phase_a=array("q"), phase_b=array("q"),
     )
     rows = [(old, {}) for old in keep] + extra
@@ -62,6 +62,7 @@ def _rebuilt(w: Workload, keep: list[int], extra: list[tuple[int, dict]]) -> Wor
         out.fine_accounting.append(w.fine_accounting[old])
         out.group_of.append(w.group_of[old])
         out.allowed.append(w.allowed[old])
+        out.power_w.append(w.power_w[old])
         out.recorded_cpu_ns.append(w.recorded_cpu_ns[old])
         waits = {**new_of, **over.get("waits", {})}
         for i in per_thread.get(old, []):

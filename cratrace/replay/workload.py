@@ -77,6 +77,9 @@ class Workload:
     #: each thread's allowed CPUs as recorded (threads.allowed_cpus; None:
     #: any)
     allowed: list[list[int] | None] = field(default_factory=list)
+    #: each thread's power while it runs (W, threads.power_w; None: the
+    #: host's power model's)
+    power_w: list[float | None] = field(default_factory=list)
     group_names: list[str] = field(default_factory=list)
     group_shares: list[int] = field(default_factory=list)
     #: the phases as typed columns (array.array): a Python list held
@@ -109,9 +112,10 @@ class Workload:
     #: empty: every CPU at 1, work as long as it took)
     cpu_speed: dict[int, list[tuple[int, float]]] = field(default_factory=dict)
 
-    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False, group: str | None = None, allowed: list[int] | None = None) -> int:
+    def add_thread(self, tid: int, vm: int, vcpu: int, start: int, recorded_cpu: int, start_cpu: int = -1, fine_accounting: bool = False, group: str | None = None, allowed: list[int] | None = None, power_w: float | None = None) -> int:
         self.tids.append(tid)
         self.allowed.append(allowed)
+        self.power_w.append(power_w)
         self.group_of.append(-1 if group is None or group not in self.group_names else self.group_names.index(group))
         self.start_cpu.append(start_cpu)
         self.fine_accounting.append(fine_accounting)
@@ -314,6 +318,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     # the host's scheduling groups (threads tables of older models have none)
     group_by_tid = dict(zip(threads["tid"], threads["sched_group"])) if "sched_group" in threads.columns else {}
     allowed_by_tid = {int(t): parse_cpulist(c) for t, c in threads.select("tid", "allowed_cpus").iter_rows() if c}
+    power_by_tid = {int(t): float(p) for t, p in threads.select("tid", "power_w").iter_rows() if p is not None}
     recorded_groups = (cap.meta.get("sched_groups") or {}).get("groups") or {}
     for name in sorted({g for g in group_by_tid.values() if g is not None}):
         w.group_names.append(name)
@@ -379,7 +384,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     w.pv_halts, w.pv_spin_ns = _pv_summary(halts, pl.concat(spins))
     for (vm, vcpu, tid), first in zip(rows, starts):
         start = lo if first is None else first
-        w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)))
+        w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)), power_by_tid.get(int(tid)))
         if vm in w.recorded_window:
             first, last = w.recorded_window[vm]
             w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
@@ -396,6 +401,6 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         firsts = hs.group_by("_t").agg(pl.col("start").first()).sort("_t")["start"].to_list()
         base = len(w.tids)
         for tid, first in zip(host, firsts):
-            w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)))
+            w.add_thread(int(tid), -1, -1, int(first - lo), int(cpu_by_tid[tid]), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)), power_by_tid.get(int(tid)))
         w.extend_phases(*_native.host_phases(slices=hs, threads=len(host), switch_ns=switch_ns, migration_ns=migration_ns, first_thread=base))
     return w

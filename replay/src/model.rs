@@ -69,6 +69,10 @@ pub struct ThreadSpec {
     /// libvirt's vcpupin); None: any. CPUs the replayed host lacks are
     /// dropped; if none is left, any.
     pub allowed_cpus: Option<Vec<u32>>,
+    /// Its power while it runs at the recorded frequency and the host's
+    /// voltage, W (static included), when known (a hot vCPU draws more
+    /// than a cold one); None: the core's from the power model.
+    pub power_w: Option<f64>,
 }
 
 /// A VM.

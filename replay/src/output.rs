@@ -108,6 +108,13 @@ pub struct Output {
     pub bal_energy_j: Vec<f64>,
     /// Core temperature at the period's end.
     pub bal_temp_c: Vec<f64>,
+    /// Each core's highest temperature over the run (°C) and its time
+    /// above the throttle point (ns), from the thermal model.
+    pub core_peak_c: Vec<f64>,
+    /// See `core_peak_c`.
+    pub core_hot_ns: Vec<i64>,
+    /// Energy balance: each realised swap's wait from its decision (ns).
+    pub swap_latency_ns: Vec<i64>,
     /// Frequency of each core in force (kHz).
     pub core_khz: Vec<u64>,
     /// Voltage of each core in force.

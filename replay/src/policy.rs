@@ -99,9 +99,8 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("balance_window", 0.0, "energy-balance: E over the last N periods (0: cumulative)"),
     ("balance_decay", 0.0, "energy-balance: if > 0, E decays by this factor per period (exponential window)"),
     ("force_swap_hz", 0.0, "energy-balance: if > 0, swap every pair at this rate regardless of the rule (mechanism-cost check)"),
-    ("swap_cost_ns", 94e3, "energy-balance: work each swapped vCPU loses per realised swap (Klee 2007: ~94 µs marginal)"),
-    ("swap_realise_p", 0.66, "energy-balance: probability a decided swap is realised within its period (Klee 2007: 0.66 at 1 ms)"),
-    ("mechanism_overhead", 0.02, "energy-balance: fraction of CPU speed lost to the enabled mechanism (Klee 2007: ~2% at 1 Hz)"),
+    ("swap_cost_ns", 0.0, "energy-balance: work each swapped vCPU loses to the swap mechanism itself (exchanging contexts), beyond the cache refill every move to another CPU pays (`migration_ns`, a cost): a host's own measurement, 0 by default"),
+    ("safe_point_ns", 4e6, "energy-balance: a running vCPU reaches a point where it may be swapped (out of guest mode) at least this often: a KVM vCPU exits at every host timer tick (4 ms at HZ=250; Klee 2007's L4 host preempted each 1 ms); off the CPU it may be swapped at once. A decided swap happens when both of its vCPUs have reached one"),
     ("fast_cores", 0.0, "asymmetric: cores in the fast pool (0: half, rounded up)"),
     ("fast_khz", 2.79e6, "asymmetric: fast-core frequency (Takouna et al.: 2.79 GHz)"),
     ("slow_khz", 1.33e6, "asymmetric: slow-core frequency (1.33 GHz)"),
@@ -112,6 +111,12 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("cpu_class_util", 0.8, "asymmetric: a vCPU busy at least this share of its demand is CPU-intensive..."),
     ("io_block_hz", 100.0, "asymmetric: ...and blocking at most this often per second of demand"),
     ("spill_slow", 1.0, "asymmetric: CPU-class vCPUs beyond the fast cores spill to slow cores (1) or all queue on fast cores (0)"),
+    ("ambient_c", 25.0, "thermal model: ambient temperature, °C (every core and the sink start there)"),
+    ("throttle_c", 70.0, "thermal model: the temperature a core throttles above (a host's trip point): the replay reports each core's time above it"),
+    ("r_core_c_per_w", 0.8, "thermal model: core-to-sink resistance, °C/W"),
+    ("c_core_j_per_c", 0.01, "thermal model: core heat capacity, J/°C (with r_core a time constant of 8 ms)"),
+    ("r_sink_c_per_w", 0.3, "thermal model: sink-to-ambient resistance, °C/W"),
+    ("c_sink_j_per_c", 40.0, "thermal model: sink heat capacity, J/°C (a sink that filters changes shorter than seconds)"),
     ("static_w", 1.0, "power model: static power per core, W"),
     ("idle_w", 0.5, "power model: power of an idle core, W"),
     ("capacitance", 2.0, "power model: C in W/(GHz·V²)"),
@@ -217,6 +222,19 @@ impl Policy {
         }
         self.params.insert(key.to_string(), value);
         Ok(())
+    }
+
+    /// The thermal network its parameters describe (`ambient_c`,
+    /// `r_core_c_per_w`, `c_core_j_per_c`, `r_sink_c_per_w`,
+    /// `c_sink_j_per_c`).
+    pub fn thermal(&self) -> crate::energy::thermal::ThermalParams {
+        crate::energy::thermal::ThermalParams {
+            ambient_c: self.param("ambient_c"),
+            r_core: self.param("r_core_c_per_w").max(1e-9),
+            c_core: self.param("c_core_j_per_c").max(1e-9),
+            r_sink: self.param("r_sink_c_per_w").max(1e-9),
+            c_sink: self.param("c_sink_j_per_c").max(1e-9),
+        }
     }
 
     /// A parameter's value (set, else its default).

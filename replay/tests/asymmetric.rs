@@ -18,6 +18,7 @@ fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
         work_cpu: Vec::new(),
         group: None,
         allowed_cpus: None,
+        power_w: None,
     }
 }
 

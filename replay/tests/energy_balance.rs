@@ -15,6 +15,7 @@ fn vcpu(vm: u32, c: u32, phases: Vec<Phase>) -> ThreadSpec {
         work_cpu: Vec::new(),
         group: None,
         allowed_cpus: None,
+        power_w: None,
     }
 }
 
@@ -52,24 +53,54 @@ fn run(w: &Workload, set: &[(&str, f64)]) -> Output {
 }
 
 #[test]
-fn forced_swap_rates_cost_throughput_and_decisions_equal_rate_times_runtime() {
+fn forced_swaps_cost_what_their_moves_cost_and_wait_for_safe_points() {
+    // Klee 2007's check: swap every pair at 1-1000 Hz, a vCPU swappable
+    // at each 1 ms VM timeslice. Decisions follow the rate; a swap waits
+    // for both vCPUs' safe points, so at 1 kHz some decisions find the last
+    // one still pending (the paper: 66% realised at 1 kHz, all up to
+    // 20 Hz); each realised swap costs its two vCPUs a move to another CPU
+    // (`migration_ns`), and that is all it costs here: the throughput loss
+    // is realised swaps x 2 x migration_ns over the run.
     let w = build_like();
-    let base = run(&w, &[("mechanism_overhead", 0.0), ("balance_k", 1e12)]);
+    let h = Host::uniform(2, 3_000_000);
+    let base = run(&w, &[("balance_k", 1e12), ("safe_point_ns", 1e6)]);
     let t0 = base.end_ns as f64;
-    let mut last = 0.0;
+    let mut last = -1.0;
     let mut report = Vec::new();
     for hz in [1.0, 10.0, 20.0, 100.0, 1000.0] {
-        let out = run(&w, &[("force_swap_hz", hz)]);
+        let out = run(&w, &[("force_swap_hz", hz), ("safe_point_ns", 1e6)]);
         let loss = 100.0 * (out.end_ns as f64 / t0 - 1.0);
         let expect = (hz * out.end_ns as f64 / 1e9).floor();
         report.push(format!(
-            "{hz} Hz: loss {loss:.1}%, decided {}, realised {}",
+            "{hz} Hz: loss {loss:.2}%, decided {}, realised {}",
             out.swaps_decided, out.swaps_realised
         ));
         assert!(
             (out.swaps_decided as f64 - expect).abs() <= expect * 0.01 + 1.0,
             "{hz} Hz: decided {} vs {expect}",
             out.swaps_decided
+        );
+        assert!(out.swaps_realised <= out.swaps_decided);
+        if hz <= 20.0 {
+            assert!(
+                out.swaps_realised + 1 >= out.swaps_decided,
+                "{hz} Hz: {report:?}"
+            );
+        }
+        // each realised swap waited at most one safe-point interval
+        assert!(
+            out.swap_latency_ns
+                .iter()
+                .all(|&l| (0..=1_000_000).contains(&l)),
+            "{hz} Hz: {:?}",
+            out.swap_latency_ns
+        );
+        // the loss is the moves' cost, about (the vCPUs also block and
+        // wake, so the moves land on two CPUs' worth of work)
+        let moves_ns = out.swaps_realised as f64 * 2.0 * h.costs.migration_ns as f64;
+        assert!(
+            (out.end_ns as f64 - t0) <= moves_ns + 1e5,
+            "{hz} Hz: {report:?}"
         );
         assert!(
             loss >= last - 0.05,
@@ -78,8 +109,7 @@ fn forced_swap_rates_cost_throughput_and_decisions_equal_rate_times_runtime() {
         assert_eq!(out.mark_ts.len(), 800);
         last = loss;
     }
-    println!("published: 2.1, 2.1, 3.2, 6.4, 11.8 %; replay: {report:?}");
-    assert!(last > 2.0);
+    println!("published loss: 2.1, 2.1, 3.2, 6.4, 11.8 %; replay: {report:?}");
 }
 
 #[test]

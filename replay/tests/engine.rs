@@ -14,6 +14,7 @@ fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
         work_cpu: Vec::new(),
         group: None,
         allowed_cpus: None,
+        power_w: None,
     }
 }
 

@@ -120,5 +120,12 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     )
     truth["vms"] = b.inventory()
     # each core time-slices its pinned threads round robin (CoreSim)
-    truth["host"] = host_declaration("rr", {th.tid: [c] for c, sim in enumerate(sims) for th in sim.threads}, rr_slice_ns=p["slice_us"] * 1000)
+    # its power model: each vCPU's own power (P ∝ f, no static part), its
+    # one-node RC thermal model (no sink between core and ambient) and trip
+    truth["host"] = host_declaration(
+        "rr", {th.tid: [c] for c, sim in enumerate(sims) for th in sim.threads}, rr_slice_ns=p["slice_us"] * 1000,
+        static_w=0.0, idle_w=p["idle_w"], ambient_c=p["ambient_c"], throttle_c=p["trip_c"],
+        r_core_c_per_w=p["r_c_per_w"], c_core_j_per_c=p["c_j_per_c"], r_sink_c_per_w=1e-3, c_sink_j_per_c=1.0,
+    )
+    truth["host"]["power_w"] = {str(tid): w for tid, w in sorted(power.items())}
     return Result(b.events, truth, dict(cpus=ncore, comms=b.comms()))

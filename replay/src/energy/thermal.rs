@@ -96,6 +96,76 @@ impl ThermalModel {
     }
 }
 
+/// A run's heat, core by core: the hottest each got and how long it was
+/// above the throttle point.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ThermalProfile {
+    /// Each core's highest temperature, °C.
+    pub peak_c: Vec<f64>,
+    /// Each core's time above `throttle_c`, ns.
+    pub hot_ns: Vec<i64>,
+}
+
+/// The thermal model driven by a run's CPU slices: slice `i` ran on core
+/// `cpu[i]` over `[start[i], end[i])` drawing `watts[i]`; a core draws
+/// `idle_w` when nothing runs. Power is averaged over `bin_ns` bins from
+/// `t0` to `t1` (the model's core time constant is a few ms: 1 ms bins
+/// keep its peaks), each bin a step.
+#[allow(clippy::too_many_arguments)]
+pub fn profile(
+    cpu: &[u32],
+    start: &[i64],
+    end: &[i64],
+    watts: &[f64],
+    idle_w: f64,
+    cores: usize,
+    t0: i64,
+    t1: i64,
+    bin_ns: i64,
+    params: ThermalParams,
+    throttle_c: f64,
+) -> ThermalProfile {
+    let bin = bin_ns.max(1);
+    let bins = ((t1 - t0).max(0) + bin - 1) / bin;
+    let mut busy_j = vec![vec![0.0f64; bins as usize]; cores];
+    let mut busy_ns = vec![vec![0i64; bins as usize]; cores];
+    for i in 0..cpu.len() {
+        let c = cpu[i] as usize;
+        if c >= cores {
+            continue;
+        }
+        let (mut a, b) = (start[i].max(t0), end[i].min(t1));
+        while a < b {
+            let k = (a - t0) / bin;
+            let edge = (t0 + (k + 1) * bin).min(b);
+            busy_j[c][k as usize] += (edge - a) as f64 * watts[i] * 1e-9;
+            busy_ns[c][k as usize] += edge - a;
+            a = edge;
+        }
+    }
+    let mut model = ThermalModel::new(cores, params);
+    let mut out = ThermalProfile {
+        peak_c: model.cores_c().to_vec(),
+        hot_ns: vec![0; cores],
+    };
+    let mut power = vec![0.0; cores];
+    for k in 0..bins as usize {
+        let len = (t1 - (t0 + k as i64 * bin)).min(bin);
+        for c in 0..cores {
+            let idle = (len - busy_ns[c][k]).max(0) as f64 * idle_w * 1e-9;
+            power[c] = (busy_j[c][k] + idle) / (len as f64 * 1e-9);
+        }
+        model.step(&power, len as f64 * 1e-9);
+        for (c, &t) in model.cores_c().iter().enumerate() {
+            out.peak_c[c] = out.peak_c[c].max(t);
+            if t > throttle_c {
+                out.hot_ns[c] += len;
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -123,6 +193,42 @@ mod tests {
         }
         // the hot core is hotter by exactly Δp · r_core
         assert!(((m.cores_c()[0] - m.cores_c()[1]) - 15.0 * 0.8).abs() < 1e-3);
+    }
+
+    #[test]
+    fn a_profile_of_a_hot_and_a_cold_core_heats_the_hot_one_only() {
+        // core 0 runs 20 W for 2 s, core 1 idles at 0.5 W: core 0 ends
+        // near its steady state (sink heated by both), core 1 near the sink
+        let p = ThermalParams {
+            c_sink: 0.5,
+            ..Default::default()
+        };
+        let prof = profile(
+            &[0],
+            &[0],
+            &[2_000_000_000],
+            &[20.0],
+            0.5,
+            2,
+            0,
+            2_000_000_000,
+            1_000_000,
+            p.clone(),
+            40.0,
+        );
+        let (steady, _) = ThermalModel::new(2, p).steady_state(&[20.0, 0.5]);
+        assert!(
+            (prof.peak_c[0] - steady[0]).abs() < 0.5,
+            "{:?} vs {steady:?}",
+            prof.peak_c
+        );
+        assert!(prof.peak_c[1] < steady[0] - 10.0);
+        // above 40 °C after its core time constant and the sink's rise
+        assert!(
+            prof.hot_ns[0] > 1_000_000_000 && prof.hot_ns[1] == 0,
+            "{:?}",
+            prof.hot_ns
+        );
     }
 
     #[test]

@@ -41,6 +41,9 @@ enum Ev {
     Balance,
     /// Capped VMs' running time is checked against their quota.
     CapCheck,
+    /// Pending energy-balance swaps look again (their vCPUs reach a
+    /// point where they may be swapped).
+    SwapCheck,
     /// The caps' period ends.
     CapPeriod,
     /// The pCPU's recorded speed changes (`Host::cpu_speed`).
@@ -556,6 +559,7 @@ impl<'a> Engine<'a> {
                 }
                 Ev::Balance => self.balance(),
                 Ev::CapCheck => self.cap_check(),
+                Ev::SwapCheck => self.realise_swaps(),
                 Ev::CapPeriod => self.cap_period_end(),
                 Ev::Speed(c) => self.speed_change(c),
                 Ev::Tick => {
@@ -680,10 +684,13 @@ impl<'a> Engine<'a> {
         self.cpus[c as usize].gen += 1;
         self.account_progress(t, c, now);
         self.cap_account(t, now);
-        if let Some(b) = &mut self.bal {
-            // from the dispatch: the switch heats the core as the run does
-            b.busy[c as usize] +=
-                (now - self.th[t as usize].dispatched_at.max(b.period_start)).max(0);
+        // from the dispatch: the switch heats the core as the run does
+        let w = self.thread_busy_w(t, c as usize);
+        let dispatched_at = self.th[t as usize].dispatched_at;
+        if let Some(b) = self.bal.as_mut() {
+            let ran = (now - dispatched_at.max(b.period_start)).max(0);
+            b.busy[c as usize] += ran;
+            b.energy_j[c as usize] += ran as f64 * w * 1e-9;
         }
         self.win_busy += (now - self.th[t as usize].dispatched_at.max(self.win_start)).max(0);
         let th = &mut self.th[t as usize];
@@ -701,17 +708,12 @@ impl<'a> Engine<'a> {
     }
 
     /// Work progress per ns of thread `t` on `c` at time `at` (its VM's
-    /// elasticity, else the host's; the CPU's recorded speed then), less
-    /// the balancing mechanism's cost.
+    /// elasticity, else the host's; the CPU's recorded speed then).
     fn rate(&self, t: u32, c: u32, at: i64) -> f64 {
         let e = vm_of(self.w, t)
             .and_then(|v| self.w.vms[v.0 as usize].elasticity)
             .unwrap_or(self.h.elasticity);
-        let r = self.h.rate_at(self.freq[c as usize], e) * self.h.speed_at(c as usize, at);
-        match &self.bal {
-            Some(b) => r * (1.0 - b.mechanism_overhead),
-            None => r,
-        }
+        self.h.rate_at(self.freq[c as usize], e) * self.h.speed_at(c as usize, at)
     }
 
     /// Work done since `progress_at` at this CPU's speed.

@@ -6,33 +6,36 @@
 use super::{demand_features, vcpus_per_vm, Engine, Ev, St};
 use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, VcpuClass};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
-use crate::energy::thermal::{ThermalModel, ThermalParams};
+use crate::energy::thermal::ThermalModel;
 use crate::model::{Phase, ThreadId};
-use crate::rng::SplitMix64;
 use crate::sched::Sub;
 
 /// State of the energy/thermal balancer (Klee 2007; `energy::balance`).
+/// Energy is charged per running thread (its own power), so swapping a
+/// hot vCPU with a cold one moves energy between cores; a decided swap
+/// waits until both vCPUs are at a point where they may be swapped (off
+/// the CPU, or at their next exit), and costs what a move to another CPU
+/// costs (the cache refill, `migration_ns`) plus `swap_cost_ns`.
 pub(super) struct Balancer {
     period: i64,
     pub(super) period_start: i64,
     pub(super) busy: Vec<i64>,
+    /// Energy (J) of the runs that ended on each core this period.
+    pub(super) energy_j: Vec<f64>,
+    /// Each thread's energy (J) this period, and in the last one: which
+    /// vCPU is hot and which cold.
+    pub(super) thread_j: Vec<f64>,
+    last_thread_j: Vec<f64>,
     window: EnergyWindow,
     thermal: ThermalModel,
     k: f64,
     force_period: Option<i64>,
     next_forced: i64,
     swap_cost: i64,
-    realise_p: f64,
-    pub(super) mechanism_overhead: f64,
-    rng: SplitMix64,
-    pending: Vec<(usize, usize)>,
-}
-
-impl Balancer {
-    /// Its own stream, so balancing never shifts other draws.
-    fn draw(&mut self) -> f64 {
-        self.rng.next_f64()
-    }
+    safe_point: i64,
+    /// Decided swaps not yet realised: (the hot core's hottest vCPU, the
+    /// cool core's coldest, decided at).
+    pending: Vec<(u32, u32, i64)>,
 }
 
 impl Engine<'_> {
@@ -61,14 +64,15 @@ impl Engine<'_> {
             period_start: 0,
             busy: vec![0; n],
             window: EnergyWindow::new(n, window),
-            thermal: ThermalModel::new(n, ThermalParams::default()),
+            thermal: ThermalModel::new(n, p.thermal()),
             k: p.param("balance_k").max(1.0 + 1e-9),
             force_period: (hz > 0.0).then(|| (1e9 / hz) as i64),
             next_forced: if hz > 0.0 { (1e9 / hz) as i64 } else { 0 },
             swap_cost: p.param("swap_cost_ns") as i64,
-            realise_p: p.param("swap_realise_p").clamp(0.0, 1.0),
-            mechanism_overhead: p.param("mechanism_overhead").clamp(0.0, 0.99),
-            rng: SplitMix64::seeded(0x5EED_0000_0000_0001, p.seed),
+            safe_point: (p.param("safe_point_ns") as i64).max(1),
+            energy_j: vec![0.0; n],
+            thread_j: vec![0.0; self.th.len()],
+            last_thread_j: vec![0.0; self.th.len()],
             pending: Vec::new(),
         });
         self.at(period, Ev::Balance);
@@ -141,17 +145,38 @@ impl Engine<'_> {
     pub(super) fn core_energy(&mut self, end: i64) {
         let n = self.cpus.len();
         let mut busy = vec![0i64; n];
+        let mut busy_j = vec![0.0f64; n];
+        let watts: Vec<f64> = (0..self.out.slice_cpu.len())
+            .map(|i| self.thread_busy_w(self.out.slice_thread[i], self.out.slice_cpu[i] as usize))
+            .collect();
         for (i, &c) in self.out.slice_cpu.iter().enumerate() {
-            busy[c as usize] += self.out.slice_end[i].min(end) - self.out.slice_start[i];
+            let ns = self.out.slice_end[i].min(end) - self.out.slice_start[i];
+            busy[c as usize] += ns;
+            // each run at its own thread's power
+            busy_j[c as usize] += ns as f64 * watts[i] * 1e-9;
         }
+        // every policy's heat, from the same runs at the same powers
+        let prof = crate::energy::thermal::profile(
+            &self.out.slice_cpu,
+            &self.out.slice_start,
+            &self.out.slice_end,
+            &watts,
+            self.p.param("idle_w"),
+            n,
+            0,
+            end,
+            1_000_000,
+            self.p.thermal(),
+            self.p.param("throttle_c"),
+        );
+        self.out.core_peak_c = prof.peak_c;
+        self.out.core_hot_ns = prof.hot_ns;
         let idle_w = self.p.param("idle_w");
         self.out.core_khz = self.freq.clone();
         self.out.core_volt = self.volt.clone();
         self.out.core_dynamic_w = (0..n).map(|c| self.dynamic_w(c)).collect();
         self.out.core_energy_j = (0..n)
-            .map(|c| {
-                (busy[c] as f64 * self.busy_w(c) + (end - busy[c]).max(0) as f64 * idle_w) * 1e-9
-            })
+            .map(|c| busy_j[c] + (end - busy[c]).max(0) as f64 * idle_w * 1e-9)
             .collect();
         self.out.core_busy_ns = busy;
     }
@@ -166,31 +191,59 @@ impl Engine<'_> {
         self.p.param("static_w") + self.dynamic_w(c)
     }
 
+    /// Thread `t`'s power on core `c` (W): its own when known, its
+    /// dynamic part scaled as C·f·V² scales from the recorded frequency
+    /// and the host's voltage to the core's; else the core's.
+    pub(super) fn thread_busy_w(&self, t: u32, c: usize) -> f64 {
+        match self.w.threads[t as usize].power_w {
+            Some(w) => {
+                let stat = self.p.param("static_w");
+                let f = self.freq[c] as f64 / self.h.recorded_khz.max(1) as f64;
+                let v = self.volt[c] / self.p.param("volt").max(1e-9);
+                stat + (w - stat).max(0.0) * f * v * v
+            }
+            None => self.busy_w(c),
+        }
+    }
+
     /// End of an accounting period: energy per core, the swap decision,
     /// realisation of decided swaps.
     pub(super) fn balance(&mut self) {
         let n = self.cpus.len();
         let now = self.now;
-        let running: Vec<Option<i64>> = (0..n)
-            .map(|c| self.cpus[c].cur.map(|t| self.th[t as usize].dispatched_at))
+        // the running threads' time so far, at their own power
+        let running: Vec<Option<(u32, i64, f64)>> = (0..n)
+            .map(|c| {
+                self.cpus[c].cur.map(|t| {
+                    (
+                        t,
+                        self.th[t as usize].dispatched_at,
+                        self.thread_busy_w(t, c),
+                    )
+                })
+            })
             .collect();
         let idle_w = self.p.param("idle_w");
-        let busy_w: Vec<f64> = (0..n).map(|c| self.busy_w(c)).collect();
         let mut e = vec![0.0; n];
         let temps: Vec<f64>;
         {
             let b = self.bal.as_mut().expect("balancer");
             let len = (now - b.period_start).max(1);
             for c in 0..n {
-                let mut busy = b.busy[c];
-                if let Some(rs) = running[c] {
-                    busy += (now - rs.max(b.period_start)).max(0);
+                let (mut busy, mut busy_j) = (b.busy[c], b.energy_j[c]);
+                if let Some((t, rs, w)) = running[c] {
+                    let ran = (now - rs.max(b.period_start)).max(0);
+                    busy += ran;
+                    busy_j += ran as f64 * w * 1e-9;
+                    b.thread_j[t as usize] += ran as f64 * w * 1e-9;
                 }
                 let busy = busy.min(len);
-                e[c] = (busy as f64 * busy_w[c] + (len - busy) as f64 * idle_w) * 1e-9;
+                e[c] = busy_j + (len - busy) as f64 * idle_w * 1e-9;
                 b.busy[c] = 0;
+                b.energy_j[c] = 0.0;
             }
             b.period_start = now;
+            b.last_thread_j = std::mem::replace(&mut b.thread_j, vec![0.0; b.last_thread_j.len()]);
             let power: Vec<f64> = e.iter().map(|j| j / (len as f64 * 1e-9)).collect();
             b.thermal.step(&power, len as f64 * 1e-9);
             temps = b.thermal.cores_c().to_vec();
@@ -209,40 +262,98 @@ impl Engine<'_> {
                 None => plan_swaps(&e, b.window.big_e(), b.k),
             };
             b.window.push(&e);
-            for x in &d {
-                if !b.pending.contains(x) {
-                    b.pending.push(*x);
-                }
-            }
             d
         };
-        self.out.swaps_decided += decided.len() as u64;
-        let pending = std::mem::take(&mut self.bal.as_mut().expect("balancer").pending);
-        let mut keep = Vec::new();
-        for (i, j) in pending {
+        // each decided pair of cores: the hotter core's hottest vCPU and
+        // the cooler's coldest change places (Klee: the vCPU drawing the
+        // most with the one drawing the least)
+        for &(i, j) in &decided {
+            let (hot, cool) = if e[i] >= e[j] { (i, j) } else { (j, i) };
+            let (Some(a), Some(c)) = (
+                self.pinned_by_energy(hot, true),
+                self.pinned_by_energy(cool, false),
+            ) else {
+                continue;
+            };
             let b = self.bal.as_mut().expect("balancer");
-            if b.draw() < b.realise_p {
-                self.swap_cores(i as u32, j as u32);
-                self.out.swaps_realised += 1;
-            } else {
-                keep.push((i, j));
+            if !b
+                .pending
+                .iter()
+                .any(|&(x, y, _)| [x, y].contains(&a) || [x, y].contains(&c))
+            {
+                b.pending.push((a, c, now));
             }
         }
-        let b = self.bal.as_mut().expect("balancer");
-        b.pending = keep;
+        self.out.swaps_decided += decided.len() as u64;
+        self.realise_swaps();
+        let b = self.bal.as_ref().expect("balancer");
         let period = b.period;
         self.at(now + period, Ev::Balance);
     }
 
-    /// Exchange the vCPUs pinned to cores `a` and `b`; each pays the swap cost.
-    fn swap_cores(&mut self, a: u32, b: u32) {
-        let cost = self.bal.as_ref().map_or(0, |x| x.swap_cost);
-        for t in 0..self.pin.len() {
-            let new = match self.pin[t] {
-                Some(p) if p == a => Some(b),
-                Some(p) if p == b => Some(a),
-                other => other,
-            };
+    /// The vCPU pinned to `core` that drew the most (`hottest`) or the
+    /// least energy in the last period (the lowest index on a tie).
+    fn pinned_by_energy(&self, core: usize, hottest: bool) -> Option<u32> {
+        let b = self.bal.as_ref()?;
+        let on = (0..self.pin.len())
+            .filter(|&t| self.pin[t] == Some(core as u32) && self.w.threads[t].vm.is_some());
+        let key = |t: &usize| b.last_thread_j[*t];
+        let pick = if hottest {
+            on.max_by(|x, y| key(x).total_cmp(&key(y)).then(y.cmp(x)))
+        } else {
+            on.min_by(|x, y| key(x).total_cmp(&key(y)).then(x.cmp(y)))
+        };
+        pick.map(|t| t as u32)
+    }
+
+    /// When vCPU `t` first reached a point where it may be swapped since
+    /// `at`: at once if it has been off the CPU since (it is off now, or
+    /// was dispatched again after `at`), else at its first exit after `at`
+    /// (exits every `safe_point_ns` from its dispatch).
+    fn safe_since(&self, t: u32, at: i64) -> i64 {
+        let sp = self.bal.as_ref().map_or(1, |b| b.safe_point);
+        let th = &self.th[t as usize];
+        match th.st {
+            St::Running(_) if th.dispatched_at < at => {
+                let since = at - th.dispatched_at;
+                at + (sp - since.rem_euclid(sp)) % sp
+            }
+            _ => at,
+        }
+    }
+
+    /// Realise the pending swaps whose two vCPUs have both reached a point
+    /// where they may be swapped since the decision; for the others, come
+    /// back when both will have.
+    pub(super) fn realise_swaps(&mut self) {
+        let Some(b) = self.bal.as_mut() else { return };
+        let pending = std::mem::take(&mut b.pending);
+        let mut keep = Vec::new();
+        let mut wake = None;
+        for (i, j, at) in pending {
+            let ready = self.safe_since(i, at).max(self.safe_since(j, at));
+            if ready <= self.now {
+                self.swap_vcpus(i, j);
+                self.out.swaps_realised += 1;
+                self.out.swap_latency_ns.push(self.now - at);
+            } else {
+                keep.push((i, j, at));
+                wake = Some(wake.map_or(ready, |w: i64| w.min(ready)));
+            }
+        }
+        self.bal.as_mut().expect("balancer").pending = keep;
+        if let Some(w) = wake {
+            self.at(w, Ev::SwapCheck);
+        }
+    }
+
+    /// Exchange the cores of vCPUs `x` and `y`; each pays the swap
+    /// mechanism's cost (`swap_cost_ns`) and, at its next dispatch, the
+    /// move's (`migration_ns`).
+    fn swap_vcpus(&mut self, x: u32, y: u32) {
+        let cost = self.bal.as_ref().map_or(0, |b| b.swap_cost);
+        let (px, py) = (self.pin[x as usize], self.pin[y as usize]);
+        for (t, new) in [(x as usize, py), (y as usize, px)] {
             if new == self.pin[t] {
                 continue;
             }
