@@ -120,7 +120,10 @@ def run_bill(rec: Run, rule: BillingRule, prices: dict | None, missing: list[str
     vCPU or the idle task."""
     threads = rec.table("threads")
     tenants = process_tenants(threads)
-    if tenants is not threads:
+    # a Xen capture's VMs are domains, with no host threads of their own
+    states = rec.scan("vcpu_states")
+    domains = states is not None and states.filter(pl.col("vm").is_not_null()).head(1).collect().height > 0
+    if tenants is not threads and not domains:
         # no VMs: each process is a tenant, billed for its threads' CPU
         note = "no VMs: the bills and energy are per process (threads grouped by process where the trace tells, else by name; kernel threads as `kernel`)"
         if note not in missing:
