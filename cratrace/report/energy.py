@@ -1,8 +1,10 @@
 """Energy of a run from its CPU slices and a per-core power model.
 
-Busy time draws static + dynamic power (C·f·V² at the slice's frequency,
-or the model's nominal frequency when the capture has none); idle time
-draws the idle power. Busy energy goes to the VM whose thread ran (vCPUs
+Busy time draws its thread's own power when the capture says
+(`threads.power_w`, at the host's highest recorded frequency, scaled by
+the slice's frequency), else static + dynamic power (C·f·V² at the
+slice's frequency, or the model's nominal frequency when the capture has
+none); idle time draws the idle power. Busy energy goes to the VM whose thread ran (vCPUs
 and the VM's I/O workers), other busy time is *unattributed*, idle is its
 own row. The host total is summed per core independently, so the
 conservation check is real.
@@ -29,18 +31,25 @@ class PowerModel:
 
 def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = PowerModel()) -> tuple[pl.DataFrame, dict]:
     """Per-owner energy rows (owner = VM, 'idle' or 'unattributed') and totals."""
-    s = slices.join(threads.select("tid", "vm"), on="tid", how="left")
+    power = pl.col("power_w") if "power_w" in threads.columns else pl.lit(None, pl.Float64)
+    s = slices.join(threads.select("tid", "vm", power.alias("power_w")), on="tid", how="left")
     ghz = (pl.col("freq_khz").cast(pl.Float64) / 1e6).fill_null(model.nominal_ghz)
+    # a thread's own power (threads.power_w: at the host's highest recorded
+    # frequency) scales with the frequency it ran at (P ∝ f at one voltage)
+    top = s["freq_khz"].max() if "freq_khz" in s.columns and s["freq_khz"].drop_nulls().len() else None
+    own = pl.col("power_w") * (ghz / (top / 1e6) if top else pl.lit(1.0))
+    busy = pl.when(pl.col("power_w").is_not_null()).then(own).otherwise(model.busy_w(ghz))
     # Each slice's energy in whole nanojoules (W x ns), summed as integers:
     # a multi-threaded sum of floats depends on how the rows were split
     # between threads, and the report's tables changed in their last
     # digits from one run to the next; integer sums do not.
     s = s.with_columns(
         pl.when(pl.col("tid") == 0).then(pl.lit("idle")).when(pl.col("vm").is_not_null()).then(pl.col("vm")).otherwise(pl.lit("unattributed")).alias("owner"),
-        (pl.when(pl.col("tid") == 0).then(pl.lit(model.idle_w)).otherwise(model.busy_w(ghz)) * pl.col("dur")).round().cast(pl.Int64).alias("_nj"),
+        (pl.when(pl.col("tid") == 0).then(pl.lit(model.idle_w)).otherwise(busy) * pl.col("dur")).round().cast(pl.Int64).alias("_nj"),
     )
     joules = (pl.col("_nj").sum() / 1e9).alias("joules")
-    owner_nj = s.group_by("owner").agg(pl.col("_nj").sum()).sort("owner")
+    # idle is always a row of its own, 0 J on a host that never idled
+    owner_nj = pl.concat([s.group_by("owner").agg(pl.col("_nj").sum()), pl.DataFrame({"owner": ["idle"], "_nj": [0]}, schema={"owner": pl.String, "_nj": pl.Int64})]).group_by("owner").agg(pl.col("_nj").sum()).sort("owner")
     per_owner = owner_nj.select("owner", (pl.col("_nj") / 1e9).alias("joules"))
     # over time: 100 ms bins by slice start (slices are short next to a bin)
     t0 = s["start"].min() if s.height else 0
