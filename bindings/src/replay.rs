@@ -327,12 +327,14 @@ pub fn replay(
             ("end", Arc::new(Int64Array::from(out.ep_end))),
             ("holder", Arc::new(Int64Array::from(out.ep_holder))),
             ("exits", Arc::new(Int64Array::from(out.ep_calls))),
+            ("retries", Arc::new(Int64Array::from(out.ep_retries))),
         ])?,
     )?;
     d.set_item("cpu_ns", out.cpu_ns)?;
     d.set_item("spin_ns", out.spin_ns)?;
     d.set_item("calls", out.calls)?;
     d.set_item("excessive", out.excessive)?;
+    d.set_item("uncleared", out.uncleared)?;
     d.set_item("overhead_ns", out.overhead_ns)?;
     d.set_item("end_ns", out.end_ns)?;
     d.set_item("events", out.events)?;

@@ -12,6 +12,21 @@ import polars as pl
 from cratrace.replay.workload import Workload
 
 
+def _retry_tail(r: dict) -> dict[str, Any]:
+    """Spin episodes, uncleared re-dispatches in all, and their tail per
+    episode (Umeno et al. report the tail: WOPD's is the long one)."""
+    ep = pl.DataFrame(r["episodes"])
+    if "retries" not in ep.columns or ep.height == 0:
+        return {"spin_episodes": ep.height, "uncleared_redispatches": 0, "retries_p99": 0, "retries_max": 0}
+    x = ep["retries"]
+    return {
+        "spin_episodes": ep.height,
+        "uncleared_redispatches": int(x.sum()),
+        "retries_p99": int(x.quantile(0.99, "higher")),
+        "retries_max": int(x.max()),
+    }
+
+
 def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict, tolerance: float, gate: bool) -> dict[str, Any]:
     n = len(w.vm_names)
     T = max(int(r["end_ns"]), 1) / 1e9
@@ -22,11 +37,15 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
     vm_cpu = [0] * n
     vm_spin = [0] * n
     vm_exc = [0] * n
+    vm_unc = [0] * n
+    # Python policies have no spin responses: no re-dispatches to count
+    uncleared = r.get("uncleared") or [0] * len(cpu)
     for i, v in enumerate(w.vm_of):
         if v >= 0:
             vm_cpu[v] += cpu[i]
             vm_spin[v] += spin[i]
             vm_exc[v] += r["excessive"][i]
+            vm_unc[v] += uncleared[i]
     marks = [0] * n
     last_mark = [0] * n
     mk = pl.DataFrame(r["marks"]).rename({"_t": "t"})
@@ -73,6 +92,9 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
             "marks": marks[i],
             "recorded_throughput_per_s": round(rec_tp, 6) if rec_tp else None,
             "recorded_spin_s": round(w.recorded_spin_ns.get(name, 0) / 1e9, 6),
+            # Umeno et al.'s retries: re-dispatches of a spinner whose
+            # lock was still held
+            "uncleared_redispatches": vm_unc[i],
             "excessive_spins": vm_exc[i],
         }
     # the host's throughput: its VMs' transactions per second, summed (each
@@ -104,6 +126,8 @@ def replay_metrics(w: Workload, r: dict, policy: str, seed: int, settings: dict,
             "hypercalls": int(sum(r["calls"])),
             "hypercalls_per_busy_s": round(sum(r["calls"]) / (T * U), 4) if U > 0 else None,
             "sched_overhead_pct": round(100 * r["overhead_ns"] / (pc * T * 1e9), 4),
+            # spin episodes and their tail of uncleared re-dispatches
+            **_retry_tail(r),
             # the host's CFS groups the replayed threads were scheduled in
             "sched_groups": len({g for g in w.group_of if g >= 0}),
         },

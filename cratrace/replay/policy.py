@@ -79,7 +79,7 @@ def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_swi
     holder: dict[int, int | None] = {}
     spinners: dict[int, list[int]] = {}
     waiters: dict[int, list[tuple[int, int]]] = {}
-    res = {k: [] for k in ("state_thread", "state_code", "state_start", "state_end", "state_pcpu", "slice_cpu", "slice_thread", "slice_start", "slice_end", "mark_thread", "mark_ts", "ep_thread", "ep_start", "ep_end", "ep_holder", "ep_calls")}
+    res = {k: [] for k in ("state_thread", "state_code", "state_start", "state_end", "state_pcpu", "slice_cpu", "slice_thread", "slice_start", "slice_end", "mark_thread", "mark_ts", "ep_thread", "ep_start", "ep_end", "ep_holder", "ep_calls", "ep_retries")}
     cpu_ns, spin_ns = [0] * n, [0] * n
     calls, exc = [0] * n, [0] * n
     seg = [(3, 0, -1)] * n  # (code, start, pcpu)
@@ -239,7 +239,7 @@ def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_swi
                         break
                     spin_since[t] = now
                     spinners.setdefault(x, []).append(t)
-                    for kk, v in zip(("ep_thread", "ep_start", "ep_end", "ep_holder", "ep_calls"), (t, now, now, h, 0)):
+                    for kk, v in zip(("ep_thread", "ep_start", "ep_end", "ep_holder", "ep_calls", "ep_retries"), (t, now, now, h, 0, 0)):
                         res[kk].append(v)
                     state(t, 1, c)
                     break
@@ -267,4 +267,4 @@ def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_swi
                 res[k].append(v)
     for c in range(pcpus):
         off_cpu(c)
-    return res | {"cpu_ns": cpu_ns, "spin_ns": spin_ns, "calls": calls, "excessive": exc, "overhead_ns": overhead, "end_ns": now, "events": events, "wall_s": 0.0}
+    return res | {"cpu_ns": cpu_ns, "spin_ns": spin_ns, "calls": calls, "excessive": exc, "uncleared": [0] * len(calls), "overhead_ns": overhead, "end_ns": now, "events": events, "wall_s": 0.0}

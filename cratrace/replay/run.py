@@ -22,6 +22,7 @@ from cratrace.errors import OutputExistsError, UsageError
 from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
+from cratrace.replay.costs import resolve_costs
 from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
 from cratrace.replay.settings import split_settings
 from cratrace.replay.workload import Workload, extract_workload
@@ -136,7 +137,7 @@ RESULT_TABLES = {
     "states": {"_t": ("state_thread", pl.UInt32), "code": ("state_code", pl.UInt8), "start": ("state_start", pl.Int64), "end": ("state_end", pl.Int64), "pcpu": ("state_pcpu", pl.Int32)},
     "slices": {"cpu": ("slice_cpu", pl.Int32), "_t": ("slice_thread", pl.UInt32), "start": ("slice_start", pl.Int64), "end": ("slice_end", pl.Int64)},
     "marks": {"_t": ("mark_thread", pl.UInt32), "ts": ("mark_ts", pl.Int64)},
-    "episodes": {"_t": ("ep_thread", pl.UInt32), "start": ("ep_start", pl.Int64), "end": ("ep_end", pl.Int64), "holder": ("ep_holder", pl.Int64), "exits": ("ep_calls", pl.Int64)},
+    "episodes": {"_t": ("ep_thread", pl.UInt32), "start": ("ep_start", pl.Int64), "end": ("ep_end", pl.Int64), "holder": ("ep_holder", pl.Int64), "exits": ("ep_calls", pl.Int64), "retries": ("ep_retries", pl.Int64)},
 }
 
 
@@ -273,12 +274,13 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     # its slice, its switches' cost), under what --set gives
     declared = {k: str(v) for k, v in ((cap.meta.get("scheduler") or {}).get("params") or {}).items()}
     d_engine, d_costs, _, _ = split_settings(declared)
-    engine, costs = {**d_engine, **engine}, {**d_costs, **costs}
+    engine = {**d_engine, **engine}
     host["affinity"] = other.get("affinity", "recorded")
     marker = str(other.get("throughput_marker", "txn_end"))
     tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
     limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
-    costs = {**_native.replay_default_costs(), **costs}
+    # --set, else host.json's, else the capture's own measurement, else the default
+    costs, cost_source = resolve_costs(cap, costs, d_costs, _native.replay_default_costs())
     speed_mode = str(other.get("cpu_speed", "off"))
     w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"], cpu_speed=speed_mode)
     if "throughput_marker" in other and marker not in w.marker_names:
@@ -340,6 +342,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         metrics["host"]["sched_groups_mode"] = groups_mode
         metrics["whatif"] = whatif
         metrics["host"]["cpu_speed"] = speed_summary(speed_mode, w.cpu_speed)
+        metrics["host"]["costs"] = {k: {"ns": int(v), "source": cost_source[k]} for k, v in sorted(costs.items())}
         if any(p >= 0 for p in r.get("vcpu_pool", [])):
             # the fast cores' frequency and voltage as the engine set them
             f0 = r["core_pool"].index(0)

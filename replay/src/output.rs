@@ -79,6 +79,10 @@ pub struct Output {
     pub ep_holder: Vec<i64>,
     /// Hypervisor calls in the episode.
     pub ep_calls: Vec<i64>,
+    /// Uncleared re-dispatches in the episode: times the spinner was
+    /// dispatched again after its spin response and found the lock still
+    /// held (Umeno et al.'s retries).
+    pub ep_retries: Vec<i64>,
     open_ep: Vec<Option<usize>>,
     /// Per thread: CPU ns (including spinning).
     pub cpu_ns: Vec<i64>,
@@ -86,8 +90,11 @@ pub struct Output {
     pub spin_ns: Vec<i64>,
     /// Per thread: hypervisor calls.
     pub calls: Vec<i64>,
-    /// Per thread: excessive spins.
+    /// Per thread: excessive spins (episodes with more than
+    /// `excess_retries` uncleared re-dispatches).
     pub excessive: Vec<i64>,
+    /// Per thread: uncleared re-dispatches.
+    pub uncleared: Vec<i64>,
     /// Hypervisor/scheduler overhead ns (context switches, calls, scans).
     pub overhead_ns: i64,
     /// Simulated end time.
@@ -198,6 +205,7 @@ impl Output {
             ep_end: Vec::with_capacity(rows.acquires),
             ep_holder: Vec::with_capacity(rows.acquires),
             ep_calls: Vec::with_capacity(rows.acquires),
+            ep_retries: Vec::with_capacity(rows.acquires),
             cur: w
                 .threads
                 .iter()
@@ -208,6 +216,7 @@ impl Output {
             spin_ns: vec![0; n],
             calls: vec![0; n],
             excessive: vec![0; n],
+            uncleared: vec![0; n],
             pcpus: h.freq_khz.len(),
             ..Default::default()
         }
@@ -267,6 +276,7 @@ impl Output {
         self.ep_end.push(now);
         self.ep_holder.push(holder.map_or(-1, |h| h as i64));
         self.ep_calls.push(0);
+        self.ep_retries.push(0);
     }
 
     pub(crate) fn spin_episode_end(&mut self, t: u32, now: i64) {
@@ -280,6 +290,13 @@ impl Output {
         self.bal_core.push(core);
         self.bal_energy_j.push(j);
         self.bal_temp_c.push(temp);
+    }
+
+    pub(crate) fn uncleared_redispatch(&mut self, t: u32) {
+        self.uncleared[t as usize] += 1;
+        if let Some(i) = self.open_ep[t as usize] {
+            self.ep_retries[i] += 1;
+        }
     }
 
     pub(crate) fn excessive_spin(&mut self, t: u32) {

@@ -16,6 +16,11 @@ pub enum SchedulerKind {
     /// Round robin: one FIFO, a fixed slice (`rr_slice_ns`), no wakeup
     /// preemption (SCHED_RR among equals; the synth scenarios' hosts).
     Rr,
+    /// Umeno et al.'s hypervisor dispatcher: one global queue in three
+    /// subqueues (proper-ready, slice-end, out-service) and per-VM service
+    /// quantities per epoch (`sched::lpar`); the default under a bare
+    /// `wapd`, `wopd` or `rslp`.
+    Lpar,
 }
 
 /// What a vCPU does when it finds its lock held.
@@ -88,6 +93,8 @@ pub const PARAMS: &[(&str, f64, &str)] = &[
     ("credit_acct_ns", 30e6, "credit: accounting period (credits refill)"),
     ("cap_period_ns", 100e6, "caps: the period a VM's quota (cap.VM) is counted over (cgroup cpu.max's default period, 100 ms)"),
     ("cap_check_ns", 1e6, "caps: how often a capped VM's running time is checked against its quota (the kernel checks at its ticks and switches)"),
+    ("lpar_slice_ns", 10e6, "lpar: time slice (the paper gives none, spin.md G1: a cratrace choice; set your hypervisor's)"),
+    ("lpar_epoch_ns", 100e6, "lpar: service epoch; each VM's quantity per epoch is its ratio's share of CPUs x epoch (the paper gives none, G1)"),
     ("rr_slice_ns", 100e6, "rr: time slice (Linux's SCHED_RR default, sched_rr_timeslice_ms: 100 ms)"),
     ("ple_window_ns", 20e3, "yield: PAUSE-loop window before a PLE exit"),
     ("spin_budget_ns", 0.0, "wapd/wopd/rslp: native spin before the first suspend-spin call (0 as in the paper)"),
@@ -130,6 +137,7 @@ const SCHEDULERS: &[(&str, SchedulerKind)] = &[
     ("eevdf", SchedulerKind::Eevdf),
     ("credit", SchedulerKind::Credit),
     ("rr", SchedulerKind::Rr),
+    ("lpar", SchedulerKind::Lpar),
 ];
 const SPIN_RESPONSES: &[(&str, SpinResponse)] = &[
     ("spin", SpinResponse::Spin),
@@ -187,6 +195,15 @@ impl Policy {
                     "policy {name:?}: two {kind} ({first} and {part}); give one"
                 ));
             }
+        }
+        if sched_part.is_none()
+            && matches!(
+                spin,
+                SpinResponse::Wapd | SpinResponse::Wopd | SpinResponse::Rslp
+            )
+        {
+            // the responses were designed and measured under this dispatcher
+            scheduler = SchedulerKind::Lpar;
         }
         if placement == Placement::Asymmetric {
             // the fast and slow pools are credit's (Takouna et al.)
@@ -256,6 +273,14 @@ mod tests {
     fn parses_compositions_and_rejects_unknown_names() {
         assert_eq!(
             Policy::parse("wapd").unwrap().scheduler,
+            SchedulerKind::Lpar
+        );
+        assert_eq!(
+            Policy::parse("fair+wapd").unwrap().scheduler,
+            SchedulerKind::Fair
+        );
+        assert_eq!(
+            Policy::parse("yield").unwrap().scheduler,
             SchedulerKind::Fair
         );
         let p = Policy::parse("credit+rslp").unwrap();

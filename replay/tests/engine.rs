@@ -177,7 +177,7 @@ fn native_spin_burns_cpu_until_the_holder_releases() {
 fn wapd_parks_the_spinner_until_its_ready_partner_runs() {
     // one pCPU: the holder is preempted at its slice end while the spinner
     // spins; WAPD parks the spinner until the holder has been dispatched
-    let p = Policy::parse("wapd").unwrap();
+    let p = Policy::parse("fair+wapd").unwrap();
     let out = replay(&contended(), &free_host(1), &p, i64::MAX);
     let spin_policy = replay(
         &contended(),

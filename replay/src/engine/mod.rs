@@ -20,7 +20,7 @@ use crate::model::{Host, Phase, ThreadId, VmId, Workload};
 use crate::output::{Output, StateCode};
 use crate::policy::{Placement, Policy, SchedulerKind};
 use crate::sched::{
-    credit::Credit, eevdf::Eevdf, fair::Fair, rr::RoundRobin, Pull, Scheduler, Sub,
+    credit::Credit, eevdf::Eevdf, fair::Fair, lpar::Lpar, rr::RoundRobin, Pull, Scheduler, Sub,
 };
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -387,6 +387,19 @@ impl<'a> Engine<'a> {
                 p.param("credit_acct_ns") as i64,
             )),
             SchedulerKind::Rr => Box::new(RoundRobin::new(n, p.param("rr_slice_ns") as i64)),
+            SchedulerKind::Lpar => Box::new(Lpar::new(
+                w.threads
+                    .iter()
+                    .map(|t| t.vm.map(|v| v.0 as usize))
+                    .collect(),
+                &w.vms
+                    .iter()
+                    .map(|v| v.weight as f64 * v.share)
+                    .collect::<Vec<_>>(),
+                h.freq_khz.len(),
+                p.param("lpar_slice_ns") as i64,
+                p.param("lpar_epoch_ns") as i64,
+            )),
         };
         let mut lock_index = std::collections::BTreeMap::new();
         for (t, d) in w.threads.iter().zip(&demand) {

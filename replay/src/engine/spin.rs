@@ -74,8 +74,7 @@ impl Engine<'_> {
             _ => Some(self.p.param("spin_budget_ns") as i64),
         };
         if let Some(wd) = window {
-            let g = self.th[ti].gen;
-            self.at(self.now + wd.max(0), Ev::Step(t, g));
+            self.rearm(t, self.now + wd.max(0));
         }
     }
 
@@ -84,9 +83,8 @@ impl Engine<'_> {
         for c in 0..self.cpus.len() {
             if let Some(s) = self.cpus[c].cur {
                 if self.th[s as usize].spin.is_some_and(|(l, _)| l == li) {
-                    let g = self.th[s as usize].gen;
                     let when = self.now.max(self.th[s as usize].run_start);
-                    self.at(when, Ev::Step(s, g));
+                    self.rearm(s, when);
                 }
             }
         }
@@ -139,9 +137,8 @@ impl Engine<'_> {
         let left = self.p.param("pv_spin_ns") as i64 - spun;
         if left > 0 {
             // woken by a release someone else won, or re-dispatched: the
-            // window's end (re-armed; a stale step is dropped by `gen`)
-            let g = self.th[ti].gen;
-            self.at(self.now + left, Ev::Step(t, g));
+            // window's end
+            self.rearm(t, self.now + left);
             return;
         }
         self.hypercall(t);
@@ -172,8 +169,18 @@ impl Engine<'_> {
     }
 
     fn respin(&mut self, t: u32, ns: i64) {
+        self.rearm(t, self.now + ns.max(1));
+    }
+
+    /// The running spinner `t` re-checks its lock at `when`, and only
+    /// then: a step armed before (a spin window's end, an earlier
+    /// release's wakeup) is dropped by `gen`. Without this every release
+    /// while a re-check was pending left one more pending, and a spinner
+    /// re-checked (and called) once per release ever seen, all at once.
+    fn rearm(&mut self, t: u32, when: i64) {
+        self.th[t as usize].gen += 1;
         let g = self.th[t as usize].gen;
-        self.at(self.now + ns.max(1), Ev::Step(t, g));
+        self.at(when, Ev::Step(t, g));
     }
 
     fn leave_cpu_ready(&mut self, t: u32, c: u32, sub: Sub) {
@@ -214,6 +221,7 @@ impl Engine<'_> {
     fn note_redispatch(&mut self, t: u32) {
         let ti = t as usize;
         self.th[ti].retries += 1;
+        self.out.uncleared_redispatch(t);
         if self.th[ti].retries as f64 > self.p.param("excess_retries")
             && !self.th[ti].excessive_counted
         {
@@ -231,9 +239,13 @@ impl Engine<'_> {
         let v = vm.0 as usize;
         if self.th[ti].redispatched {
             // dispatched again, and the lock is still held: an uncleared
-            // re-dispatch (Umeno et al.'s retry)
+            // re-dispatch (Umeno et al.'s retry). The dispatch returned
+            // from the call, so the guest re-checks its lock for
+            // `respin_ns` before calling again, as after any call that
+            // resumed it
             self.th[ti].redispatched = false;
             self.note_redispatch(t);
+            return self.respin(t, self.p.param("respin_ns") as i64);
         }
         self.hypercall(t);
         let partners: Vec<u32> = self.siblings[v]

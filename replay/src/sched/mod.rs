@@ -4,6 +4,7 @@
 pub mod credit;
 pub mod eevdf;
 pub mod fair;
+pub mod lpar;
 pub mod rr;
 
 use crate::model::ThreadId;
