@@ -113,6 +113,16 @@ def check_spin_behaviour(out: str) -> None:
     assert "Q1 light spin" in out and "WAPD vs RSLP" in out
 
 
+def check_seed_effects(out: str) -> None:
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines() if line.startswith("| ") and not line.startswith("| policy")]
+    policies = {r[0] for r in rows}
+    assert {"energy-balance", "wapd/wopd/rslp", "billing"} <= policies
+    # every row has the paper's figure and ours, and says whether they agree
+    assert all(len(r) == 7 and r[3] and r[4] and r[6] in ("yes", "no", "-") for r in rows)
+    # the billing pipeline reproduces Woo's 110.2 ms/s on both backends
+    assert [r[6] for r in rows if r[0] == "billing"] == ["yes", "yes"]
+
+
 def check_xentrace_tile(out: str) -> None:
     [(ours,)] = _floats(r"cratrace reads [\d.]+ s, ([\d.]+)x one copy's", out)
     assert ours == pytest.approx(3, rel=0.01)
@@ -134,6 +144,7 @@ SCRIPTS = [
     pytest.param("model_scaling.py", check_model_scaling, id="model_scaling"),
     pytest.param("replay_engine.py", check_replay_engine, id="replay_engine"),
     pytest.param("spin_behaviour.py", check_spin_behaviour, id="spin_behaviour"),
+    pytest.param("seed_effects.py", check_seed_effects, id="seed_effects"),
     pytest.param("xentrace_tile.py", check_xentrace_tile, id="xentrace_tile"),
 ]
 
