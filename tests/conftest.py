@@ -70,3 +70,15 @@ def tracing_lock():
             if size.isdigit() and BUFFER_SIZE.read_text().strip() != size:
                 BUFFER_SIZE.write_text(size + "\n")
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+#: fixtures that record with trace-cmd on this machine (root, tracefs):
+#: a test that uses one, directly or through another fixture, is marked
+#: `tracing`, so `pytest -m "not tracing"` runs the rest as any user
+TRACING_FIXTURES = frozenset({"tracing_lock", "lab_capture"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if TRACING_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.tracing)

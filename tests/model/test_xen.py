@@ -24,15 +24,21 @@ def test_xen_guest_time_per_vcpu_matches_xenalyze(fixtures_dir, tmp_path):
     lo, hi = cap.meta["time_range_ns"]
     gapless = vs.sort("vm", "vcpu", "start").group_by("vm", "vcpu").agg(((pl.col("start") - pl.col("end").shift(1)).drop_nulls() == 0).all().alias("ok"), pl.col("start").min().alias("a"), pl.col("end").max().alias("b"))
     assert gapless["ok"].all() and (gapless["a"] == lo).all() and (gapless["b"] == hi + 1).all()
-    ours = {(int(vm[3:]), v): ns * 2.4 for vm, v, ns in vs.filter(pl.col("state") == "guest").group_by("vm", "vcpu").agg(pl.col("dur").sum()).iter_rows()}
+    guest = vs.filter(pl.col("state") == "guest")
+    ours = {(int(vm[3:]), v): ns * 2.4 for vm, v, ns in guest.group_by("vm", "vcpu").agg(pl.col("dur").sum()).iter_rows()}
+    # the same without the intervals cut by the trace's edges
+    inner = guest.filter((pl.col("start") != lo) & (pl.col("end") != hi + 1))
+    closed = {(int(vm[3:]), v): ns * 2.4 for vm, v, ns in inner.group_by("vm", "vcpu").agg(pl.col("dur").sum()).iter_rows()}
     theirs = xenalyze_running_cycles(src)
-    checked = 0
+    exact = 0
     for (dom, vcpu), cycles in theirs.items():
-        # xenalyze does not count runstate intervals left open at the trace
-        # edges unless continue-running records prove them; the model's
-        # timeline is gap-free, so compare the vCPUs whose intervals close
-        if dom == 32767 or cycles < 2_400_000 or (dom, vcpu) == (0, 2):
-            continue
-        assert ours[(dom, vcpu)] == pytest.approx(cycles, rel=0.01), (dom, vcpu)
-        checked += 1
-    assert checked >= 10
+        if dom == 32767:
+            continue  # the idle domain: idle time, not a VM's (the model has no such VM)
+        # xenalyze counts an interval left open at a trace edge only when
+        # a continue-running record proves it; the model's timeline runs
+        # edge to edge. So every vCPU's xenalyze figure lies between ours
+        # without the edge intervals and ours with them
+        assert closed.get((dom, vcpu), 0) * 0.999 <= cycles <= ours[(dom, vcpu)] * 1.001, (dom, vcpu)
+        exact += ours[(dom, vcpu)] == pytest.approx(cycles, rel=0.001)
+    # and for most, nothing was cut: the same to 0.1%
+    assert exact >= 10

@@ -29,8 +29,8 @@ def recorded(tmp_path_factory):
         capture_output=True,
         text=True,
     )
-    if r.returncode != 0 or not f.exists():
-        pytest.skip(f"perf record failed here: {r.stderr.strip()[-200:]}")
+    # perf and root were checked before (pytestmark): a failure here is one
+    assert r.returncode == 0 and f.exists(), f"perf record failed: {r.stderr.strip()[-200:]}"
     cap = d / "cap"
     run_cli("import", f, "-o", cap, "-q", check=True)
     return f, cap
@@ -76,8 +76,7 @@ def test_perf_and_trace_cmd_tables_share_a_schema(recorded, tracing_lock, tmp_pa
     _, cap = recorded
     dat = tmp_path / "t.dat"
     r = subprocess.run(["trace-cmd", "record", "-q", "-b", RECORD_BUFFER_KB, "-e", "sched:sched_switch", "-o", str(dat), "--", "sleep", "0.1"], capture_output=True, text=True, cwd=tmp_path)
-    if r.returncode != 0:
-        pytest.skip("trace-cmd record failed here")
+    assert r.returncode == 0, f"trace-cmd record failed: {r.stderr.strip()[-200:]}"
     run_cli("import", dat, "-o", tmp_path / "tc", "-q", check=True)
     a = pl.read_parquet(cap / "events" / "sched_switch.parquet").schema
     b = pl.read_parquet(tmp_path / "tc" / "events" / "sched_switch.parquet").schema

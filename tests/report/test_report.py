@@ -174,6 +174,7 @@ def test_markdown_and_cli(lab_capture, tmp_path):  # noqa: F811
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium)")
+@pytest.mark.browser
 def test_report_renders_in_headless_chromium(report, tmp_path):
     d, _ = report
     page = (d / "report.html").as_uri()

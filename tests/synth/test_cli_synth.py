@@ -109,8 +109,6 @@ def test_raw_capture_imports_with_truth_vm_names(tmp_path):
     cap = tmp_path / "cap"
     for cmd in (["import", str(raw), "-o", str(cap), "-q"], ["model", str(cap)]):
         p = subprocess.run([sys.executable, "-m", "cratrace.cli.main", *cmd], capture_output=True, text=True, timeout=300)
-        if p.returncode and "has no attribute" in p.stderr:
-            pytest.skip(f"native module too old for `cratrace {cmd[0]}`: {p.stderr.strip()}")
         assert p.returncode == 0, p.stderr
     threads = pl.read_parquet(cap / "model" / "threads.parquet")
     vc = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu").sort("tid").rows()

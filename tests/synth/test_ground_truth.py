@@ -53,6 +53,9 @@ def _replay_own_policy(tmp: Path, scenario: str, sets: list[str]) -> tuple[dict,
 def test_scenario_replays_to_its_truth_under_its_own_policy(tmp_path, scenario, sets, per_vcpu, per_vm):
     truth, metrics, out = _replay_own_policy(tmp_path, scenario, sets)
     assert metrics["policy"].split("+")[0] == truth["host"]["scheduler"]["policy"]
+    # the replay's own fidelity gate applies to the capture's policy, and passes
+    assert metrics["fidelity"]["gate_applies"] is True
+    assert metrics["fidelity"]["passed"] is True, metrics["fidelity"]
     slices = pl.read_parquet(out / "model" / "cpu_slices.parquet")
     cpu = dict(slices.filter(pl.col("tid") != 0).group_by("tid").agg(pl.col("dur").sum()).iter_rows())
     vcpus = [t for t in truth["threads"] if t["role"] == "vcpu" and t["oncpu_ns"] > 0]
