@@ -382,12 +382,15 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         starts += _vcpu_phases(w, segs, ts, crit, switch_ns, migration_ns, first_thread=len(starts))
         del segs, ts
     w.pv_halts, w.pv_spin_ns = _pv_summary(halts, pl.concat(spins))
+    # each VM's window opens at its first vCPU's start (0, the capture's
+    # start, is a start like any other, not "unset")
+    opened: dict[str, int] = {}
     for (vm, vcpu, tid), first in zip(rows, starts):
         start = lo if first is None else first
         w.add_thread(int(tid), vm_index[vm], int(vcpu), int(start - lo), int(cpu_by_tid.get(tid, 0)), int(first_cpu.get(tid, -1)), tid in fine, group_by_tid.get(tid), allowed_by_tid.get(int(tid)), power_by_tid.get(int(tid)))
-        if vm in w.recorded_window:
-            first, last = w.recorded_window[vm]
-            w.recorded_window[vm] = (int(start - lo) if first == 0 else min(first, int(start - lo)), last)
+        opened[vm] = min(opened.get(vm, int(start - lo)), int(start - lo))
+    for vm, (_, last) in w.recorded_window.items():
+        w.recorded_window[vm] = (opened.get(vm, 0), last)
     # host threads that used a noticeable share of the CPU
     total = max(sum(cpu_by_tid.values()), 1)
     vcpu_tids = set(vcpus["tid"].to_list())
