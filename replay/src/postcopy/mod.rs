@@ -12,11 +12,12 @@
 //! the vCPU-on-pCPU scheduling is the main engine's business.
 //!
 //! Split along the model's seams: [`params`] (documented defaults),
-//! [`network`] (fetch timing and queueing), [`sim`] (the event loop).
+//! [`network`] (fetch timing: a shared link and a source serving a bounded
+//! number of pages at once), [`sim`] (the event loop).
 
 pub mod network;
 pub mod params;
 pub mod sim;
 
-pub use params::{PostcopyParams, ReadyDelay};
+pub use params::{PostcopyParams, ReadyDelay, PAPER_BASELINE_GUEST_SHARE};
 pub use sim::{simulate, PostcopyOutcome, TaskSpec, Touches};

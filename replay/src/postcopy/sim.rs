@@ -3,8 +3,18 @@
 //! Events are ordered by (time, seq) with a monotonic seq, so equal-time
 //! events run in the order they were scheduled and a run is a pure
 //! function of its inputs and seed.
+//!
+//! Each vCPU's time since the switch is in exactly one of three buckets
+//! (issue #41: the guest fraction read 105%, because a page-ready's wake
+//! was counted as guest time while another task computed at the same
+//! moment): guest (a task's compute, the guest's task switches and
+//! wake-ups), host (exits and entries, not-present injection, stalls on
+//! a page) and halted (no runnable task). A wake-up that happens while
+//! the vCPU is busy is paid on its timeline before its next step, so the
+//! buckets add up to the vCPU's elapsed time and the guest fraction is at
+//! most 1.
 
-use super::network::Link;
+use super::network::{Link, Stream};
 use super::params::PostcopyParams;
 use crate::rng::SplitMix64;
 use std::cmp::Reverse;
@@ -55,8 +65,19 @@ pub struct TaskSpec {
 pub struct PostcopyOutcome {
     /// Completion time of each task since the switch, ns.
     pub task_done_ns: Vec<i64>,
-    /// Fraction of each vCPU's elapsed time spent in guest mode.
+    /// Fraction of each vCPU's elapsed time spent in guest mode:
+    /// `vcpu_guest_ns / vcpu_elapsed_ns` (0 for a vCPU without tasks).
     pub vcpu_guest_fraction: Vec<f64>,
+    /// Each vCPU's time from the switch until its last task finished, ns.
+    pub vcpu_elapsed_ns: Vec<i64>,
+    /// Of that, in guest mode, ns.
+    pub vcpu_guest_ns: Vec<i64>,
+    /// Of that, in the host: exits, entries, not-present injection,
+    /// stalls on a page, ns.
+    pub vcpu_host_ns: Vec<i64>,
+    /// Of that, halted with every task waiting for a page, ns. Guest,
+    /// host and halted add up to the elapsed time.
+    pub vcpu_halted_ns: Vec<i64>,
     /// Touches of pages already present.
     pub present_touches: u64,
     /// Faults that stalled the vCPU (no async PF).
@@ -79,6 +100,20 @@ pub struct PostcopyOutcome {
     pub demand_bytes: u64,
     /// Bytes fetched in the background stream.
     pub background_bytes: u64,
+    /// Bytes on the link, both directions, requests and framing included.
+    pub wire_bytes: u64,
+    /// Time the source → destination direction spent sending, ns.
+    pub link_busy_ns: i64,
+    /// Time the source's workers spent serving pages, summed, ns.
+    pub source_busy_ns: i64,
+    /// Demand fetches completed.
+    pub demand_fetches: u64,
+    /// Their summed duration, fault to arrival, ns.
+    pub demand_fetch_ns: i64,
+    /// Of that, time spent queueing (destination limit, link, source), ns.
+    pub demand_wait_ns: i64,
+    /// One fetch on an idle link and source, ns.
+    pub idle_fetch_ns: i64,
     /// Events processed.
     pub events: u64,
 }
@@ -130,8 +165,13 @@ impl std::error::Error for PostcopyError {}
 enum Ev {
     /// The vCPU finished what it was doing; run/choose its next step.
     VcpuStep(usize),
-    /// A page arrived (bool: background stream).
-    Arrive(u64, bool),
+    /// A page request (or the background stream's next page) reaches the
+    /// source.
+    AtSource(u64, Stream),
+    /// A source worker finished serving its page.
+    Served(usize),
+    /// A page arrived.
+    Arrive(u64, Stream),
     /// A page-ready notification reached the task's vCPU.
     TaskReady(usize),
     /// The background stream starts.
@@ -169,6 +209,12 @@ struct World<'a> {
     outstanding_apf: Vec<usize>,
     parked: Vec<usize>,
     guest_ns: Vec<i64>,
+    host_ns: Vec<i64>,
+    halted_ns: Vec<i64>,
+    /// Guest time owed by a busy vCPU (wake-ups), paid before its next step.
+    debt: Vec<i64>,
+    /// When the vCPU stalled on a page, or halted.
+    since: Vec<i64>,
     picked_at: Vec<i64>,
     end_ns: Vec<i64>,
     heap: BinaryHeap<Reverse<(i64, u64, Ev)>>,
@@ -194,9 +240,23 @@ impl World<'_> {
     fn request(&mut self, now: i64, page: u64) {
         if self.pages[page as usize] == PageState::Absent {
             self.pages[page as usize] = PageState::Inflight;
-            if let Some(arrival) = self.link.demand(now, page) {
-                self.at(arrival, Ev::Arrive(page, false));
+            if let Some(at_source) = self.link.demand(now, page) {
+                self.at(at_source, Ev::AtSource(page, Stream::Demand));
             }
+        }
+    }
+
+    fn at_source(&mut self, now: i64, page: u64, stream: Stream) {
+        if let Some((w, end)) = self.link.at_source(now, page, stream) {
+            self.at(end, Ev::Served(w));
+        }
+    }
+
+    fn served(&mut self, now: i64, w: usize) {
+        let s = self.link.served(now, w);
+        self.at(s.arrival, Ev::Arrive(s.page, s.stream));
+        if let Some((_, _, end)) = s.next {
+            self.at(end, Ev::Served(w));
         }
     }
 
@@ -207,6 +267,7 @@ impl World<'_> {
             self.at(now, Ev::VcpuStep(v));
         } else if self.parked[v] > 0 {
             self.vcpus[v] = VcpuState::Halted;
+            self.since[v] = now;
             self.out.halts += 1;
         } else {
             self.vcpus[v] = VcpuState::Finished;
@@ -263,6 +324,7 @@ impl World<'_> {
                 self.out.sync_faults += 1;
             }
             self.vcpus[v] = VcpuState::Stalled(t);
+            self.since[v] = now;
             self.stalled_on.entry(page).or_default().push(v);
             return;
         }
@@ -272,6 +334,7 @@ impl World<'_> {
         self.parked[v] += 1;
         self.apf_waiters.entry(page).or_default().push(t);
         self.guest_ns[v] += self.p.guest_switch_ns;
+        self.host_ns[v] += self.p.exit_entry_ns + self.p.not_present_ns;
         let resume = now + self.p.exit_entry_ns + self.p.not_present_ns + self.p.guest_switch_ns;
         // The choice happens when the switch completes, so a task made
         // ready meanwhile can be picked.
@@ -279,11 +342,9 @@ impl World<'_> {
         self.at(resume, Ev::VcpuStep(v));
     }
 
-    fn arrive(&mut self, page: u64, background: bool, now: i64) {
-        if !background {
-            if let Some((next, arrival)) = self.link.demand_done(now) {
-                self.at(arrival, Ev::Arrive(next, false));
-            }
+    fn arrive(&mut self, page: u64, stream: Stream, now: i64) {
+        if let Some((next, at_source)) = self.link.arrived(now, page, stream) {
+            self.at(at_source, Ev::AtSource(next, Stream::Demand));
         }
         if self.pages[page as usize] != PageState::Present {
             self.pages[page as usize] = PageState::Present;
@@ -292,12 +353,13 @@ impl World<'_> {
                 self.out.migration_done_ns = Some(now);
             }
         }
-        if background {
+        if stream == Stream::Background {
             self.background_next(now);
         }
         for v in self.stalled_on.remove(&page).unwrap_or_default() {
             if let VcpuState::Stalled(t) = self.vcpus[v] {
                 self.vcpus[v] = VcpuState::Running(t);
+                self.host_ns[v] += now + self.p.exit_entry_ns - self.since[v];
                 self.at(now + self.p.exit_entry_ns, Ev::VcpuStep(v));
             }
         }
@@ -319,11 +381,16 @@ impl World<'_> {
         self.out.apf_ready += 1;
         self.outstanding_apf[v] -= 1;
         self.parked[v] -= 1;
-        self.guest_ns[v] += self.p.guest_wake_ns;
         self.runq[v].push_back(t);
         if self.vcpus[v] == VcpuState::Halted {
+            self.halted_ns[v] += now - self.since[v];
+            self.guest_ns[v] += self.p.guest_wake_ns;
             self.vcpus[v] = VcpuState::Switching;
             self.at(now + self.p.guest_wake_ns, Ev::VcpuStep(v));
+        } else {
+            // the vCPU is busy (running, switching or stalled): the wake
+            // runs on it before whatever it does next
+            self.debt[v] += self.p.guest_wake_ns;
         }
     }
 
@@ -333,8 +400,7 @@ impl World<'_> {
             self.bg_cursor += 1;
             if self.pages[page as usize] == PageState::Absent {
                 self.pages[page as usize] = PageState::Inflight;
-                let arrival = self.link.background(now);
-                self.at(arrival, Ev::Arrive(page, true));
+                self.at_source(now, page, Stream::Background);
                 return;
             }
         }
@@ -391,6 +457,10 @@ pub fn simulate(
         outstanding_apf: vec![0; vcpus],
         parked: vec![0; vcpus],
         guest_ns: vec![0; vcpus],
+        host_ns: vec![0; vcpus],
+        halted_ns: vec![0; vcpus],
+        debt: vec![0; vcpus],
+        since: vec![0; vcpus],
         picked_at: vec![0; vcpus],
         end_ns: vec![0; vcpus],
         heap: BinaryHeap::new(),
@@ -420,13 +490,20 @@ pub fn simulate(
         w.out.events += 1;
         match ev {
             Ev::VcpuStep(v) => {
-                if w.vcpus[v] == VcpuState::Switching {
+                let busy = matches!(w.vcpus[v], VcpuState::Running(_) | VcpuState::Switching);
+                if busy && w.debt[v] > 0 {
+                    let owed = std::mem::take(&mut w.debt[v]);
+                    w.guest_ns[v] += owed;
+                    w.at(now + owed, Ev::VcpuStep(v));
+                } else if w.vcpus[v] == VcpuState::Switching {
                     w.pick_next(v, now);
                 } else {
                     w.step(v, now);
                 }
             }
-            Ev::Arrive(page, bg) => w.arrive(page, bg, now),
+            Ev::AtSource(page, stream) => w.at_source(now, page, stream),
+            Ev::Served(worker) => w.served(now, worker),
+            Ev::Arrive(page, stream) => w.arrive(page, stream, now),
             Ev::TaskReady(t) => w.task_ready(t, now),
             Ev::BackgroundStart => {
                 for _ in 0..p.background_depth.max(1) {
@@ -437,6 +514,20 @@ pub fn simulate(
     }
     w.out.demand_bytes = w.link.demand_bytes;
     w.out.background_bytes = w.link.background_bytes;
+    w.out.wire_bytes = w.link.wire_bytes;
+    w.out.link_busy_ns = w.link.down_busy_ns;
+    w.out.source_busy_ns = w.link.source_busy_ns;
+    w.out.demand_fetches = w.link.demand_fetches;
+    w.out.demand_fetch_ns = w.link.demand_fetch_ns;
+    w.out.demand_wait_ns = w.link.demand_wait_ns;
+    w.out.idle_fetch_ns = w.link.idle_fetch_ns();
+    for v in 0..vcpus {
+        debug_assert_eq!(
+            w.guest_ns[v] + w.host_ns[v] + w.halted_ns[v],
+            w.end_ns[v],
+            "vcpu {v}: guest, host and halted time cover its elapsed time"
+        );
+    }
     w.out.vcpu_guest_fraction = (0..vcpus)
         .map(|v| {
             if w.end_ns[v] > 0 {
@@ -446,12 +537,17 @@ pub fn simulate(
             }
         })
         .collect();
+    w.out.vcpu_elapsed_ns = w.end_ns;
+    w.out.vcpu_guest_ns = w.guest_ns;
+    w.out.vcpu_host_ns = w.host_ns;
+    w.out.vcpu_halted_ns = w.halted_ns;
     Ok(w.out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::postcopy::ReadyDelay;
 
     fn reader(vcpu: usize, first: u64, count: u64, compute_ns: i64) -> TaskSpec {
         TaskSpec {
@@ -577,6 +673,142 @@ mod tests {
             ),
             Err(PostcopyError::NoSuchVcpu { .. })
         ));
+    }
+
+    fn spread(vcpu: usize, i: u64, count: u64, vm_pages: u64, compute_ns: i64) -> TaskSpec {
+        // pages shared between tasks, so some faults join a fetch in
+        // flight and some are double faults
+        TaskSpec {
+            vcpu,
+            touches: Touches::List((0..count).map(|k| (i * 37 + k * 13) % vm_pages).collect()),
+            compute_ns,
+        }
+    }
+
+    fn paper_compute() -> i64 {
+        PostcopyParams::default()
+            .compute_for_guest_share(crate::postcopy::PAPER_BASELINE_GUEST_SHARE)
+    }
+
+    #[test]
+    fn r41_guest_host_and_halted_time_add_up_and_the_guest_fraction_never_exceeds_one() {
+        // issue #41: the guest fraction read 105% at 8 and 16 tasks: a
+        // page-ready's wake-up was counted as guest time while another
+        // task computed on the same vCPU
+        let variants = [
+            // the old default compute (2 µs), the paper's link
+            PostcopyParams::default(),
+            PostcopyParams {
+                kernel_fault_fraction: 0.3,
+                ready_delay: ReadyDelay::Paper,
+                background_start_ns: Some(0),
+                seed: 7,
+                ..Default::default()
+            },
+            PostcopyParams {
+                link_bytes_per_s: 1e9 / 8.0,
+                source_workers: 2,
+                ready_delay: ReadyDelay::Fixed(20_000),
+                apf_per_vcpu: 2,
+                max_inflight: 3,
+                guest_slice_ns: 50_000,
+                seed: 3,
+                ..Default::default()
+            },
+        ];
+        for tasks in 1..=16u64 {
+            for vcpus in [1usize, 2, 3] {
+                for (k, base) in variants.iter().enumerate() {
+                    for compute in [2_000, 500, paper_compute()] {
+                        for async_pf in [true, false] {
+                            let p = PostcopyParams {
+                                async_pf,
+                                ..base.clone()
+                            };
+                            let vm_pages = 400;
+                            let ts: Vec<_> = (0..tasks)
+                                .map(|i| spread(i as usize % vcpus, i, 30, vm_pages, compute))
+                                .collect();
+                            let out = simulate(&p, vm_pages, vcpus, &ts, &[]).unwrap();
+                            for v in 0..vcpus {
+                                let (g, h, hl, e) = (
+                                    out.vcpu_guest_ns[v],
+                                    out.vcpu_host_ns[v],
+                                    out.vcpu_halted_ns[v],
+                                    out.vcpu_elapsed_ns[v],
+                                );
+                                let at = format!("tasks {tasks} vcpus {vcpus} variant {k} compute {compute} apf {async_pf} vcpu {v}");
+                                assert_eq!(g + h + hl, e, "{at}");
+                                assert!(g >= 0 && h >= 0 && hl >= 0, "{at}");
+                                let f = out.vcpu_guest_fraction[v];
+                                assert!((0.0..=1.0).contains(&f), "{at}: {f}");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_default_compute_gives_the_papers_baseline_guest_share() {
+        let p = PostcopyParams {
+            async_pf: false,
+            ..Default::default()
+        };
+        let c = paper_compute();
+        assert!((63_000..=64_500).contains(&c), "{c}");
+        for tasks in [1, 4, 16] {
+            let ts: Vec<_> = (0..tasks).map(|i| reader(0, i * 300, 300, c)).collect();
+            let out = simulate(&p, 300 * tasks, 1, &ts, &[]).unwrap();
+            let f = out.vcpu_guest_fraction[0];
+            assert!((f - 0.38).abs() < 0.005, "{tasks} tasks: {f}");
+        }
+    }
+
+    #[test]
+    fn concurrent_fetches_queue_on_the_link_and_at_the_source() {
+        // 16 vCPUs fault at once, nothing to compute: on 1 GbE the replies
+        // queue on the link (one 4,338-byte reply every 34.7 µs) instead of
+        // overlapping, and each vCPU waits far longer than an idle fetch
+        let pages = 100;
+        let ts: Vec<_> = (0..16)
+            .map(|v| reader(v, v as u64 * pages, pages, 0))
+            .collect();
+        let gbe = PostcopyParams {
+            async_pf: false,
+            link_bytes_per_s: 1e9 / 8.0,
+            source_workers: 16,
+            ..Default::default()
+        };
+        let out = simulate(&gbe, 16 * pages, 16, &ts, &[]).unwrap();
+        let wire = Link::new(&gbe).reply_wire_ns();
+        assert!((34_000..35_500).contains(&wire), "{wire}");
+        let last = *out.task_done_ns.iter().max().unwrap();
+        assert!(last >= 16 * pages as i64 * wire, "{last}");
+        assert_eq!(out.link_busy_ns, 16 * pages as i64 * wire);
+        assert!(out.demand_wait_ns > 0);
+        assert_eq!(out.demand_fetches, 16 * pages);
+        // the same on 10 GbE: the link keeps up, so it ends much sooner
+        let ten = PostcopyParams {
+            link_bytes_per_s: 10e9 / 8.0,
+            ..gbe.clone()
+        };
+        let fast = simulate(&ten, 16 * pages, 16, &ts, &[]).unwrap();
+        assert!(*fast.task_done_ns.iter().max().unwrap() * 2 < last);
+        // one source worker at 100 µs a page serialises all 1,600 pages;
+        // eight serve them eight at a time
+        let slow_source = |workers| PostcopyParams {
+            source_service_ns: 100_000,
+            source_workers: workers,
+            ..ten.clone()
+        };
+        let one = simulate(&slow_source(1), 16 * pages, 16, &ts, &[]).unwrap();
+        let eight = simulate(&slow_source(8), 16 * pages, 16, &ts, &[]).unwrap();
+        let end = |o: &PostcopyOutcome| *o.task_done_ns.iter().max().unwrap();
+        assert!(end(&one) >= 16 * pages as i64 * 100_000);
+        assert!(end(&eight) * 4 < end(&one));
+        assert_eq!(one.source_busy_ns, 16 * pages as i64 * 100_000);
     }
 
     #[test]
