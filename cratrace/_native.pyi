@@ -91,3 +91,7 @@ def postcopy(
     touch_lists: Sequence[tuple[int, int, Sequence[int]]] = ...,
     present: Sequence[int] = ...,
 ) -> dict[str, Any]: ...
+def postcopy_defaults() -> dict[str, float]:
+    """The postcopy engine's defaults by `--set` name, with `compute_ns`,
+    `baseline_guest_share`, `idle_fetch_ns` and `idle_stall_ns`; see
+    `replay/src/postcopy/params.rs`."""

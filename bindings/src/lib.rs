@@ -80,6 +80,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;
     m.add_function(wrap_pyfunction!(perfstat::read_perfstat, m)?)?;
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
+    m.add_function(wrap_pyfunction!(postcopy::postcopy_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
     m.add_function(wrap_pyfunction!(file_blake3, m)?)?;

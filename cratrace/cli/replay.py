@@ -19,7 +19,7 @@ def replay_cmd(
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value: engine parameters (ple_window_ns, respin_ns, balance_k, fast_cores, ...), costs (context_switch_ns, ...), host (pcpus, freq_khz, elasticity), per VM class.VM=cpu|io and elasticity.VM=E, throughput_marker=NAME (a marker the guests write; default txn_end), fidelity_tolerance_pct, sched_groups=auto|recorded|off|per-vm (replay the host's autogroups and CPU cgroups; auto: when the VMs were in different ones; per-vm, a what-if: each VM a group of its own), affinity=recorded|off and affinity.VM=CPUS, cap.VM=PCT, weight.VM=W, cpu_speed=markers|off (markers: read each CPU's speed over time from the vCPUs' transactions and run each CPU at it; off, the default: work takes as long as it did). Unknown keys list the allowed ones.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Where the policies' random draws start: eevdf's newidle balancing odds (newidle_odds, as Linux 6.18.5+ throws a die), postcopy's guest-kernel faults (kernel_fault_fraction), --add-vm's start offsets; everything else is deterministic. Same inputs and seed, byte-identical outputs. Default 0 (postcopy: 1).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace existing policy outputs.")] = False,
-    scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, rtt_ns, fetch_overhead_ns, ready_delay_ns, ...).")] = None,
+    scenario: Annotated[Optional[str], typer.Option("--scenario", help="`postcopy`: postcopy migration with and without async page faults; fetches share the link and the source (settings via --set: tasks, task_mb, vm_mb, vcpus, compute_ns, link_bytes_per_s, rtt_ns, source_workers, source_service_ns, fetch_overhead_ns, ready_delay_ns, ...; defaults: the paper's setup, docs/replay-policies.md).")] = None,
     drop_vm: Annotated[Optional[list[str]], typer.Option("--drop-vm", help="What-if: replay without this VM's demand (repeatable).")] = None,
     add_vm: Annotated[Optional[list[str]], typer.Option("--add-vm", help="What-if: NAME[:COUNT] more copies of a recorded VM's demand, as VMs NAME+1, NAME+2, ..., each started later by an offset drawn from --seed (repeatable). With --set pcpus=N, cap.VM=PCT (a VM's CPU capped at PCT% of one CPU: cgroup cpu.max, Xen's credit cap) and weight.VM=W (its share, cgroup cpu.weight, default 100; Xen's credit weight 256 is 100), the capacity planner's questions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
@@ -52,7 +52,9 @@ def replay_cmd(
             print(json.dumps(res, indent=2, sort_keys=True))
         elif not quiet:
             for name, r in res["runs"].items():
-                console.print(f"{esc(name):12} mean task {r['mean_task_s']:.3f} s, vCPU in guest {', '.join(f'{x:.0%}' for x in r['vcpu_guest_fraction'])}, faults {r['faults']}")
+                f = r["fetch"]
+                fetch = f"fetch {f['mean_us']:.0f} µs (idle {f['idle_us']:.0f}), link busy {f['link_utilisation']:.0%}, " if f["mean_us"] is not None else ""
+                console.print(f"{esc(name):12} mean task {r['mean_task_s']:.3f} s, vCPU in guest {', '.join(f'{x:.0%}' for x in r['vcpu_guest_fraction'])}, {fetch}faults {r['faults']}")
             console.print(f"async page faults: {res['async_pf_speedup_pct']}% faster ({res['touches_from']}); outputs in [bold]{esc(out)}/postcopy[/]")
         return
     if capture is None:
