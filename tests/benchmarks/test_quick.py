@@ -93,6 +93,17 @@ def check_model_scaling(out: str) -> None:
     assert events_x > 1.5 and time_x > 0 and rss_x > 0
 
 
+def check_postcopy_tasks(out: str) -> None:
+    assert "9.8 s, without 17.6 s: 44% faster" in out  # the paper's figure, printed above ours
+    rows = _floats(r"(?m)^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(-?[\d.]+)%\s+([\d.]+)% /\s+([\d.]+)%", out)
+    # four sweeps: 1 vCPU on 10 and 1 GbE over 1-16 tasks, 4 vCPUs on both over 4-16
+    assert [r[0] for r in rows] == [1, 2, 4, 8, 16] * 2 + [4, 8, 16] * 2
+    assert all(apf > 0 and base > 0 and 0 < g_apf <= 100 and 0 < g_base <= 100 for _, apf, base, _, g_apf, g_base in rows)
+    one_vcpu = rows[:5]
+    assert one_vcpu[0][3] < 0 < one_vcpu[1][3] <= one_vcpu[4][3] + 0.5  # one task gains nothing; more do
+    assert one_vcpu[2][5] == pytest.approx(38, abs=0.5)  # the baseline's guest share: the paper's, an input
+
+
 def check_replay_engine(out: str) -> None:
     [(events, rate)] = _floats(r"engine \(wapd\): ([\d,]+) events at ([\d.]+) M events/s", out)
     assert events > 10_000 and rate > 0
@@ -142,6 +153,7 @@ SCRIPTS = [
     pytest.param("lock_holder_preemption.py", check_lock_holder_preemption, id="lock_holder_preemption"),
     pytest.param("model_build.py", check_model_build, id="model_build"),
     pytest.param("model_scaling.py", check_model_scaling, id="model_scaling"),
+    pytest.param("postcopy_tasks.py", check_postcopy_tasks, id="postcopy_tasks"),
     pytest.param("replay_engine.py", check_replay_engine, id="replay_engine"),
     pytest.param("spin_behaviour.py", check_spin_behaviour, id="spin_behaviour"),
     pytest.param("seed_effects.py", check_seed_effects, id="seed_effects"),
