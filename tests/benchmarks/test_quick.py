@@ -132,6 +132,9 @@ def check_seed_effects(out: str) -> None:
     assert all(len(r) == 7 and r[3] and r[4] and r[6] in ("yes", "no", "-") for r in rows)
     # the billing pipeline reproduces Woo's 110.2 ms/s on both backends
     assert [r[6] for r in rows if r[0] == "billing"] == ["yes", "yes"]
+    # postcopy's rows from benchmarks/postcopy_tasks.py: async PF helps 4
+    # readers and more tasks do not help less
+    assert [r[5] for r in rows if r[0] == "postcopy"] == ["yes", "yes", "yes", "-"]
 
 
 def check_xentrace_tile(out: str) -> None:
