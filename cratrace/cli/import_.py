@@ -19,6 +19,9 @@ def import_cmd(
     cpu_hz: Annotated[Optional[float], typer.Option("--cpu-hz", help="CPU frequency for xentrace TSC → ns, if host.json lacks it.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the import summary as JSON.")] = False,
     compression: Annotated[str, typer.Option("--compression", help="Parquet codec of the event tables: lz4 (fastest), zstd (about half the size, for archives) or none.")] = "lz4",
+    fleet: Annotated[bool, typer.Option("--fleet", help="Each SOURCE is one host's raw capture directory (e.g. raw/*/): one capture per host, OUT/<host>/, imported in parallel on Dask; captures already in OUT are kept (--force replaces them).")] = False,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="With --fleet: an existing Dask scheduler (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="With --fleet: worker processes of the local cluster (default: one per core).")] = None,
 ) -> None:
     """Import traces into a capture: one typed Parquet table per event.
 
@@ -30,6 +33,14 @@ def import_cmd(
     """
     from cratrace.cli.console import err_console
     from cratrace.importer import data_problems, write_capture
+
+    if fleet:
+        _import_fleet(sources, out, force=force, compression=compression, scheduler=scheduler, workers=workers, quiet=quiet, as_json=as_json)
+        return
+    if scheduler or workers:
+        from cratrace.errors import UsageError
+
+        raise UsageError("--scheduler and --workers go with --fleet (one capture per host); without it the sources are merged into one capture here")
 
     def bar(name: str, total: int):
         return progress_bar(f"importing {name}", total, quiet=quiet or as_json)
@@ -48,6 +59,36 @@ def import_cmd(
         err_console.print(f"[yellow]warning:[/] {esc(p)}", highlight=False, soft_wrap=True)
     if problems:
         # The capture holds everything that could be read; exit 1 says it is incomplete.
+        raise typer.Exit(1)
+
+
+def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: str, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
+    """One capture per raw capture directory, on Dask. Exit 1 when any
+    failed or was damaged (each named in one line)."""
+    from cratrace.cli.console import err_console
+    from cratrace.fleet.cluster import dask_client
+    from cratrace.fleet.many import import_jobs, run_each
+    from cratrace.fleet.tasks import import_one
+
+    jobs, skipped = import_jobs(sources, out, force, compression)
+    out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, dict] = {}
+    if jobs:
+        with dask_client(scheduler, workers) as client, progress_bar("importing hosts", len(jobs), quiet=quiet or as_json) as cb:
+            results = run_each(client, import_one, jobs, lambda done, total: cb(done))
+    failed = {n: r["error"] for n, r in results.items() if "error" in r}
+    damaged = {n: r["ok"]["problems"] for n, r in results.items() if "ok" in r and r["ok"]["problems"]}
+    if as_json:
+        print(json.dumps({"captures": {n: ({"capture": str(out / n), "events": r["ok"]["events"], "problems": r["ok"]["problems"]} if "ok" in r else {"error": r["error"]}) for n, r in results.items()}, "skipped": skipped}, indent=2))
+    elif not quiet:
+        ok = len(results) - len(failed)
+        console.print(f"[green]imported[/] {ok} of {len(results)} hosts into [bold]{esc(out)}[/]" + (f"; {len(skipped)} already there (kept; --force replaces them)" if skipped else ""), highlight=False, soft_wrap=True)
+    for name, err in failed.items():
+        err_console.print(f"[bold red]error:[/] {esc(name)}: {esc(err)}", highlight=False, soft_wrap=True)
+    for name, problems in damaged.items():
+        for p in problems:
+            err_console.print(f"[yellow]warning:[/] {esc(name)}: {esc(p)}", highlight=False, soft_wrap=True)
+    if failed or damaged:
         raise typer.Exit(1)
 
 

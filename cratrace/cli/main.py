@@ -29,7 +29,8 @@ app = typer.Typer(
     help="Capture, import, model, replay and report on KVM/Xen host traces.\n\n"
     "Typical flow: `cratrace record` on the host, `cratrace import RAW -o CAP`, "
     "`cratrace model CAP`, `cratrace replay CAP --policy wapd -o OUT`, "
-    "`cratrace report CAP --replays OUT -o report.html`.",
+    "`cratrace report CAP --replays OUT -o report.html`. Many hosts: "
+    "`cratrace sweep CAPS... -p POLICY -o SWEEP`, `cratrace fleet-report SWEEP`.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -48,6 +49,8 @@ COMMAND_MODULES = {
     "replay": "replay",
     "report": "report",
     "synth": "synth",
+    "sweep": "sweep",
+    "fleet-report": "fleet_report",
 }
 
 

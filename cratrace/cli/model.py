@@ -13,12 +13,14 @@ from cratrace.cli.console import console, err_console, esc
 
 
 def model_cmd(
-    capture: Annotated[Path, typer.Argument(help="Capture directory (from `cratrace import`).")],
+    captures: Annotated[list[Path], typer.Argument(help="Capture directory (from `cratrace import`); several (e.g. caps/*/) are modelled in parallel on Dask.")],
     spin_gap_us: Annotated[float, typer.Option(help="PAUSE exits closer than this belong to one spin episode.")] = 50.0,
     window_ms: Annotated[float, typer.Option(help="Window of the io_work table.")] = 100.0,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Rows per table, the VMs found and the notes, as JSON.")] = False,
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value. vm_pattern=REGEX: vCPU threads named otherwise than the recognised VMMs' (a regular expression over the whole thread name; group `vcpu`, or else the first group, is the vCPU index; an optional group `vm` names the VM), e.g. '^worker-(\\d+)$'.")] = None,
+    scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="With several captures: an existing Dask scheduler (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")] = None,
+    workers: Annotated[Optional[int], typer.Option("--workers", help="With several captures: worker processes of the local cluster (default: one per core).")] = None,
 ) -> None:
     """Build (or rebuild) threads, cpu_slices, vcpu_states, spin_episodes,
     io_work, power, faults and markers into CAPTURE/model/.
@@ -53,6 +55,12 @@ def model_cmd(
         from cratrace.model.vms import vcpu_names
 
         vcpu_names(settings["vm_pattern"])  # a bad pattern is refused before any work
+    if len(captures) > 1:
+        _model_many(captures, int(spin_gap_us * 1000), int(window_ms * 1e6), settings.get("vm_pattern"), scheduler, workers, quiet, as_json)
+        return
+    if scheduler or workers:
+        raise UsageError("--scheduler and --workers go with several captures; one is modelled here")
+    capture = captures[0]
     # Marker lines are parsed (in Rust, without the GIL) while polars is
     # imported: on marker-heavy captures each takes about a third of a second.
     from cratrace.model.marker_parse import MarkerParse
@@ -84,6 +92,40 @@ def model_cmd(
     for line in guessed:
         err_console.print(f"[yellow]warning:[/] {esc(line)}", highlight=False, soft_wrap=True)
     if guessed:
+        raise typer.Exit(1)
+
+
+def _model_many(captures: list[Path], spin_gap_ns: int, window_ns: int, vm_pattern: str | None, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
+    """Each capture's model as a task on Dask; exit 1 when any failed or
+    had its VMs guessed (each said in one line)."""
+    from cratrace.cli.console import progress_bar
+    from cratrace.errors import UsageError
+    from cratrace.fleet.cluster import dask_client
+    from cratrace.fleet.many import run_each
+    from cratrace.fleet.tasks import model_one
+
+    jobs: dict[str, tuple] = {}
+    for c in captures:
+        if not (c / "capture.json").is_file():
+            raise UsageError(f"{c}: not a capture (no capture.json); create one with `cratrace import`")
+        jobs.setdefault(str(c), (str(c.resolve()), spin_gap_ns, window_ns, vm_pattern))
+    with dask_client(scheduler, workers) as client, progress_bar("modelling captures", len(jobs), quiet=quiet or as_json) as cb:
+        results = run_each(client, model_one, jobs, lambda done, total: cb(done))
+    failed = {n: r["error"] for n, r in results.items() if "error" in r}
+    guessed = {n: r["ok"]["guessed"] for n, r in results.items() if "ok" in r and r["ok"]["guessed"]}
+    if as_json:
+        print(json.dumps({n: ({k: r["ok"][k] for k in ("tables", "vms", "guessed", "remarks")} if "ok" in r else {"error": r["error"]}) for n, r in results.items()}, indent=2))
+    elif not quiet:
+        for n, r in results.items():
+            if "ok" in r:
+                console.print(f"{esc(n)}: {sum(r['ok']['tables'].values()):,} rows in {len(r['ok']['tables'])} tables; VMs: {esc(', '.join(r['ok']['vms']) or 'none')}", highlight=False, soft_wrap=True)
+        console.print(f"[green]modelled[/] {len(results) - len(failed)} of {len(results)} captures", highlight=False)
+    for n, err in failed.items():
+        err_console.print(f"[bold red]error:[/] {esc(n)}: {esc(err)}", highlight=False, soft_wrap=True)
+    for n, lines in guessed.items():
+        for line in lines:
+            err_console.print(f"[yellow]warning:[/] {esc(n)}: {esc(line)}", highlight=False, soft_wrap=True)
+    if failed or guessed:
         raise typer.Exit(1)
 
 

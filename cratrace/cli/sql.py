@@ -1,4 +1,4 @@
-"""`cratrace sql`: DuckDB over a capture's tables."""
+"""`cratrace sql`: DuckDB over a capture's tables, or a sweep's dataset."""
 
 from __future__ import annotations
 
@@ -18,20 +18,24 @@ class OutputFormat(str, enum.Enum):
 
 
 def sql_cmd(
-    capture: Annotated[Path, typer.Argument(help="Capture directory.")],
-    query: Annotated[str, typer.Argument(help="SQL; every event and model table is a view, e.g. `SELECT count(*) FROM sched_switch`.")],
+    capture: Annotated[Path, typer.Argument(help="Capture directory, or a sweep directory (`cratrace sweep -o SWEEP`).")],
+    query: Annotated[str, typer.Argument(help="SQL; every event and model table is a view, e.g. `SELECT count(*) FROM sched_switch`; a sweep's views are metrics, hosts, vms, failures and timings.")],
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
 ) -> None:
-    """Run SQL (DuckDB) over the capture: one view per event and model table."""
+    """Run SQL (DuckDB) over the capture: one view per event and model
+    table. Over a sweep: `metrics` (the hive-partitioned dataset, capture
+    and policy as columns), `hosts` and `vms` (its host and VM rows),
+    `failures` and `timings`."""
     import duckdb
 
     import cratrace
+    from cratrace.fleet.dataset import is_sweep, sweep_duckdb
 
     if not query.strip():
         raise UsageError("empty query: give SQL, e.g. \"SELECT count(*) FROM sched_switch\"")
-    cap = cratrace.open(capture)
+    con = sweep_duckdb(capture) if is_sweep(capture) else cratrace.open(capture).duckdb
     try:
-        rel = cap.duckdb.sql(query)
+        rel = con.sql(query)
         if rel is None:
             return  # a statement without rows (CREATE VIEW, COPY ... TO ...)
         df = rel.pl()
