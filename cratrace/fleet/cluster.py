@@ -54,9 +54,10 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
     if workers is not None and workers < 1:
         raise UsageError(f"--workers {workers}: expected 1 or more")
     # the cluster's own chatter (ports, dashboards, workers coming and
-    # going) is not the user's business; errors still show
+    # going, and each failed task's traceback) is not the user's business:
+    # a failed task is recorded in one line by whoever submitted it
     for name in ("distributed", "bokeh", "tornado"):
-        logging.getLogger(name).setLevel(logging.ERROR)
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     cluster = None
     if address:
         try:
@@ -68,14 +69,14 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
         n = workers or machine_cores()
         import dask
 
-        with dask.config.set({"distributed.worker.multiprocessing-method": "spawn", "distributed.nanny.pre-spawn-environ": {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV}}):
+        with dask.config.set({"distributed.worker.multiprocessing-method": "spawn", "distributed.nanny.pre-spawn-environ": {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_ENV}}), _workers_ignore_ctrl_c():
             cluster = distributed.LocalCluster(
                 n_workers=n,
                 threads_per_worker=1,
                 processes=True,
                 dashboard_address=":0",
                 memory_limit=memory_per_worker or "auto",
-                silence_logs=logging.ERROR,
+                silence_logs=logging.CRITICAL,
             )
             client = distributed.Client(cluster)
     try:
@@ -86,6 +87,26 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
         finally:
             if cluster is not None:
                 cluster.close()
+
+
+@contextmanager
+def _workers_ignore_ctrl_c() -> Iterator[None]:
+    """Worker processes started in here ignore SIGINT (an ignored signal
+    stays ignored across exec, and Python then installs no handler): a
+    terminal's Ctrl-C reaches the whole process group, and workers that
+    took it died printing a traceback each while the driver was already
+    stopping them."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def dashboard_link(client: Any) -> str | None:
