@@ -28,6 +28,7 @@ from pathlib import Path
 import polars as pl
 
 from cratrace.fleet.dataset import RECORDING, read_sweep_json, scan_metrics
+from cratrace.fleet.plan import OWN_POLICY
 
 TYPICAL_ADD = re.compile(r"^add-vm=@typical:(\d+)$")
 
@@ -36,11 +37,13 @@ def _pct(a: pl.Expr, b: pl.Expr) -> pl.Expr:
     return pl.when(b > 0).then(100 * (a / b - 1))
 
 
-def scenario_labels(m: pl.DataFrame, param_cols: list[str]) -> pl.DataFrame:
-    """`m` with a `scenario` column: the policy, the settings that vary
-    across the sweep, the what-if."""
+def scenario_labels(m: pl.DataFrame, param_cols: list[str], own: bool = False) -> pl.DataFrame:
+    """`m` with a `scenario` column: the policy (`own` for each host's
+    own when the sweep asked for that: a fleet's KVM and Xen hosts have
+    different ones), the settings that vary across the sweep, the
+    what-if."""
     varying = [c for c in param_cols if m.filter(pl.col("policy") != RECORDING)[c].n_unique() > 1]
-    parts = [pl.col("policy")]
+    parts = [pl.when(pl.col("own_policy") & pl.lit(own)).then(pl.lit(OWN_POLICY)).otherwise(pl.col("policy"))]
     for c in varying:
         value = pl.col(c).cast(pl.String).str.replace(r"\.0$", "")
         parts.append(pl.when(pl.col(c).is_not_null()).then(pl.lit(f" {c.removeprefix('param_')}=") + value).otherwise(pl.lit("")))
@@ -54,7 +57,7 @@ def load(sweep: Path) -> tuple[pl.DataFrame, list[str], dict]:
     doc = read_sweep_json(sweep)
     m = scan_metrics(sweep).collect()
     params = [c for c in m.columns if c.startswith("param_")]
-    return scenario_labels(m, params), params, doc
+    return scenario_labels(m, params, OWN_POLICY in doc.get("policies", [])), params, doc
 
 
 def host_changes(m: pl.DataFrame, slo_drop_pct: float) -> pl.DataFrame:

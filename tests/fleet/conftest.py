@@ -17,8 +17,9 @@ import pytest
 from tests.helpers import cratrace
 
 #: host name → (scenario, seed, settings): ~100-150 ms each. h1 is
-#: saturated (4 vCPUs on 2 CPUs: no room for another VM), h2 has room
-#: (2 vCPUs on 4 CPUs), h3 does network I/O (bills with host work).
+#: saturated (4 vCPUs on 2 CPUs: no room for another VM), h2 runs a
+#: vCPU per busy CPU, h3 does network I/O (bills with host work) and
+#: leaves its CPUs idle most of the time (room for more VMs).
 HOSTS = {
     "h1": ("kvm-heavy-spin", 1, {"vms": 2, "vcpus": 2, "pcpus": 2, "duration_ms": 120}),
     "h2": ("kvm-heavy-spin", 2, {"vms": 2, "vcpus": 1, "pcpus": 4, "duration_ms": 150}),
@@ -58,7 +59,9 @@ def swept(fleet) -> dict:
     return {"out": out, "proc": p, "summary": json.loads(p.stdout)}
 
 
-SWEEP_ARGS = ("sweep", "-p", "own", "-p", "fair+wapd", "--grid", "ple_window_ns=4000,16000", "--what-if", "drop-vm=vm1;pcpus=2", "--headroom", "2")
+#: affinity=off: the generated hosts pin each vCPU, and a copy of a VM
+#: would share its CPUs (no host would have room for one)
+SWEEP_ARGS = ("sweep", "-p", "own", "-p", "fair+wapd", "--set", "affinity=off", "--grid", "ple_window_ns=4000,16000", "--what-if", "drop-vm=vm1;pcpus=2", "--headroom", "2")
 
 
 def metrics_bytes(sweep: Path) -> dict[str, bytes]:

@@ -52,7 +52,7 @@ def test_sweep_writes_one_partitioned_dataset(swept, fleet):
     cols = [c for c in m.columns if not c.startswith("param_")]
     assert cols == [c.name for c in METRICS.columns[2:]] + ["capture", "policy"]
     assert "param_ple_window_ns" in m.columns and m.schema["param_ple_window_ns"] == pl.Float64
-    assert "param_pcpus" in m.columns
+    assert m.schema["param_pcpus"] == pl.Float64 and m.schema["param_affinity"] == pl.String and set(m.filter(pl.col("policy") != RECORDING)["param_affinity"]) == {"off"}
     # one host row and one row per VM per run
     per_run = m.group_by("run_id").agg((pl.col("kind") == "host").sum().alias("hosts"), (pl.col("kind") == "vm").sum().alias("vms"), pl.col("what_if").first(), pl.col("added_copies").first())
     assert (per_run["hosts"] == 1).all()
