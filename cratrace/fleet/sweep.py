@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import json
 import shutil
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,10 @@ class SweepResult:
     metrics_rows: int = 0
     dashboard: str | None = None
     workers: int = 0
+    #: wall seconds: from the first task submitted to the last result,
+    #: then writing the dataset (benchmarks/sweep_scaling.py reads them)
+    tasks_s: float = 0.0
+    assemble_s: float = 0.0
 
     @property
     def failed(self) -> int:
@@ -112,6 +117,7 @@ def run_sweep(captures: list[str], plan: Plan, out: Path, client: Any, progress:
         specs: list[RunSpec] = []
         timings: list[dict] = []
         done = 0
+        t0 = time.perf_counter()
         for ref in captures:
             f = client.submit(_scan, ref, str(out), key=_key("scan", ref, str(out), __version__), retries=1, pure=False)
             pending[f] = ("scan", ref)
@@ -155,7 +161,9 @@ def run_sweep(captures: list[str], plan: Plan, out: Path, client: Any, progress:
             res.interrupted = True
             client.cancel(list(pending), force=True)
         res.runs = len(specs)
+        t1 = time.perf_counter()
         _write_outputs(out, plan, captures, labels, scans, specs, res, timings)
+        res.tasks_s, res.assemble_s = t1 - t0, time.perf_counter() - t1
     return res
 
 

@@ -145,6 +145,19 @@ def check_xentrace_tile(out: str) -> None:
         assert theirs == pytest.approx(3, rel=0.05)
 
 
+def check_sweep_scaling(out: str) -> None:
+    rows = _floats(r"(?m)^(\d) workers?: (\d+) runs .*?: ([\d.]+) runs/min; task (\d+) ms, gap between tasks ([\d.]+) ms: overhead ([\d.]+)% .*?peak RSS per worker (\d+) MiB", out)
+    assert [r[0] for r in rows] == [1, 2]
+    assert all(runs == 24 and per_min > 0 and task > 0 and rss > 0 for _, runs, per_min, task, _, _, rss in rows)
+    [(speedup,)] = _floats(r"speed-up 1 -> 2 workers: ([\d.]+)x", out)
+    assert speedup > 0  # the figure, not the target: the machine is shared
+    sims = _floats(r"simulated sweep of ([\d,]+) captures, ([\d,]+) runs: plan (\d+) µs and ([\d.]+) KiB per run", out)
+    assert [(c, r) for c, r, _, _ in sims] == [(20, 240), (80, 960)]
+    [(plan_t, mem, graph, data)] = _floats(r"plan time ([\d.]+)x, memory ([\d.]+)x, task graph ([\d.]+)x, dataset ([\d.]+)x", out)
+    # the driver's memory per run does not grow with the sweep
+    assert 0.5 < mem < 1.5 and plan_t > 0 and graph > 0 and data > 0
+
+
 _TRACING = [pytest.mark.tracing, pytest.mark.skipif(can_trace() is not None, reason=can_trace() or "")]
 
 SCRIPTS = [
@@ -160,6 +173,7 @@ SCRIPTS = [
     pytest.param("replay_engine.py", check_replay_engine, id="replay_engine"),
     pytest.param("spin_behaviour.py", check_spin_behaviour, id="spin_behaviour"),
     pytest.param("seed_effects.py", check_seed_effects, id="seed_effects"),
+    pytest.param("sweep_scaling.py", check_sweep_scaling, id="sweep_scaling", marks=pytest.mark.dask),
     pytest.param("xentrace_tile.py", check_xentrace_tile, id="xentrace_tile"),
 ]
 
