@@ -23,6 +23,16 @@ Dask is imported only by the modules that talk to a cluster, so a
 single-capture command never pays for it.
 """
 
-from cratrace.fleet.sweep import SweepResult, run_sweep
+from typing import Any
 
 __all__ = ["SweepResult", "run_sweep"]
+
+
+def __getattr__(name: str) -> Any:
+    # the package itself imports nothing: `python -m cratrace.fleet.dataset`
+    # and the CLI's small commands load only the module they use
+    if name in __all__:
+        from cratrace.fleet import sweep
+
+        return getattr(sweep, name)
+    raise AttributeError(name)
