@@ -77,6 +77,7 @@ def dask_client(scheduler: str | None = None, workers: int | None = None, memory
                 dashboard_address=":0",
                 memory_limit=memory_per_worker or "auto",
                 silence_logs=logging.CRITICAL,
+                preload=["cratrace.fleet.worker_setup"],
             )
             client = distributed.Client(cluster)
     try:
