@@ -307,7 +307,9 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     # fifth of the extraction's memory)
     markers = m["markers"].select("ts", "name", "vm", "vcpu").collect()
     w = Workload(t0=int(lo), duration_ns=int(hi - lo + 1))
-    w.pcpus = int(slices["cpu"].max() + 1) if slices.height else int(cap.meta.get("cpus") or 1)
+    # the host's CPUs: the trace's count, or more if a slice says so (a CPU
+    # that stayed idle all along has no slice, and is still there to use)
+    w.pcpus = max(int(slices["cpu"].max() + 1) if slices.height else 0, int(cap.meta.get("cpus") or 0), 1)
     freqs = slices["freq_khz"].drop_nulls()
     w.freq_khz = int(freqs.median()) if freqs.len() else 1_000_000
     w.critical_ns = _critical_ns(markers, throughput_marker)

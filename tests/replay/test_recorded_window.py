@@ -24,3 +24,21 @@ def test_the_window_opens_at_the_first_vcpus_start_even_at_zero(tmp_path):
     assert any(max(s) > 0 for s in starts.values()), "and some vCPU starts later"
     for vm, s in starts.items():
         assert w.recorded_window[vm][0] == min(s), vm
+
+
+def test_a_cpu_that_recorded_nothing_is_still_the_hosts(tmp_path):
+    """A host's CPU that stayed idle through a capture has no slice: the
+    replayed host still has it (the trace's CPU count), so a what-if that
+    adds VMs can use it."""
+    import json
+
+    raw, cap = tmp_path / "raw", tmp_path / "cap"
+    cratrace("synth", "kvm-heavy-spin", "-o", raw, "--raw", "--seed", "3", "--set", "duration_ms=50", "--set", "pcpus=2", check=True)
+    cratrace("import", raw, "-o", cap, "-q", check=True)
+    cratrace("model", cap, "-q", check=True)
+    # the same trace from a 4-CPU host whose CPUs 2 and 3 recorded nothing
+    meta = json.loads((cap / "capture.json").read_text())
+    assert meta["cpus"] == 2
+    meta["cpus"] = 4
+    (cap / "capture.json").write_text(json.dumps(meta))
+    assert extract_workload(Capture(cap)).pcpus == 4
