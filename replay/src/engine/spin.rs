@@ -112,6 +112,18 @@ impl Engine<'_> {
         match self.p.spin {
             SpinResponse::Spin => true,
             SpinResponse::Yield => {
+                // a PAUSE-loop exit comes after a window of spinning in
+                // the guest: a spinner re-dispatched (after a yield its
+                // target could not take up, e.g. pinned elsewhere or in
+                // another pool) spins its window again first. Exiting at
+                // once looped forever at one instant on hosts whose
+                // switches cost nothing (generated captures declare 0).
+                let spun = self.now - since.max(self.th[ti].run_start);
+                let window = self.p.param("ple_window_ns") as i64;
+                if spun < window {
+                    self.respin(t, window - spun);
+                    return true;
+                }
                 self.hypercall(t);
                 self.directed_yield(t, c);
                 true
