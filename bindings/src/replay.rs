@@ -355,6 +355,8 @@ pub fn replay(
     d.set_item("swap_latency_ns", out.swap_latency_ns)?;
     d.set_item("core_pool", out.core_pool)?;
     d.set_item("vcpu_pool", out.vcpu_pool)?;
+    d.set_item("affinity_replaced", out.affinity_replaced)?;
+    d.set_item("work_ns", out.work_ns)?;
     Ok(d.unbind())
 }
 

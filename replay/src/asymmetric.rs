@@ -93,40 +93,72 @@ pub fn pools_by_frequency(core_khz: &[u64]) -> (Vec<usize>, Vec<usize>) {
     (fast, slow)
 }
 
-/// Which pool each vCPU goes to (asym.md §1.3, §6.6): CPU-class on fast
-/// cores, I/O-class on slow ones. Each vCPU comes with whether its VM has
-/// several vCPUs. With no slow cores everything shares the fast pool. With
-/// `spill` and more CPU-class vCPUs than `fast_cores`, the excess goes slow,
-/// single-vCPU VMs keeping the fast cores first (rule 3), then in order.
+/// A vCPU as the pool rule sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PoolCandidate {
+    /// Its class.
+    pub class: VcpuClass,
+    /// Its VM has several vCPUs (rule 3 favours single-vCPU VMs).
+    pub multi_vcpu_vm: bool,
+    /// The share of a core it asks for: the work share of its recorded
+    /// demand (1: always runnable).
+    pub load: f64,
+    /// Its work progress per ns on a fast and on a slow core (its VM's
+    /// elasticity; 1: as recorded).
+    pub fast_rate: f64,
+    /// See `fast_rate`.
+    pub slow_rate: f64,
+}
+
+/// Which pool each vCPU goes to (asym.md §1.3, §6.6): I/O-class on slow
+/// cores, CPU-class on fast ones (rules 2 and 3). With no slow cores
+/// everything shares the fast pool.
+///
+/// More CPU-class demand than the fast cores hold (§6.6, which the paper
+/// leaves open) with `spill`: CPU-class vCPUs are taken single-vCPU VMs
+/// first (rule 3), then in order, and each goes to the pool where it
+/// would progress faster given what is there already: its rate on the
+/// pool's cores times the share of a core it would get, min(1, cores /
+/// (load there + its own)). A fast pool with room always wins; the slow
+/// pool takes a vCPU only when the fast cores are crowded enough that a
+/// slow core's whole time is worth more than a fast core's share. Without
+/// `spill` every CPU-class vCPU queues on the fast cores (the paper's
+/// static pinning). The rule used before (the excess over one vCPU per
+/// fast core went slow) put 7 of 8 CPU-bound vCPUs on one slow core next
+/// to one alone on a fast core.
 pub fn assign_pools(
-    vcpus: &[(VcpuClass, bool)],
+    vcpus: &[PoolCandidate],
     fast_cores: usize,
-    has_slow: bool,
+    slow_cores: usize,
     spill: bool,
 ) -> Vec<Pool> {
-    if !has_slow {
+    if slow_cores == 0 {
         return vec![Pool::Fast; vcpus.len()];
     }
-    let mut out: Vec<Pool> = vcpus
+    let mut out = vec![Pool::Slow; vcpus.len()];
+    let mut slow_load: f64 = vcpus
         .iter()
-        .map(|(c, _)| {
-            if *c == VcpuClass::Io {
-                Pool::Slow
-            } else {
-                Pool::Fast
-            }
-        })
+        .filter(|v| v.class == VcpuClass::Io)
+        .map(|v| v.load)
+        .sum();
+    let mut fast_load = 0.0;
+    let mut cpu: Vec<(bool, usize)> = vcpus
+        .iter()
+        .enumerate()
+        .filter(|(_, v)| v.class == VcpuClass::Cpu)
+        .map(|(i, v)| (v.multi_vcpu_vm, i))
         .collect();
-    if spill {
-        let mut cpu: Vec<(bool, usize)> = vcpus
-            .iter()
-            .enumerate()
-            .filter(|(_, (c, _))| *c == VcpuClass::Cpu)
-            .map(|(i, (_, multi))| (*multi, i))
-            .collect();
-        cpu.sort(); // single-vCPU VMs first, then in order
-        for &(_, i) in cpu.iter().skip(fast_cores) {
-            out[i] = Pool::Slow;
+    cpu.sort(); // single-vCPU VMs first, then in order
+    let share = |cores: usize, load: f64| (cores as f64 / load.max(1e-12)).min(1.0);
+    for (_, i) in cpu {
+        let v = &vcpus[i];
+        let fast = v.fast_rate * share(fast_cores, fast_load + v.load);
+        let slow = v.slow_rate * share(slow_cores, slow_load + v.load);
+        if !spill || fast >= slow {
+            out[i] = Pool::Fast;
+            fast_load += v.load;
+        } else {
+            slow_load += v.load;
         }
     }
     out
@@ -192,18 +224,63 @@ mod tests {
         assert_eq!(classify(&io, &t), VcpuClass::Io);
         let (fast, slow) = pools_by_frequency(&[2_790_000, 2_790_000, 1_330_000, 1_330_000]);
         assert_eq!((fast, slow), (vec![0, 1], vec![2, 3]));
+        let v = |class, multi| PoolCandidate {
+            class,
+            multi_vcpu_vm: multi,
+            load: 1.0,
+            fast_rate: 1.0,
+            slow_rate: 1.33 / 2.79,
+        };
         assert_eq!(
             assign_pools(
-                &[(VcpuClass::Cpu, false), (VcpuClass::Io, false)],
+                &[v(VcpuClass::Cpu, false), v(VcpuClass::Io, false)],
                 1,
-                true,
+                1,
                 true
             ),
             vec![Pool::Fast, Pool::Slow]
         );
         assert_eq!(
-            assign_pools(&[(VcpuClass::Io, false)], 1, false, true),
+            assign_pools(&[v(VcpuClass::Io, false)], 1, 0, true),
             vec![Pool::Fast]
+        );
+    }
+
+    #[test]
+    fn crowded_fast_cores_spill_where_a_vcpu_progresses_faster() {
+        // 8 CPU-bound vCPUs of two 4-vCPU VMs, 1 fast (2.79 GHz) and 1
+        // slow (1.33 GHz) core: the fast core's share beats the slow
+        // core's until 6 share it (2.79/6 = 0.465 > 1.33/3 = 0.443), so
+        // 6 fast and 2 slow, the split that gives the slowest vCPU the
+        // most (5:3 gives 0.443, 7:1 0.399), not 1 fast and 7 slow
+        let v = |i: usize| PoolCandidate {
+            class: VcpuClass::Cpu,
+            multi_vcpu_vm: true,
+            load: 1.0,
+            fast_rate: 1.0,
+            slow_rate: 1.33 / 2.79,
+        };
+        let pools = assign_pools(&(0..8).map(v).collect::<Vec<_>>(), 1, 1, true);
+        let fast = pools.iter().filter(|&&p| p == Pool::Fast).count();
+        assert_eq!(fast, 6, "{pools:?}");
+        // as many fast cores as vCPUs: all fast; without spill: all fast
+        assert!(assign_pools(&(0..8).map(v).collect::<Vec<_>>(), 8, 1, true)
+            .iter()
+            .all(|&p| p == Pool::Fast));
+        assert!(
+            assign_pools(&(0..8).map(v).collect::<Vec<_>>(), 1, 1, false)
+                .iter()
+                .all(|&p| p == Pool::Fast)
+        );
+        // a frequency-insensitive vCPU (same rate on both) goes where it
+        // gets more of a core
+        let flat = PoolCandidate {
+            slow_rate: 1.0,
+            ..v(0)
+        };
+        assert_eq!(
+            assign_pools(&[v(0), flat], 1, 1, true),
+            vec![Pool::Fast, Pool::Slow]
         );
     }
 }

@@ -136,6 +136,13 @@ pub struct Output {
     pub core_pool: Vec<i32>,
     /// Asymmetric placement: pool of each thread (0 fast, 1 slow, -1 any).
     pub vcpu_pool: Vec<i32>,
+    /// Asymmetric placement: vCPUs whose recorded affinity their pool
+    /// replaced.
+    pub affinity_replaced: u64,
+    /// Per thread: work done, in the demand's own ns (at the recorded
+    /// frequency): what a run achieved, whatever the speed of the cores it
+    /// ran on (a slow core's ns of CPU time is less of it).
+    pub work_ns: Vec<i64>,
 }
 
 /// How many rows the output columns are given room for, from the demand:
@@ -217,6 +224,7 @@ impl Output {
             calls: vec![0; n],
             excessive: vec![0; n],
             uncleared: vec![0; n],
+            work_ns: vec![0; n],
             pcpus: h.freq_khz.len(),
             ..Default::default()
         }

@@ -82,10 +82,26 @@ fn two_fast_two_slow_save_44_9_percent_dynamic_power_when_all_busy() {
     // with static and idle power in the model the saving falls
     let total = |o: &Output| o.core_energy_j.iter().sum::<f64>();
     let total_saving = 1.0 - total(&asym) / total(&homo);
+    // equal time, not equal work: in the same 0.5 s the slow cores did
+    // less of the demand, so per unit of work the saving is smaller
+    let work = |o: &Output| o.work_ns.iter().sum::<i64>() as f64;
+    let work_ratio = work(&asym) / work(&homo);
+    let per_work = 1.0 - (dynamic_j(&asym) / work(&asym)) / (dynamic_j(&homo) / work(&homo));
     println!(
-        "dynamic-power saving {:.1}% (published 44.9%), total with static {:.1}%",
+        "dynamic-power saving {:.1}% (published 44.9%), total with static {:.1}%; work done {:.1}% of all-fast's, dynamic energy per unit of work {:.1}% less",
         100.0 * dyn_saving,
-        100.0 * total_saving
+        100.0 * total_saving,
+        100.0 * work_ratio,
+        100.0 * per_work
+    );
+    // 2 x 2.79 + 2 x 1.33 GHz against 4 x 2.79: 73.8% of the work
+    assert!(
+        (work_ratio - 4.12 / 5.58).abs() < 0.005,
+        "work {work_ratio}"
+    );
+    assert!(
+        per_work > 0.0 && per_work < dyn_saving - 0.1,
+        "per work {per_work}"
     );
     assert!(
         (dyn_saving - 0.449).abs() < 0.005,
@@ -207,23 +223,78 @@ fn credit_shares_follow_vm_weight_split_across_its_vcpus() {
 }
 
 #[test]
-fn cpu_class_vcpus_beyond_the_fast_cores_spill_to_slow_single_vcpu_vms_first() {
-    // 2 fast cores; a 1-vCPU and a 2-vCPU CPU-bound VM: three CPU-class vCPUs
+fn cpu_class_vcpus_spill_to_slow_cores_only_where_they_progress_faster() {
+    // 2 fast + 2 slow cores; a 1-vCPU and a 4-vCPU CPU-bound VM: five
+    // CPU-class vCPUs. The single-vCPU VM takes a fast core first (rule
+    // 3); a vCPU goes slow only when a slow core's whole 1.33 GHz beats
+    // its share of the fast ones (2 cores among 5: 1.12 GHz), so one
+    // spills, where the rule before sent three (one per fast core kept)
     let busy = |vm, c| vcpu(vm, c, vec![Phase::Work(50_000_000)]);
     let w = Workload {
-        threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)],
-        vms: vec![VmSpec::new("omp", 512), VmSpec::new("ser", 256)],
+        threads: vec![busy(0, 0), busy(0, 1), busy(0, 2), busy(0, 3), busy(1, 0)],
+        vms: vec![VmSpec::new("omp", 1024), VmSpec::new("ser", 256)],
         groups: Vec::new(),
     };
     let host = Host::uniform(4, FAST_KHZ);
     let spill = replay(&w, &host, &policy("asymmetric", &[]), i64::MAX);
-    assert_eq!(spill.vcpu_pool, vec![0, 1, 0]);
+    assert_eq!(spill.vcpu_pool, vec![0, 0, 0, 1, 0]);
+    // three on fast: 2 fast cores among four
+    let three = Workload {
+        threads: vec![busy(0, 0), busy(0, 1), busy(1, 0)],
+        ..w.clone()
+    };
+    assert_eq!(
+        replay(&three, &host, &policy("asymmetric", &[]), i64::MAX).vcpu_pool,
+        vec![0, 0, 0]
+    );
     let overcommit = replay(
         &w,
         &host,
         &policy("asymmetric", &[("spill_slow", 0.0)]),
         i64::MAX,
     );
-    assert_eq!(overcommit.vcpu_pool, vec![0, 0, 0]);
+    assert_eq!(overcommit.vcpu_pool, vec![0, 0, 0, 0, 0]);
     assert!(overcommit.core_busy_ns[2] == 0 && overcommit.core_busy_ns[3] == 0);
+    // every vCPU did its work
+    for o in [&spill, &overcommit] {
+        assert!(
+            o.work_ns.iter().all(|&n| n == 50_000_000),
+            "{:?}",
+            o.work_ns
+        );
+    }
+}
+
+#[test]
+fn a_pool_replaces_the_recorded_pin_and_no_vcpu_is_left_without_a_cpu() {
+    // 8 CPU-bound vCPUs of two VMs pinned round robin over 2 CPUs as a
+    // generated capture records them (kvm-heavy-spin): the pools must
+    // override the pins, or a vCPU pinned to the fast core but placed in
+    // the slow pool (or the reverse) never runs
+    let threads: Vec<ThreadSpec> = (0..8)
+        .map(|i| ThreadSpec {
+            allowed_cpus: Some(vec![i % 2]),
+            ..vcpu(i / 4, i % 4, vec![Phase::Work(20_000_000)])
+        })
+        .collect();
+    let w = Workload {
+        threads,
+        vms: vec![VmSpec::new("vm0", 1024), VmSpec::new("vm1", 1024)],
+        groups: Vec::new(),
+    };
+    let out = replay(
+        &w,
+        &Host::uniform(2, FAST_KHZ),
+        &policy("asymmetric", &[]),
+        10_000_000_000,
+    );
+    assert_eq!(out.affinity_replaced, 8);
+    assert!(
+        out.work_ns.iter().all(|&n| n == 20_000_000),
+        "{:?}",
+        out.work_ns
+    );
+    // 1 fast and 1 slow core: 6 on the fast one, 2 on the slow (not 1 and 7)
+    let fast = out.vcpu_pool.iter().filter(|&&p| p == 0).count();
+    assert_eq!(fast, 6, "{:?}", out.vcpu_pool);
 }

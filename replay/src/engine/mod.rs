@@ -739,8 +739,9 @@ impl<'a> Engine<'a> {
         let rate = self.rate(t, c, from);
         let th = &mut self.th[t as usize];
         if th.spin.is_none() && th.remaining > 0 && now > from {
-            let done = ((now - from) as f64 * rate).round() as i64;
-            th.remaining = (th.remaining - done).max(0);
+            let done = (((now - from) as f64 * rate).round() as i64).min(th.remaining);
+            th.remaining -= done;
+            self.out.work_ns[t as usize] += done;
         }
         th.progress_at = now;
     }

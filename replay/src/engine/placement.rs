@@ -4,7 +4,9 @@
 //! the recorded placement (each stretch of work where the capture ran it).
 
 use super::{demand_features, vcpus_per_vm, Engine, Ev, St};
-use crate::asymmetric::{assign_pools, classify, ClassifierThresholds, Pool, VcpuClass};
+use crate::asymmetric::{
+    assign_pools, classify, ClassifierThresholds, Pool, PoolCandidate, VcpuClass,
+};
 use crate::energy::balance::{plan_swaps, EnergyWindow, Window};
 use crate::energy::thermal::ThermalModel;
 use crate::model::{Phase, ThreadId};
@@ -109,7 +111,11 @@ impl Engine<'_> {
     }
 
     /// vCPUs to pools: a label given per VM wins over the classifier; the
-    /// rule itself is `asymmetric::assign_pools`.
+    /// rule itself is `asymmetric::assign_pools`. A vCPU's pool is its
+    /// affinity: the pinning the capture recorded (host.json, a generated
+    /// capture's round-robin pins) is replaced, as the paper pins VMs to
+    /// their pool; a recorded pin outside the pool left the vCPU with no
+    /// CPU at all, and it never ran.
     fn assign_pools(&mut self, fast: usize) {
         let thresholds = ClassifierThresholds {
             min_cpu_utilisation: self.p.param("cpu_class_util"),
@@ -117,26 +123,43 @@ impl Engine<'_> {
             ..ClassifierThresholds::default()
         };
         let vcpus_of = vcpus_per_vm(self.w);
+        let (fk, sk) = (
+            self.p.param("fast_khz") as u64,
+            self.p.param("slow_khz") as u64,
+        );
         let mut idx = Vec::new();
         let mut vcpus = Vec::new();
         for (i, t) in self.w.threads.iter().enumerate() {
             let Some(v) = t.vm else { continue };
+            let features = demand_features(self.demand[i].ahead());
             let class = match self.w.vms[v.0 as usize].cpu_intensive {
                 Some(true) => VcpuClass::Cpu,
                 Some(false) => VcpuClass::Io,
-                None => classify(&demand_features(self.demand[i].ahead()), &thresholds),
+                None => classify(&features, &thresholds),
             };
+            let e = self.w.vms[v.0 as usize]
+                .elasticity
+                .unwrap_or(self.h.elasticity);
             idx.push(i);
-            vcpus.push((class, vcpus_of[v.0 as usize] > 1));
+            vcpus.push(PoolCandidate {
+                class,
+                multi_vcpu_vm: vcpus_of[v.0 as usize] > 1,
+                load: features.utilisation,
+                fast_rate: self.h.rate_at(fk, e),
+                slow_rate: self.h.rate_at(sk, e),
+            });
         }
         let pools = assign_pools(
             &vcpus,
             fast,
-            fast < self.cpus.len(),
+            self.cpus.len() - fast,
             self.p.param("spill_slow") > 0.0,
         );
         for (i, pool) in idx.into_iter().zip(pools) {
             self.pool[i] = Some(if pool == Pool::Fast { 0 } else { 1 });
+            if self.pin[i].take().is_some() | self.allowed[i].take().is_some() {
+                self.out.affinity_replaced += 1;
+            }
         }
     }
 
