@@ -28,7 +28,8 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
 }
 
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
-/// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase). The
+/// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase), 6
+/// barrier (b: 1 spin, 0 sleep). The
 /// phase columns are lists or packed bytes (u32, u8, i64, i64).
 #[pyfunction]
 #[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, thread_power=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, vm_share=None, vm_cap=None, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
@@ -214,9 +215,10 @@ pub fn replay(
                 thread: ThreadId(a as u32),
                 phase: b as u32,
             },
+            6 => Phase::Barrier { spin: b != 0 },
             k => {
                 return Err(PyValueError::new_err(format!(
-                    "replay: phase kind {k} is not 0..5"
+                    "replay: phase kind {k} is not 0..6"
                 )))
             }
         };

@@ -13,8 +13,8 @@ use arrow_array::{
 };
 use arrow_schema::DataType;
 use cratrace_replay::demand::{
-    host_phases as host_phases_of, trim_leading_blocks, vcpu_phases as phases_of, PhaseRow,
-    Segment, SegmentState, Slice, SwitchCosts,
+    host_phases as host_phases_of, trim_leading_blocks, vcpu_phases as phases_of, with_barriers,
+    PhaseRow, Segment, SegmentState, Slice, SwitchCosts,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -150,13 +150,15 @@ impl SegmentColumns {
 /// of `_t` (thread index), `start`, `end`, `state` (0 guest, 1 vmm, 2
 /// spinning, 3 blocked, 4 halted, 5 lost, else other), `in_spin` and
 /// `pcpu` (null: unknown), each thread's rows together and in time order;
-/// `marks`: `_t` and `ts`, likewise. Returns each thread's start when its
+/// `marks`: `_t` and `ts`, likewise; `barriers` (optional): `_t`,
+/// `start` and `end` of each gang-barrier wait, likewise (what the vCPU
+/// did during one is replaced by a barrier phase). Returns each thread's start when its
 /// leading blocked or halted segments were dropped (None: none were), and
 /// the phases as packed columns: thread (`first_thread` + the `_t`
 /// index), kind, a, b.
 #[pyfunction]
-#[pyo3(signature = (*, segments, marks, critical_ns, switch_ns, migration_ns, first_thread = 0))]
-#[allow(clippy::type_complexity)]
+#[pyo3(signature = (*, segments, marks, critical_ns, switch_ns, migration_ns, first_thread = 0, barriers = None))]
+#[allow(clippy::type_complexity, clippy::too_many_arguments)]
 pub fn vcpu_phases<'py>(
     py: Python<'py>,
     segments: &Bound<'py, PyAny>,
@@ -165,6 +167,7 @@ pub fn vcpu_phases<'py>(
     switch_ns: i64,
     migration_ns: i64,
     first_thread: u32,
+    barriers: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<(Vec<Option<i64>>, PhaseBytes<'py>)> {
     // The segments stay in their Arrow arrays (polars' buffers, not
     // copied) and become `Segment`s one thread at a time: all of them at
@@ -200,10 +203,28 @@ pub fn vcpu_phases<'py>(
         mark_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
         mark_ts.extend(ts.as_primitive::<Int64Type>().values().iter().copied());
     }
+    let (mut wait_t, mut waits) = (Vec::new(), Vec::new());
+    if let Some(barriers) = barriers {
+        for b in read_stream(barriers, "barriers")? {
+            let t = column(&b, "barriers", "_t", &DataType::UInt32)?;
+            let start = column(&b, "barriers", "start", &DataType::Int64)?;
+            let end = column(&b, "barriers", "end", &DataType::Int64)?;
+            wait_t.extend(t.as_primitive::<UInt32Type>().values().iter().copied());
+            waits.extend(
+                start
+                    .as_primitive::<Int64Type>()
+                    .values()
+                    .iter()
+                    .zip(end.as_primitive::<Int64Type>().values().iter())
+                    .map(|(&a, &b)| (a, b)),
+            );
+        }
+    }
     let threads = critical_ns.len();
-    let (seg_at, mark_at) = (
+    let (seg_at, mark_at, wait_at) = (
         ranges(&seg_t, threads, "segments")?,
         ranges(&mark_t, threads, "marks")?,
+        ranges(&wait_t, threads, "barriers")?,
     );
     let costs = SwitchCosts {
         switch_ns,
@@ -215,6 +236,9 @@ pub fn vcpu_phases<'py>(
         let mut segs = Vec::new();
         for (t, crit) in critical_ns.iter().enumerate() {
             SegmentColumns::gather(&batches, seg_at[t].clone(), &mut segs);
+            if !wait_at[t].is_empty() {
+                segs = with_barriers(&segs, &waits[wait_at[t].clone()]);
+            }
             let (rest, start) = trim_leading_blocks(&segs);
             starts.push(start);
             phases_of(rest, &mark_ts[mark_at[t].clone()], *crit, costs, &mut rows);
@@ -224,7 +248,7 @@ pub fn vcpu_phases<'py>(
     });
     // the inputs go before the outputs are packed: the phase builder's
     // peak is then its rows and their bytes, not the segments as well
-    drop((batches, seg_t, mark_t, mark_ts));
+    drop((batches, seg_t, mark_t, mark_ts, wait_t, waits));
     Ok((starts, packed(py, &thread, &rows)?))
 }
 

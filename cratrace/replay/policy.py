@@ -20,7 +20,7 @@ import heapq
 from collections import deque
 from typing import Literal, Protocol
 
-from cratrace.replay.workload import ACQUIRE, BLOCK, MARK, RELEASE, WAIT_FOR, WORK, Workload
+from cratrace.replay.workload import ACQUIRE, BARRIER, BLOCK, MARK, RELEASE, WAIT_FOR, WORK, Workload
 
 
 class PythonPolicy(Protocol):
@@ -64,6 +64,11 @@ class RoundRobin:
 def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_switch_ns: int = 2_000, limit_ns: int = 3600 * 10**9) -> dict:
     """Replay `w` under `policy`; returns the same result columns as the
     native engine (so metrics and tables are built the same way)."""
+    if BARRIER in w.phase_kind:
+        from cratrace.errors import UsageError
+
+        # its engine has no barrier: the gang's waits would be skipped
+        raise UsageError("Python policies do not replay gang barriers (barrier_wait/barrier_done markers in the capture): use a built-in policy")
     n = len(w.tids)
     phases: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
     for t, k, a, b in zip(w.phase_thread, w.phase_kind, w.phase_a, w.phase_b):

@@ -11,7 +11,12 @@ a lock wait, which the `pv` spin response recreates, so it is dropped too. Every
 ``txn_end``) becomes a *mark*; when the capture shows lock contention
 (marker spin episodes), the last ``critical_ns`` of work before each mark
 runs under the VM's lock (*acquire* … *release*), ``critical_ns`` being
-the median time from a spin's end to the transaction's end. Host threads
+the median time from a spin's end to the transaction's end. A gang
+barrier's wait (a vCPU's ``barrier_wait`` marker to its next
+``barrier_done``, or the capture's end) becomes a *barrier* phase, whatever
+the vCPU did meanwhile: the replay waits until every vCPU of the VM with
+barriers has arrived, spinning when the recorded wait stayed on the CPU,
+sleeping when it blocked or halted. Host threads
 that used the CPU replay as work and blocks from their CPU slices.
 
 Work is taken net of the switches the engine charges again: a recorded
@@ -43,7 +48,11 @@ from cratrace.model.frames import in_order, vm_batches
 from cratrace.replay import diagnostics
 from cratrace.replay.cpu_speed import speed_column, speed_profile
 
-WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR = range(6)
+WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR, BARRIER = range(7)
+
+#: the guest markers a gang barrier's wait is read from: a vCPU writes the
+#: first when it arrives and the second when it goes on (issue 41)
+BARRIER_NAMES = ("barrier_wait", "barrier_done")
 
 #: typecodes of the phase columns: thread (u32), kind (u8), a and b (i64),
 #: the widths the native builders pack them in
@@ -271,13 +280,29 @@ def _vcpu_timelines(vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFra
     return segs, ts
 
 
-def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int, first_thread: int = 0) -> list[int | None]:
+def barrier_waits(markers: pl.DataFrame, end_ns: int) -> pl.DataFrame:
+    """Each vCPU's gang-barrier waits (vm, vcpu, start, end) from its
+    markers: a `barrier_wait` to the vCPU's next marker when that is a
+    `barrier_done`, else to `end_ns` (the capture ended while it waited)
+    when it is the vCPU's last barrier marker; a `barrier_wait` followed by
+    another `barrier_wait` is dropped (a lost marker: no wait is known)."""
+    m = markers.filter(pl.col("name").is_in(BARRIER_NAMES) & pl.col("vm").is_not_null() & pl.col("vcpu").is_not_null())
+    if m.height == 0:
+        return pl.DataFrame(schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64, "end": pl.Int64})
+    m = in_order(m.select("vm", pl.col("vcpu").cast(pl.Int32), "ts", "name"), "vm", "vcpu", "ts").with_columns(
+        pl.col("name").shift(-1).over("vm", "vcpu").alias("_next"), pl.col("ts").shift(-1).over("vm", "vcpu").alias("_next_ts")
+    )
+    waits = m.filter((pl.col("name") == BARRIER_NAMES[0]) & (pl.col("_next").is_null() | (pl.col("_next") == BARRIER_NAMES[1])))
+    return waits.select("vm", "vcpu", pl.col("ts").alias("start"), pl.col("_next_ts").fill_null(end_ns).alias("end"))
+
+
+def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[int], switch_ns: int, migration_ns: int, first_thread: int = 0, waits: pl.DataFrame | None = None) -> list[int | None]:
     """Append the vCPUs' phases to `w` from their `_vcpu_timelines` (their
     thread indices from `first_thread`); each work phase keeps the CPU it
     ran on. The rule is cratrace-replay's `demand` module, run on the
     vCPUs in one call. Returns each vCPU's start when its timeline began
     blocked or halted (None: it did not)."""
-    starts, phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns, first_thread=first_thread)
+    starts, phases = _native.vcpu_phases(segments=segs, marks=ts, critical_ns=crit, switch_ns=switch_ns, migration_ns=migration_ns, first_thread=first_thread, barriers=waits)
     w.extend_phases(*phases)
     return starts
 
@@ -354,6 +379,7 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     for (vm,), g in tx.group_by(["vm"]):
         if vm is not None:
             w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
+    waits = barrier_waits(markers, int(hi))
     del markers
     rows = vcpus.select("vm", "vcpu", "tid").rows()
     # A long capture's timelines are read a batch of whole VMs at a time
@@ -375,14 +401,16 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         n, spun_ns = _pv_halts(states)
         halts, spins = halts + n, spins + [spun_ns]
         segs, ts = _vcpu_timelines(part, states, tx)
+        order = part.select("vm", pl.col("vcpu").cast(pl.Int32)).with_row_index("_t")
+        wt = waits.join(order, on=["vm", "vcpu"]).select("_t", "start", "end").sort("_t", "start") if waits.height else None
         if w.cpu_speed:
             segs = speed_column(segs, w.cpu_speed, int(lo), "pcpu")
         # the recorded timelines are not read again: dropped before the
         # phases are built (polars may keep the freed memory for itself)
         del states
         crit = [w.critical_ns.get(vm, 0) for vm in part["vm"].to_list()]
-        starts += _vcpu_phases(w, segs, ts, crit, switch_ns, migration_ns, first_thread=len(starts))
-        del segs, ts
+        starts += _vcpu_phases(w, segs, ts, crit, switch_ns, migration_ns, first_thread=len(starts), waits=wt)
+        del segs, ts, wt
     w.pv_halts, w.pv_spin_ns = _pv_summary(halts, pl.concat(spins))
     # each VM's window opens at its first vCPU's start (0, the capture's
     # start, is a start like any other, not "unset")

@@ -24,13 +24,78 @@ pub enum SegmentState {
     Lost,
     /// Anything else (preempted: the replayed scheduler recreates it).
     Other,
+    /// Waiting at a gang barrier (from the guest's `barrier_wait` to its
+    /// `barrier_done` marker, whatever the vCPU did meanwhile): not
+    /// demand, the replay's barrier recreates it. `spin`: the wait stayed
+    /// on the CPU (busy-waiting), else it slept.
+    Barrier {
+        /// Busy-waited.
+        spin: bool,
+    },
 }
 
 impl SegmentState {
     /// On a CPU (the states a run is made of).
     fn running(self) -> bool {
-        matches!(self, Self::Guest | Self::Vmm | Self::Spinning)
+        matches!(
+            self,
+            Self::Guest | Self::Vmm | Self::Spinning | Self::Barrier { spin: true }
+        )
     }
+}
+
+/// `segs` (in time order) with each barrier wait `(arrival, release)`
+/// (sorted, not overlapping) in place of what the vCPU did during it: the
+/// segments are cut at the waits' edges and the parts inside one become
+/// a single `Barrier` segment, a spinning one unless a part was blocked or
+/// halted. A wait past the last segment (a capture cut while the vCPU
+/// waited) is kept: the vCPU arrived.
+pub fn with_barriers(segs: &[Segment], waits: &[(i64, i64)]) -> Vec<Segment> {
+    if waits.is_empty() {
+        return segs.to_vec();
+    }
+    let mut out = Vec::with_capacity(segs.len() + waits.len());
+    // the wait being passed: whether a part of it slept, its last CPU
+    let (mut w, mut slept, mut cpu) = (0usize, false, None);
+    let close = |out: &mut Vec<Segment>, (a, b): (i64, i64), slept: bool, cpu| {
+        out.push(Segment {
+            start: a,
+            end: b.max(a),
+            state: SegmentState::Barrier { spin: !slept },
+            in_spin: false,
+            cpu,
+            speed: 1.0,
+        });
+    };
+    for s in segs {
+        let mut start = s.start;
+        while start < s.end {
+            while w < waits.len() && waits[w].1 <= start && waits[w].0 <= start {
+                close(&mut out, waits[w], slept, cpu);
+                (w, slept) = (w + 1, false);
+            }
+            match waits.get(w) {
+                Some(&(a, b)) if a <= start => {
+                    let end = s.end.min(b);
+                    slept |= matches!(s.state, SegmentState::Blocked | SegmentState::Halted);
+                    start = end;
+                }
+                next => {
+                    let end = next.map_or(s.end, |&(a, _)| s.end.min(a));
+                    out.push(Segment { start, end, ..*s });
+                    if s.state.running() {
+                        cpu = s.cpu.or(cpu);
+                    }
+                    start = end;
+                }
+            }
+        }
+    }
+    for &wait in &waits[w..] {
+        close(&mut out, wait, slept, cpu);
+        slept = false;
+    }
+    out
 }
 
 /// One segment of a vCPU's timeline.
@@ -73,6 +138,9 @@ pub mod kind {
     pub const RELEASE: u8 = 3;
     /// A throughput mark.
     pub const MARK: u8 = 4;
+    /// A gang barrier; `b` is 1 when the waiter spins, 0 when it sleeps
+    /// (5 is the engine's wait-for, which no recorded demand makes).
+    pub const BARRIER: u8 = 6;
 }
 
 /// One phase as a column row.
@@ -162,6 +230,19 @@ pub fn vcpu_phases(
                     mi += 1;
                 }
                 p.work.push((at_speed(s.end - pos, s.speed), s.cpu));
+            }
+            SegmentState::Barrier { spin } => {
+                owed = 0;
+                while mi < marks.len() && marks[mi] <= s.start {
+                    p.mark();
+                    mi += 1;
+                }
+                p.flush();
+                p.out.push(PhaseRow {
+                    kind: kind::BARRIER,
+                    a: 0,
+                    b: spin as i64,
+                });
             }
             SegmentState::Blocked | SegmentState::Halted | SegmentState::Lost if !s.in_spin => {
                 while mi < marks.len() && marks[mi] <= s.start {
@@ -310,6 +391,45 @@ mod tests {
         let mut out = Vec::new();
         vcpu_phases(segs, marks, crit, costs, &mut out);
         out.into_iter().map(|p| (p.kind, p.a, p.b)).collect()
+    }
+
+    #[test]
+    fn a_barrier_wait_replaces_what_the_vcpu_did_while_it_waited() {
+        // work 0-100, a spin wait 100-160 (guest, then spinning), work to
+        // 200, a wait 200-300 that slept (halted) in part, work to 350,
+        // and a wait from 340 the capture cut (past its last segment)
+        let segs = [
+            seg(0, 120, Guest, Some(0)),
+            seg(120, 160, Spinning, Some(0)),
+            seg(160, 220, Guest, Some(0)),
+            seg(220, 280, Halted, None),
+            seg(280, 350, Guest, Some(1)),
+        ];
+        let waits = [(100, 160), (200, 300), (340, 400)];
+        let cut = with_barriers(&segs, &waits);
+        let spans: Vec<_> = cut.iter().map(|s| (s.start, s.end, s.state)).collect();
+        assert_eq!(
+            spans,
+            vec![
+                (0, 100, Guest),
+                (100, 160, Barrier { spin: true }),
+                (160, 200, Guest),
+                (200, 300, Barrier { spin: false }),
+                (300, 340, Guest),
+                (340, 400, Barrier { spin: true }),
+            ]
+        );
+        assert_eq!(
+            phases(&cut, &[], 0, SwitchCosts::default()),
+            vec![
+                (0, 100, 1),
+                (6, 0, 1),
+                (0, 40, 1),
+                (6, 0, 0),
+                (0, 40, 2),
+                (6, 0, 1)
+            ]
+        );
     }
 
     #[test]

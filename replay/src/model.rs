@@ -35,6 +35,15 @@ pub enum Phase {
         /// The waker's phase index that wakes us.
         phase: u32,
     },
+    /// Wait at the VM's barrier until every vCPU of the VM that has
+    /// barriers (and has not finished) arrives at it: a gang-synchronised
+    /// parallel job's phase boundary (OpenMP's, LU-OMP's). `spin`: the
+    /// waiter spins (busy-waits, per the spin response; it holds its CPU)
+    /// rather than sleeping until the last arrival wakes it.
+    Barrier {
+        /// Busy-wait (true) or sleep (false).
+        spin: bool,
+    },
 }
 
 /// A thread to replay.

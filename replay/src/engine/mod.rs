@@ -6,6 +6,7 @@
 //! fired) are recognised by a per-thread/per-CPU generation counter rather
 //! than removed from the heap. No hash-order iteration anywhere.
 
+mod barrier;
 mod caps;
 mod per_cpu;
 mod placement;
@@ -123,6 +124,8 @@ pub struct Engine<'a> {
     sched: Box<dyn Scheduler>,
     /// (vm, lock) → flat lock index.
     lock_index: std::collections::BTreeMap<(u32, u32), usize>,
+    /// Gang barriers (`Phase::Barrier`).
+    bars: barrier::Barriers,
     lock_holder: Vec<Option<u32>>,
     /// pv: waiters halted on each lock, in the order they halted.
     halted: Vec<std::collections::VecDeque<u32>>,
@@ -402,6 +405,7 @@ impl<'a> Engine<'a> {
             )),
         };
         let mut lock_index = std::collections::BTreeMap::new();
+        let mut members = Vec::with_capacity(n);
         for (t, d) in w.threads.iter().zip(&demand) {
             for ph in d.ahead() {
                 if let (Phase::Acquire(l) | Phase::Release(l), Some(vm)) = (ph, t.vm) {
@@ -409,7 +413,15 @@ impl<'a> Engine<'a> {
                     lock_index.entry((vm.0, *l)).or_insert(k);
                 }
             }
+            let waits = barrier::has_barrier(d.ahead().iter());
+            if let (true, Some(vm)) = (waits, t.vm) {
+                // a VM's barrier: a lock its spinning waiters spin on
+                let k = lock_index.len();
+                lock_index.entry((vm.0, barrier::BARRIER_LOCK)).or_insert(k);
+            }
+            members.push((t.vm.map(|v| v.0 as usize), waits));
         }
+        let bars = barrier::Barriers::new(w.vms.len(), members, &lock_index);
         let mut siblings = vec![Vec::new(); w.vms.len()];
         for (i, t) in w.threads.iter().enumerate() {
             if let Some(vm) = t.vm {
@@ -470,6 +482,7 @@ impl<'a> Engine<'a> {
             cpus,
             sched,
             lock_index,
+            bars,
             lock_holder: vec![None; nl],
             halted: vec![std::collections::VecDeque::new(); nl],
             gspw: vec![0; w.vms.len()],
@@ -960,6 +973,11 @@ impl<'a> Engine<'a> {
                     }
                     self.complete_phase(t);
                 }
+                Phase::Barrier { spin } => {
+                    if self.at_barrier(t, c, spin) {
+                        return;
+                    }
+                }
                 Phase::WaitFor { thread, phase } => {
                     if self.th[thread.0 as usize].done_phases > phase as usize {
                         self.complete_phase(t);
@@ -1030,6 +1048,7 @@ impl<'a> Engine<'a> {
         self.th[t as usize].st = St::Done;
         self.set_state(t, StateCode::Done, None);
         self.remaining_threads -= 1;
+        self.leave_barriers(t);
         self.at(self.now, Ev::Dispatch(c));
     }
 }

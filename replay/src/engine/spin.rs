@@ -95,8 +95,19 @@ impl Engine<'_> {
     pub(super) fn retry_spin(&mut self, t: u32, c: u32) -> bool {
         let ti = t as usize;
         let (li, since) = self.th[ti].spin.expect("spinning");
-        if self.lock_holder[li].is_none() {
-            self.lock_holder[li] = Some(t);
+        // a barrier's spinner goes on when its barrier is released, and
+        // takes nothing (every waiter passes)
+        let barrier = self.bars.lock_vm[li];
+        let free = match barrier {
+            Some(v) => self.bars.open_for(t, v),
+            None => self.lock_holder[li].is_none(),
+        };
+        if free {
+            if barrier.is_some() {
+                self.pass_barrier(t);
+            } else {
+                self.lock_holder[li] = Some(t);
+            }
             self.out
                 .spin(t, self.now - since.max(self.th[ti].run_start));
             self.out.spin_episode_end(t, self.now);
