@@ -1036,3 +1036,40 @@ fn a_cap_holds_a_vm_to_its_share_of_a_cpu_and_weights_split_what_is_left() {
         );
     }
 }
+
+#[test]
+fn r41_credit_yield_on_pinned_vcpus_with_free_switches_moves_on() {
+    // a 2-vCPU VM, vCPU i pinned to CPU i, and a CPU-bound VM on CPU 0;
+    // switches free (as a generated capture's host declares). When the
+    // CPU-bound VM preempts the lock holder on CPU 0, the spinner on CPU 1
+    // yields to it, cannot hand CPU 1 to it (pinned elsewhere), is
+    // dispatched again at once, and used to PLE-exit and yield again at
+    // the same instant, forever
+    let mut ph = Vec::new();
+    for k in 0..300 {
+        ph.extend([
+            Phase::Work(40_000 + 7_000 * (k % 5) as i64),
+            Phase::Acquire(0),
+            Phase::Work(30_000),
+            Phase::Release(0),
+            Phase::Mark,
+        ]);
+    }
+    let pinned = |t: ThreadSpec, c| ThreadSpec {
+        allowed_cpus: Some(vec![c]),
+        ..t
+    };
+    let w = workload(
+        vec![
+            pinned(vm_thread(0, 0, ph.clone()), 0),
+            pinned(vm_thread(0, 1, ph), 1),
+            pinned(vm_thread(1, 0, vec![Phase::Work(100_000_000)]), 0),
+        ],
+        2,
+    );
+    let mut p = Policy::parse("credit+yield").unwrap();
+    p.set("credit_slice_ns", 1e6).unwrap();
+    let out = replay(&w, &free_host(2), &p, 10_000_000_000);
+    assert_eq!(out.mark_ts.len(), 600, "every transaction completes");
+    assert!(out.events < 1_000_000, "{} events", out.events);
+}
