@@ -32,6 +32,8 @@ CASES = [
     ("kvm-io-billing", ["workload=net4", "duration_ms=200"], 0.5, 0.5),
     ("hetero", [], 0.5, 0.5),
     ("thermal", [], 0.5, 0.5),
+    ("gang", [], 0.5, 0.5),
+    ("gang", ["barrier=block"], 0.5, 0.5),
     ("kvm-postcopy", [], 0.5, 0.5),
     ("kvm-heavy-spin", ["duration_ms=1000"], 3.0, 2.5),
 ]

@@ -25,6 +25,7 @@ SMALL = {
     "kvm-postcopy": {"duration_ms": "12", "switch_ms": "2"},
     "hetero": {"duration_ms": "20"},
     "thermal": {"duration_ms": "40"},
+    "gang": {"duration_ms": "30", "phase_us": "1000", "slice_us": "3000"},
 }
 
 
@@ -179,6 +180,22 @@ def test_hetero_frequencies_and_cycles(generated):
             assert v["bursts"] > 0
 
 
+def test_gang_barriers_recounted_from_report(generated):
+    _, truth, rep = generated["gang"]
+    g = truth["per_vm"]["gang"]
+    vcpus = [v for v in truth["per_vcpu"] if v["vm"] == "gang"]
+    assert g["phases"] > 3 and all(v["phases"] == g["phases"] for v in vcpus)
+    # every vCPU arrives at and goes past every barrier (the job ends as one
+    # opens); vCPU 0 marks each phase
+    assert len(_markers(rep, "barrier_wait")) == len(vcpus) * g["phases"]
+    # (a waiter preempted when the last barrier opened goes past it after the end)
+    assert len(vcpus) * (g["phases"] - 1) < len(_markers(rep, "barrier_done")) <= len(vcpus) * g["phases"]
+    assert len(_markers(rep, "txn_end")) == g["txns"] == g["phases"]
+    # spinning waiters PAUSE-exit while they wait; they never halt for it
+    assert g["spin_ns"] > 0 and g["sleep_ns"] == 0
+    assert rep.count("kvm_exit") > 0
+
+
 def test_thermal_hot_core_throttles(generated):
     _, truth, rep = generated["thermal"]
     temps = [ln for ln in rep.lines if ln.name == "thermal_temperature"]
@@ -263,6 +280,7 @@ def test_postcopy_baseline_blocks_and_is_slower(tmp_path):
     ("hetero", {"cores": "1", "fast_cores": "0", "duration_ms": "3"}),
     ("hetero", {"cpu_vms": "0", "io_vms": "5", "cores": "2", "duration_ms": "5"}),
     ("thermal", {"hot_vcpus": "0", "duration_ms": "5"}),
+    ("gang", {"vcpus": "2", "cpu_vms": "0", "io_vms": "0", "cores": "1", "barrier": "block", "duration_ms": "3", "phase_us": "200"}),
 ])
 def test_edge_parameters_still_give_readable_files(tmp_path, name, over):
     t = synthesize(name, tmp_path / "e.dat", seed=1, overrides=over)
