@@ -73,6 +73,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_default_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay_param_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(replay::thermal_profile, m)?)?;
     m.add_function(wrap_pyfunction!(workload::vcpu_phases, m)?)?;
     m.add_function(wrap_pyfunction!(workload::host_phases, m)?)?;

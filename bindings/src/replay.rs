@@ -27,6 +27,16 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
     ])
 }
 
+/// Every replay engine parameter with its default (`cratrace_replay::
+/// PARAMS`), for the Python side to read rather than repeat.
+#[pyfunction]
+pub fn replay_param_defaults() -> BTreeMap<&'static str, f64> {
+    cratrace_replay::PARAMS
+        .iter()
+        .map(|&(k, v, _)| (k, v))
+        .collect()
+}
+
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase), 6
 /// barrier (b: 1 spin, 0 sleep). The
@@ -357,6 +367,7 @@ pub fn replay(
     d.set_item("swap_latency_ns", out.swap_latency_ns)?;
     d.set_item("core_pool", out.core_pool)?;
     d.set_item("vcpu_pool", out.vcpu_pool)?;
+    d.set_item("vcpu_class", out.vcpu_class)?;
     d.set_item("affinity_replaced", out.affinity_replaced)?;
     d.set_item("work_ns", out.work_ns)?;
     Ok(d.unbind())

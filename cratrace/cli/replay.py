@@ -96,7 +96,15 @@ def replay_cmd(
                 a = m["asymmetric"]
                 pools = "; ".join(f"{k} cores {v['cores']} at {v['khz'] / 1e6 if v['khz'] else 0:.2f} GHz: {', '.join(v['vcpus']) or 'no vCPUs'}" for k, v in a["pools"].items())
                 console.print(f"{esc(p)}: {esc(pools)}")
-                console.print(f"{esc(p)} vs {esc(a['baseline'])}: energy {-(a['energy_saving_pct'] or 0):+.1f}% (dynamic {-(a['dynamic_energy_saving_pct'] or 0):+.1f}%), throughput {a['throughput_change_pct'] or 0:+.1f}%")
+                def pct(x: float | None, sign: int = -1) -> str:
+                    return "–" if x is None else f"{sign * x:+.1f}%"
+
+                console.print(
+                    f"{esc(p)} vs {esc(a['baseline'])}: energy per {esc(a['saving_unit'])} {pct(a['energy_saving_per_work_pct'])} (dynamic {pct(a['dynamic_energy_saving_per_work_pct'])}), "
+                    f"energy-delay per {esc(a['saving_unit'])} {pct(a['edp_change_per_work_pct'], 1)}, throughput {pct(a['throughput_change_pct'], 1)}; equal time: power {pct(a['power_saving_equal_time_pct'])} (dynamic {pct(a['dynamic_power_saving_equal_time_pct'])})"
+                )
+                for note in a["notes"]:
+                    console.print(f"  {esc(note)}")
         console.print(f"outputs in [bold]{esc(out)}[/]")
     missed = [(p, m["fidelity"]) for p, m in res.items() if m["fidelity"]["gate_applies"] and not m["fidelity"]["passed"]]
     for p, f in missed:

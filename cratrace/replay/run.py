@@ -85,6 +85,18 @@ def thread_affinity(w: Workload, host: dict, pcpus: int) -> list[list[int] | Non
     return allowed
 
 
+def asymmetric_host(w: Workload, policy: str, engine: dict, host: dict) -> dict:
+    """The host an asymmetric replay (and its all-fast baseline) runs on:
+    when the capture recorded no CPU frequency (`freq_khz` is then a
+    stand-in) and `--set recorded_khz` does not say, the demand is taken
+    as recorded at the fast cores' frequency (`fast_khz`, the paper's
+    homogeneous host), so the all-fast baseline runs it as recorded and
+    slow cores stretch it; at the stand-in 1 GHz every pool sped it up."""
+    if "asymmetric" not in policy.split("+") or w.freq_known or "recorded_khz" in host:
+        return host
+    return {**host, "recorded_khz": int(float(engine.get("fast_khz", _native.replay_param_defaults()["fast_khz"])))}
+
+
 def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict, limit_ns: int, seed: int) -> dict:
     pcpus = int(host.get("pcpus", w.pcpus))
     freq = int(host.get("freq_khz", w.freq_khz))
@@ -164,6 +176,12 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
     sl = pl.DataFrame(r["slices"])
     sl = sl.join(th.select("_t", "tid"), on="_t").with_columns((pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"))
     sl = with_idle(sl.select("cpu", "tid", "start", "end"), int(r["end_ns"]) + t0, t0, w.pcpus)
+    khz = r.get("core_khz") or []
+    if khz and (w.freq_known or any(k != w.freq_khz for k in khz)):
+        # each core's frequency as the replay ran it (the recording's, or
+        # the asymmetric pools'), so the report charges it as the engine
+        # did; unknown when the capture had none and the replay kept it
+        sl = sl.with_columns(pl.col("cpu").replace_strict(list(range(len(khz))), khz, default=None, return_dtype=pl.Int64).alias("freq_khz"))
     mk = pl.DataFrame(r["marks"]).join(th, on="_t").with_columns(
         (pl.col("ts") + t0).alias("ts"), pl.lit(marker).alias("name"), pl.lit(marker).alias("text"), pl.lit("{}").alias("fields")
     )
@@ -336,7 +354,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
 
             r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs["context_switch_ns"], limit_ns))
         else:
-            r = _run_engine(w, policy, engine, costs, host, limit_ns, seed)
+            r = _run_engine(w, policy, engine, costs, asymmetric_host(w, policy, engine, host), limit_ns, seed)
         gate = policy in (base, f"{base}+spin") and not whatif
         metrics = replay_metrics(w, r, policy, seed, settings, tolerance, gate)
         metrics["host"]["sched_groups_mode"] = groups_mode
@@ -347,7 +365,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             # the fast cores' frequency and voltage as the engine set them
             f0 = r["core_pool"].index(0)
             fast = {**engine, "volt": r["core_volt"][f0]}
-            hb = {**host, "freq_khz": r["core_khz"][f0]}
+            hb = {**asymmetric_host(w, policy, engine, host), "freq_khz": r["core_khz"][f0]}
             # same spin response, credit on a host of fast cores only
             bp = "+".join(dict.fromkeys("credit" if part == "asymmetric" else part for part in policy.split("+")))
             rb = _run_engine(w, bp, fast, costs, hb, limit_ns, seed)

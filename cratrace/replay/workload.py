@@ -50,6 +50,12 @@ from cratrace.replay.cpu_speed import speed_column, speed_profile
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR, BARRIER = range(7)
 
+#: the frequency a capture without recorded frequencies is taken to have
+#: run at: the report's power model's nominal one
+#: (`cratrace.report.energy.PowerModel.nominal_ghz`), so that a replay's
+#: energy and the report's are one figure (it was 1 GHz here, 2 there)
+NOMINAL_KHZ = 2_000_000
+
 #: the guest markers a gang barrier's wait is read from: a vCPU writes the
 #: first when it arrives and the second when it goes on (issue 41)
 BARRIER_NAMES = ("barrier_wait", "barrier_done")
@@ -112,7 +118,10 @@ class Workload:
     #: window throughput is measured over, in the recording and the replay
     recorded_window: dict[str, tuple[int, int]] = field(default_factory=dict)
     pcpus: int = 1
-    freq_khz: int = 1_000_000
+    freq_khz: int = 2_000_000
+    #: the capture recorded its CPUs' frequencies (else `freq_khz` is
+    #: NOMINAL_KHZ, the frequency the report's power model charges)
+    freq_known: bool = False
     #: spin episodes in which the vCPU halted (pv spinlock waits), and the
     #: median spinning before the first halt of one (ns; None: no halts)
     pv_halts: int = 0
@@ -336,7 +345,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     # that stayed idle all along has no slice, and is still there to use)
     w.pcpus = max(int(slices["cpu"].max() + 1) if slices.height else 0, int(cap.meta.get("cpus") or 0), 1)
     freqs = slices["freq_khz"].drop_nulls()
-    w.freq_khz = int(freqs.median()) if freqs.len() else 1_000_000
+    w.freq_khz = int(freqs.median()) if freqs.len() else NOMINAL_KHZ
+    w.freq_known = bool(freqs.len())
     w.critical_ns = _critical_ns(markers, throughput_marker)
     per_tid = slices.group_by("tid").agg(pl.col("dur").sum(), pl.col("cpu").sort_by("start").first())
     cpu_by_tid = dict(zip(per_tid["tid"], per_tid["dur"]))

@@ -169,6 +169,46 @@ def vm_attribution(meta: dict) -> str:
     return "VMs: " + ", ".join(f"{v['vm']} ({v['vcpus']} vCPUs, by {v['evidence']})" for v in vms)
 
 
+def energy_per_work(runs: list[Run], energies: dict[str, float]) -> pl.DataFrame:
+    """One row per run: its energy (the report's, as in the summary) per
+    unit of work, the delay per unit (the run's span over its work) and
+    their product (J·s per unit², E·T/W²: for two runs of the same work,
+    the ratio of E·T). The unit is the transaction when any run counted
+    transactions (every VM's, summed), else a second of vCPU work done (a
+    replay's in the recorded demand's own seconds, the recording's its
+    vCPUs' guest time less spinning). An asymmetric replay adds its saving
+    against its all-fast baseline per unit of work and, beside it, the
+    equal-time (mean power) one."""
+    txns = {r.name: sum(v.get("marks") or 0 for v in r.metrics["vms"].values()) for r in runs}
+    unit = "txn" if any(txns.values()) else "work s"
+    rows = []
+    for r in runs:
+        pw = (r.metrics.get("energy") or {}).get("per_work") or {}
+        if unit == "txn":
+            work = float(txns[r.name])
+        elif pw.get("work_s"):
+            work = float(pw["work_s"]["work"])
+        else:
+            work = sum(v["cpu_s"] - v["spin_s"] for v in r.metrics["vms"].values())
+        j, T = energies.get(r.name, 0.0), r.duration_s
+        a = r.metrics.get("asymmetric") or {}
+        rows.append({
+            "run": r.name,
+            "unit": unit,
+            "work": round(work, 6),
+            "energy J": round(j, 3),
+            "J per unit": float(f"{j / work:.6g}") if work else None,
+            "s per unit": float(f"{T / work:.6g}") if work else None,
+            "EDP J·s per unit²": float(f"{j * T / work**2:.6g}") if work else None,
+            "vs all-fast: energy per work %": -a["energy_saving_per_work_pct"] if a.get("energy_saving_per_work_pct") is not None else None,
+            "vs all-fast: power, equal time %": -a["power_saving_equal_time_pct"] if a.get("power_saving_equal_time_pct") is not None else None,
+            "vs all-fast: throughput %": a.get("throughput_change_pct"),
+        })
+    df = pl.DataFrame(rows)
+    # the asymmetric columns only where an asymmetric run has them
+    return df.drop([c for c in df.columns if c.startswith("vs all-fast") and df[c].null_count() == df.height])
+
+
 def energy_by_run(rows: pl.DataFrame) -> pl.DataFrame:
     """The energy table as one row per run: each owner's joules in a
     column, then the host total (which the owners add up to)."""
@@ -220,7 +260,7 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
     # from them, then they are let go (a report held every run's timelines
     # at once, and its memory grew with the number of replays).
     for r in runs:
-        per, tot = energy(*owned_slices(r, cap), PowerModel())
+        per, tot = energy(*owned_slices(r, cap), PowerModel(), core_volt=(r.metrics.get("energy") or {}).get("core_volt"))
         energies[r.name] = tot["total_j"]
         energy_rows += [{"run": r.name, "owner": o, "joules": round(j, 6)} for o, j in per.iter_rows()]
         energy_rows.append({"run": r.name, "owner": "TOTAL (per core, independent)", "joules": round(tot["total_j"], 6)})
@@ -252,13 +292,15 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         # one row per run, the owners as columns (VMs, idle, unattributed)
         "energy_by_run": energy_by_run(pl.DataFrame(energy_rows)),
         "energy_per_core": pl.DataFrame(core_rows),
+        # the same energy per unit of work, with its delay and their product
+        "energy_per_work": energy_per_work(runs, energies),
         "energy_series": pl.concat(energy_series) if energy_series else pl.DataFrame(),
         "billing": bill,
         "reconciliation": recon,
         "reconciliations": recons,
         "missing": missing,
     }
-    tables = {"summary": summary, "fidelity": report["fidelity"], "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_by_run": report["energy_by_run"], "energy_per_core": report["energy_per_core"], "energy_series": report["energy_series"], "billing": bill}
+    tables = {"summary": summary, "fidelity": report["fidelity"], "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_by_run": report["energy_by_run"], "energy_per_core": report["energy_per_core"], "energy_per_work": report["energy_per_work"], "energy_series": report["energy_series"], "billing": bill}
     if tables_dir:
         _write_tables(tables, Path(tables_dir), force)
     if fmt == "md":

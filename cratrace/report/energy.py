@@ -23,14 +23,19 @@ class PowerModel:
     idle_w: float = 0.5
     capacitance: float = 2.0  # W / (GHz · V²)
     volt: float = 1.0
-    nominal_ghz: float = 2.0
+    nominal_ghz: float = 2.0  # cratrace.replay.workload.NOMINAL_KHZ: a capture without frequencies
 
-    def busy_w(self, ghz: pl.Expr) -> pl.Expr:
-        return self.static_w + self.capacitance * ghz * self.volt**2
+    def busy_w(self, ghz: pl.Expr, volt: pl.Expr | None = None) -> pl.Expr:
+        v = pl.lit(self.volt) if volt is None else volt
+        return self.static_w + self.capacitance * ghz * v**2
 
 
-def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = PowerModel()) -> tuple[pl.DataFrame, dict]:
-    """Per-owner energy rows (owner = VM, 'idle' or 'unattributed') and totals."""
+def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = PowerModel(), core_volt: list[float] | None = None) -> tuple[pl.DataFrame, dict]:
+    """Per-owner energy rows (owner = VM, 'idle' or 'unattributed') and totals.
+    `core_volt`: each core's voltage as a replay ran it (the asymmetric
+    pools' 1.40 / 0.65 V, from its metrics.json), else the model's; with
+    the replay's slices carrying its cores' frequencies, a replay's energy
+    is the engine's (static + C·f·V² busy, idle power idle)."""
     power = pl.col("power_w") if "power_w" in threads.columns else pl.lit(None, pl.Float64)
     s = slices.join(threads.select("tid", "vm", power.alias("power_w")), on="tid", how="left")
     ghz = (pl.col("freq_khz").cast(pl.Float64) / 1e6).fill_null(model.nominal_ghz)
@@ -38,7 +43,8 @@ def energy(slices: pl.DataFrame, threads: pl.DataFrame, model: PowerModel = Powe
     # frequency) scales with the frequency it ran at (P ∝ f at one voltage)
     top = s["freq_khz"].max() if "freq_khz" in s.columns and s["freq_khz"].drop_nulls().len() else None
     own = pl.col("power_w") * (ghz / (top / 1e6) if top else pl.lit(1.0))
-    busy = pl.when(pl.col("power_w").is_not_null()).then(own).otherwise(model.busy_w(ghz))
+    volt = pl.col("cpu").replace_strict(list(range(len(core_volt))), core_volt, default=model.volt, return_dtype=pl.Float64) if core_volt else None
+    busy = pl.when(pl.col("power_w").is_not_null()).then(own).otherwise(model.busy_w(ghz, volt))
     # Each slice's energy in whole nanojoules (W x ns), summed as integers:
     # a multi-threaded sum of floats depends on how the rows were split
     # between threads, and the report's tables changed in their last

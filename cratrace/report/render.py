@@ -148,6 +148,8 @@ def render_html(rep: dict) -> str:
         charts[1] if len(charts) > 1 else "",
         "<h2>Energy</h2><p>Power model: static + C·f·V² while busy, idle power while idle; per-VM energy + idle + unattributed = host total (computed per core, independently). Joules per owner, one row per run:</p>",
         table_html(rep.get("energy_by_run", rep["energy"])),
+        f"<p>{esc(PER_WORK_NOTE)}</p>",
+        table_html(rep.get("energy_per_work", pl.DataFrame())),
         "<p>Per core:</p>",
         table_html(rep.get("energy_per_core", pl.DataFrame())),
         charts[2] if len(charts) > 2 else "",
@@ -161,6 +163,14 @@ def render_html(rep: dict) -> str:
         "</body></html>",
     ]
     return "\n".join(parts)
+
+
+#: what the energy-per-work table says, in the HTML and the Markdown
+PER_WORK_NOTE = (
+    "Per unit of work, one row per run: the same energy over the work the run did (transactions, or seconds of vCPU work without markers), "
+    "the run's span per unit (delay) and their product (energy-delay, E·T/W²). Equal time hides work: slow cores draw less power and do less. "
+    "An asymmetric replay's columns compare it with its all-fast baseline (negative: less)."
+)
 
 
 def render_markdown(rep: dict) -> str:
@@ -180,14 +190,14 @@ def render_markdown(rep: dict) -> str:
     for key, note in (("noise_floor", NOISE_NOTE), ("what_ifs", WHATIF_NOTE)):
         if rep.get(key) is not None and rep[key].height:
             out += [note, "", md(rep[key])]
-    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy (J per owner)", md(rep.get("energy_by_run", rep["energy"])), "## Billing", f"Rule {rec['rule']}; {EXCESS_NOTE}.", "", md(bill_view(rep["billing"]))]
+    out += ["", "## Throughput per VM", md(rep["per_vm"]), "## Energy (J per owner)", md(rep.get("energy_by_run", rep["energy"])), "### Per unit of work", PER_WORK_NOTE, "", md(rep.get("energy_per_work", pl.DataFrame())), "## Billing", f"Rule {rec['rule']}; {EXCESS_NOTE}.", "", md(bill_view(rep["billing"]))]
     out += [recon_line(n, r) for n, r in rep.get("reconciliations", {"recorded": rec}).items()]
     return "\n".join(out)
 
 
 #: the report's parts `--json` gives, in its own words (the time series
 #: stay in the HTML and in --tables)
-JSON_PARTS = ("summary", "best", "sentences", "fidelity", "noise_floor", "what_ifs", "per_vm", "energy", "energy_by_run", "energy_per_core", "billing", "reconciliation", "reconciliations", "missing")
+JSON_PARTS = ("summary", "best", "sentences", "fidelity", "noise_floor", "what_ifs", "per_vm", "energy", "energy_by_run", "energy_per_core", "energy_per_work", "billing", "reconciliation", "reconciliations", "missing")
 
 
 def render_json(rep: dict) -> dict:

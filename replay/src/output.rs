@@ -136,6 +136,9 @@ pub struct Output {
     pub core_pool: Vec<i32>,
     /// Asymmetric placement: pool of each thread (0 fast, 1 slow, -1 any).
     pub vcpu_pool: Vec<i32>,
+    /// Asymmetric placement: class of each thread (0 CPU-intensive, 1
+    /// I/O-intensive, -1 not a vCPU or no pools), by label or classifier.
+    pub vcpu_class: Vec<i32>,
     /// Asymmetric placement: vCPUs whose recorded affinity their pool
     /// replaced.
     pub affinity_replaced: u64,

@@ -129,6 +129,7 @@ impl Engine<'_> {
         );
         let mut idx = Vec::new();
         let mut vcpus = Vec::new();
+        self.out.vcpu_class = vec![-1; self.w.threads.len()];
         for (i, t) in self.w.threads.iter().enumerate() {
             let Some(v) = t.vm else { continue };
             let features = demand_features(self.demand[i].ahead());
@@ -141,6 +142,7 @@ impl Engine<'_> {
                 .elasticity
                 .unwrap_or(self.h.elasticity);
             idx.push(i);
+            self.out.vcpu_class[i] = if class == VcpuClass::Cpu { 0 } else { 1 };
             vcpus.push(PoolCandidate {
                 class,
                 multi_vcpu_vm: vcpus_of[v.0 as usize] > 1,
