@@ -93,6 +93,16 @@ def check_model_scaling(out: str) -> None:
     assert events_x > 1.5 and time_x > 0 and rss_x > 0
 
 
+def check_asymmetric_effects(out: str) -> None:
+    [(dyn,)] = _floats(r"all busy \(equal time\): paper 44\.9% \(C·f·V² model\); ours ([\d.]+)%", out)
+    assert dyn == pytest.approx(44.9, abs=0.5)  # the closed form, every core busy
+    [(per_work,)] = _floats(r"per unit of work \(work done: .*?ours ([\d.]+)% \(work", out)
+    assert 20 < per_work < 30  # 1 - 0.551 / 0.738 = 25.3%: slow cores do less in the time
+    [(spin,)] = _floats(r"waiters spin: phases/s at a 10 ms vs 30 ms slow slice: paper \+70% \(LU-OMP\); ours ([+-][\d.]+)%", out)
+    [(block,)] = _floats(r"waiters sleep at the barrier: paper none; ours ([+-][\d.]+)%", out)
+    assert spin > 20 and abs(block) < spin / 2
+
+
 def check_postcopy_tasks(out: str) -> None:
     assert "9.8 s, without 17.6 s: 44% faster" in out  # the paper's figure, printed above ours
     rows = _floats(r"(?m)^\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+(-?[\d.]+)%\s+([\d.]+)% /\s+([\d.]+)%", out)
@@ -135,6 +145,11 @@ def check_seed_effects(out: str) -> None:
     # postcopy's rows from benchmarks/postcopy_tasks.py: async PF helps 4
     # readers and more tasks do not help less
     assert [r[5] for r in rows if r[0] == "postcopy"] == ["yes", "yes", "yes", "-"]
+    # asymmetric's rows from benchmarks/asymmetric_effects.py: the closed
+    # form agrees; a shorter slow slice helps the spinning gang, less the
+    # sleeping one, not the gang on the fast cores
+    asym = [r for r in rows if r[0] == "asymmetric"]
+    assert len(asym) == 6 and asym[0][6] == "yes" and [r[5] for r in asym[3:]] == ["yes", "yes", "yes"]
 
 
 def check_xentrace_tile(out: str) -> None:
@@ -162,6 +177,7 @@ _TRACING = [pytest.mark.tracing, pytest.mark.skipif(can_trace() is not None, rea
 
 SCRIPTS = [
     pytest.param("as_installed.py", check_as_installed, id="as_installed"),
+    pytest.param("asymmetric_effects.py", check_asymmetric_effects, id="asymmetric_effects"),
     pytest.param("cpu_speed_levels.py", check_cpu_speed_levels, id="cpu_speed_levels"),
     pytest.param("import_tracedat.py", check_import_tracedat, id="import_tracedat", marks=[*_TRACING, pytest.mark.slow]),
     # records a perf.data where it can trace; reads the xentrace files anywhere
