@@ -253,7 +253,7 @@ mod tests {
         // core's until 6 share it (2.79/6 = 0.465 > 1.33/3 = 0.443), so
         // 6 fast and 2 slow, the split that gives the slowest vCPU the
         // most (5:3 gives 0.443, 7:1 0.399), not 1 fast and 7 slow
-        let v = |i: usize| PoolCandidate {
+        let v = |_: usize| PoolCandidate {
             class: VcpuClass::Cpu,
             multi_vcpu_vm: true,
             load: 1.0,
