@@ -21,7 +21,7 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from cratrace import _native, atomic, importers, jsonfile
+from cratrace import _native, atomic, formats, importers, jsonfile
 from cratrace.errors import CaptureError, OutputExistsError, UnsupportedFormatError, UsageError
 from cratrace.importers import hostjson
 
@@ -249,6 +249,11 @@ def write_capture(
         rows = _merge_tables(staged, events_dir, compression)
         if (tmp / "staging").exists():  # several sources were staged
             shutil.rmtree(tmp / "staging")
+        # the print formats (and the symbols they print) for `cratrace dump`;
+        # taken out of the summaries, so capture.json stays small
+        printing = formats.collect([(s.kind, s.path, m["summary"]) for s, m in zip(expanded, source_meta)], events_dir)
+        if printing is not None:
+            (tmp / formats.FILE).write_text(jsonfile.dumps(printing))
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
         (tmp / "capture.json").write_text(jsonfile.dumps(meta))
         _replace(tmp, out)

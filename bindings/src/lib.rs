@@ -71,6 +71,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
+    m.add_function(wrap_pyfunction!(tracedat::tracedat_kallsyms, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_default_costs, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_param_defaults, m)?)?;

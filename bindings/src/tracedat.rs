@@ -6,6 +6,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use std::path::PathBuf;
 
+/// The kernel symbol table (kallsyms text) a trace.dat holds, "" when none:
+/// `cratrace import` names the addresses `%ps` formats print with it.
+#[pyfunction]
+pub fn tracedat_kallsyms(py: Python<'_>, path: PathBuf) -> PyResult<String> {
+    py.detach(|| cratrace_format::tracedat::read_kallsyms(&path))
+        .map_err(crate::errors::to_py)
+}
+
 /// Read a trace.dat into `out_dir/<event>.parquet`; returns the summary.
 #[pyfunction]
 #[pyo3(signature = (path, out_dir, *, batch_rows = 4096, compression = "lz4", progress = None))]
@@ -100,6 +108,7 @@ fn summary_dict(
         s.tsc2nsec.map(|(m, sh, o)| vec![m as u64, sh as u64, o]),
     )?;
     d.set_item("cpustats", s.cpustats.clone())?;
+    d.set_item("formats", s.formats.clone())?;
     d.set_item(
         "files",
         files

@@ -16,5 +16,5 @@ pub mod pages;
 pub mod reader;
 pub mod records;
 
-pub use header::{read_metadata, BufferInfo, CpuData, TraceDatMeta};
+pub use header::{read_kallsyms, read_metadata, BufferInfo, CpuData, TraceDatMeta};
 pub use reader::{read_tracedat, ReadOptions, TraceDatSummary};

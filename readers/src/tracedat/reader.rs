@@ -112,6 +112,9 @@ pub struct TraceDatSummary {
     pub tsc2nsec: Option<(u32, u32, u64)>,
     /// CPUSTAT texts (per-CPU overrun statistics at record time).
     pub cpustats: Vec<String>,
+    /// (table, system, print fmt) of each event type that has rows: what
+    /// `trace-cmd report` prints them with (`cratrace dump`, issue 44).
+    pub formats: Vec<(String, String, String)>,
 }
 
 enum Special {
@@ -612,6 +615,13 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         ));
         s.stats.insert("truncated_bytes".into(), s.truncated_bytes);
     }
+    s.formats = meta
+        .formats
+        .iter()
+        .zip(table_names(&meta.formats))
+        .filter(|(_, name)| s.rows.get(name).is_some_and(|&n| n > 0))
+        .map(|(f, name)| (name, f.system.clone(), f.print_fmt.clone()))
+        .collect();
     progress(total, total);
     Ok(s)
 }

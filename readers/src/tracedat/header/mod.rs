@@ -124,6 +124,43 @@ pub struct TraceDatMeta {
     pub cpustats: Vec<String>,
     /// Event formats that could not be parsed (their events are skipped).
     pub bad_formats: u64,
+    /// Where the kernel's symbol table lies, not read with the rest (see
+    /// [`read_kallsyms`]).
+    pub kallsyms: Option<KallsymsAt>,
+}
+
+/// Where a file keeps its kallsyms text.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KallsymsAt {
+    /// v6: `len` bytes of plain text at `offset`.
+    Plain {
+        /// File offset of the text.
+        offset: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// v7: the (maybe compressed) section at this offset.
+    Section(u64),
+}
+
+/// The kernel's symbol table (`/proc/kallsyms` text) the file holds, empty
+/// when it holds none. Not read by [`read_metadata`], which most reads do
+/// not need it for (it is megabytes); `cratrace dump` names the addresses
+/// `%ps` prints with it (issue 44).
+pub fn read_kallsyms(path: &Path) -> ReadResult<String> {
+    let meta = read_metadata(path)?;
+    let (file, _) = open_nonempty(path, "a trace.dat")?;
+    match meta.kallsyms {
+        None => Ok(String::new()),
+        Some(KallsymsAt::Plain { offset, len }) => {
+            let bytes = crate::input::read_at(&file, path, offset, len, meta.file_size, "kallsyms")?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        Some(KallsymsAt::Section(at)) => {
+            let (_, body, base) = v7::section_body(&file, &meta, at)?;
+            Bytes::new(&body, base, meta.endian, path).sized_text(4, "kallsyms")
+        }
+    }
 }
 
 /// Sequential reader over the file for the v6 layout, with offsets.
@@ -362,6 +399,7 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
         warnings: Vec::new(),
         cpustats: Vec::new(),
         bad_formats: 0,
+        kallsyms: None,
     };
     let mut parts = Parts {
         header_page: None,

@@ -140,6 +140,7 @@ pub(super) fn handle_option(
             // read, which was most of the metadata time of a short trace.
             let at = b.u64("section offset")?;
             section_header(file, meta, at)?;
+            meta.kallsyms = Some(super::KallsymsAt::Section(at));
             "KALLSYMS"
         }
         opt::HEADER_INFO

@@ -53,6 +53,12 @@ pub(super) fn read_v6(
         }
     }
     let n = seq.u32("kallsyms size", fs)?;
+    if n > 0 {
+        meta.kallsyms = Some(super::KallsymsAt::Plain {
+            offset: seq.pos,
+            len: n as u64,
+        });
+    }
     seq.skip(n as u64, "kallsyms", fs)?;
     let n = seq.u32("printk size", fs)?;
     parts.printk = parse_printk_formats(&String::from_utf8_lossy(&seq.take(

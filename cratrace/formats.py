@@ -1,0 +1,113 @@
+"""``CAPTURE/formats.json``: how each event type's row is printed.
+
+A trace.dat carries every event's kernel print format (the ``print fmt:``
+line of its format file) and the kernel's symbol table; `trace-cmd report`
+prints each event with them. The import keeps the formats of the event
+types the capture has rows for, and the names of the addresses those
+formats print as symbols (``%ps`` of ``print``'s ``ip``: distinct values
+only, looked up in the trace's kallsyms, which is megabytes and is not
+kept), so `cratrace dump` can print the capture as `trace-cmd report`
+does without the trace.dat (issue 44)::
+
+    {"events": {"sched_switch": {"system": "sched", "print_fmt": "...",
+                                 "long_size": 8}, ...},
+     "symbols": {"18446744071579..." : "tracing_mark_write", ...}}
+
+A capture imported before this file existed has none; `cratrace dump`
+then prints raw fields.
+"""
+
+from __future__ import annotations
+
+import bisect
+from pathlib import Path
+from typing import Any
+
+FILE = "formats.json"
+
+
+def collect(sources: list[tuple[str, Path, dict]], events_dir: Path) -> dict[str, Any] | None:
+    """The formats of the tables in `events_dir`, from the summaries of
+    `sources` ((kind, path, summary) each; a summary's ``formats`` is
+    taken out of it); None when no source had any."""
+    events: dict[str, dict] = {}
+    symbol_fields: dict[str, list[str]] = {}
+    kallsyms_from: list[Path] = []
+    for kind, path, summary in sources:
+        formats = summary.pop("formats", None) or []
+        long_size = int(summary.get("kernel_long_size") or 8)
+        for table, system, print_fmt in formats:
+            if table in events:
+                continue  # the first source's, as the merged table's columns
+            events[table] = {"system": system, "print_fmt": print_fmt, "long_size": long_size}
+            fields = _pointer_fields(print_fmt)
+            if fields:
+                symbol_fields[table] = fields
+                if kind == "tracedat" and path not in kallsyms_from:
+                    kallsyms_from.append(path)
+    if not events:
+        return None
+    symbols: dict[str, str] = {}
+    if symbol_fields and kallsyms_from:
+        addresses = _addresses(events_dir, symbol_fields)
+        if addresses:
+            for path in kallsyms_from:
+                symbols.update(_resolve(addresses - {int(a) for a in symbols}, _kallsyms(path)))
+    return {"events": events, "symbols": symbols}
+
+
+def _pointer_fields(print_fmt: str) -> list[str]:
+    from cratrace.dump.printfmt import pointer_fields
+
+    return pointer_fields(print_fmt)
+
+
+def _kallsyms(path: Path) -> tuple[list[int], list[str]]:
+    """The trace's symbol table, as sorted addresses and their names."""
+    from cratrace import _native
+
+    table: list[tuple[int, str]] = []
+    for line in _native.tracedat_kallsyms(str(path)).splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        try:
+            addr = int(parts[0], 16)
+        except ValueError:
+            continue
+        table.append((addr, parts[2]))
+    table.sort()
+    return [a for a, _ in table], [n for _, n in table]
+
+
+def _addresses(events_dir: Path, fields: dict[str, list[str]]) -> set[int]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out: set[int] = set()
+    for table, names in fields.items():
+        path = events_dir / f"{table}.parquet"
+        if not path.is_file():
+            continue
+        have = set(pq.read_schema(path).names)
+        for name in names:
+            col = name if name in have else f"field_{name}"
+            if col not in have:
+                continue
+            values = pc.unique(pq.read_table(path, columns=[col]).column(col))
+            out.update(int(v) & ((1 << 64) - 1) for v in values.to_pylist() if v is not None)
+    return out
+
+
+def _resolve(addresses: set[int], kallsyms: tuple[list[int], list[str]]) -> dict[str, str]:
+    """Each address's function, as libtraceevent's `%ps` names it: the
+    symbol at or below it (``name+0xoff`` kept for `%pS` as the offset)."""
+    addrs, names = kallsyms
+    out: dict[str, str] = {}
+    for a in sorted(addresses):
+        i = bisect.bisect_right(addrs, a) - 1
+        if i < 0 or not addrs:
+            continue
+        off = a - addrs[i]
+        out[str(a)] = names[i] if off == 0 else f"{names[i]}+0x{off:x}"
+    return out
