@@ -45,12 +45,14 @@ COMMAND_MODULES = {
     "import": "import_",
     "info": "info",
     "sql": "sql",
+    "dump": "dump",
     "model": "model",
     "replay": "replay",
     "report": "report",
     "synth": "synth",
     "sweep": "sweep",
     "fleet-report": "fleet_report",
+    "export": "export",
 }
 
 
