@@ -153,7 +153,8 @@ pub fn read_kallsyms(path: &Path) -> ReadResult<String> {
     match meta.kallsyms {
         None => Ok(String::new()),
         Some(KallsymsAt::Plain { offset, len }) => {
-            let bytes = crate::input::read_at(&file, path, offset, len, meta.file_size, "kallsyms")?;
+            let bytes =
+                crate::input::read_at(&file, path, offset, len, meta.file_size, "kallsyms")?;
             Ok(String::from_utf8_lossy(&bytes).into_owned())
         }
         Some(KallsymsAt::Section(at)) => {

@@ -35,7 +35,11 @@ pub(super) fn section_header(
 }
 
 /// The body of a v7 section, decompressed when flagged.
-pub(super) fn section_body(file: &File, meta: &TraceDatMeta, at: u64) -> ReadResult<(u16, Vec<u8>, u64)> {
+pub(super) fn section_body(
+    file: &File,
+    meta: &TraceDatMeta,
+    at: u64,
+) -> ReadResult<(u16, Vec<u8>, u64)> {
     let (id, compressed, data_at, size) = section_header(file, meta, at)?;
     let raw = read_at(file, &meta.path, data_at, size, meta.file_size, "section")?;
     if !compressed {
