@@ -165,6 +165,8 @@ class _Parser:
             yes = self.expr()
             self.take("op", ":")
             no = self.expr()
+            if isinstance(cond, _Const):
+                return yes if _truth(cond.value) else no
             return lambda r: yes(r) if _truth(cond(r)) else no(r)
         return cond
 
@@ -177,19 +179,19 @@ class _Parser:
                 return left
             self.take()
             right = self.binary(prec)
-            op = _OPS[tok[1]]
-            left = (lambda op, a, b: lambda r: op(_int(a(r)), _int(b(r))))(op, left, right)
+            left = _binary(_OPS[tok[1]], left, right)
 
     def unary(self) -> Callable[[Row], Any]:
         tok = self.peek()
         if tok[0] == "op" and tok[1] in ("-", "~", "!", "+", "&", "*"):
             self.take()
             inner = self.unary()
-            return {
+            f = {
                 "-": lambda r: -_int(inner(r)),
                 "~": lambda r: ~_int(inner(r)) & _M64,
                 "!": lambda r: int(not _truth(inner(r))),
             }.get(tok[1], inner)  # unary + and the address/deref of a field: the value
+            return _Const(f({})) if isinstance(inner, _Const) else f
         if tok == ("op", "(") and self._is_cast():
             self.take()
             words = []
@@ -197,7 +199,8 @@ class _Parser:
                 words.append(str(self.take()[1]))
             self.take("op", ")")
             inner = self.unary()
-            return _cast(words, inner, self.long_size)
+            cast = _cast(words, inner, self.long_size)
+            return _Const(cast({})) if isinstance(inner, _Const) else cast
         return self.postfix(self.primary())
 
     def _is_cast(self) -> bool:
@@ -215,11 +218,11 @@ class _Parser:
     def primary(self) -> Callable[[Row], Any]:
         kind, value = self.take()
         if kind == "num":
-            return lambda r, v=value: v
+            return _Const(value)
         if kind == "str":
             while self.peek()[0] == "str":
                 value += self.take()[1]
-            return lambda r, v=value: v
+            return _Const(value)
         if kind == "op" and value == "(":
             inner = self.expr()
             self.take("op", ")")
@@ -231,7 +234,7 @@ class _Parser:
         if kind == "id" and self.at("("):
             return self.call(value)
         if kind == "id" and value in ("true", "false"):
-            return lambda r, v=int(value == "true"): v
+            return _Const(int(value == "true"))
         raise PrintFmtError(f"unsupported {value!r}")
 
     def args(self) -> list[Any]:
@@ -293,6 +296,39 @@ _FIELD_GETTERS = {
     "__get_str", "__get_rel_str", "__get_dynamic_array", "__get_rel_dynamic_array", "__get_dynamic_array_len",
     "__get_bitmask", "__get_rel_bitmask", "__get_cpumask", "__get_rel_cpumask", "__get_sockaddr", "__get_rel_sockaddr",
 }
+
+
+class _Const:
+    """A constant subexpression (folded when the format is compiled: the
+    kernel's formats are full of expanded macros such as sched_switch's
+    state masks)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __call__(self, row: Row) -> Any:
+        return self.value
+
+
+def _binary(op: Callable[[Any, Any], Any], a: Callable[[Row], Any], b: Callable[[Row], Any]) -> Callable[[Row], Any]:
+    if isinstance(a, _Const) and isinstance(b, _Const):
+        return _Const(op(_int(a.value), _int(b.value)))
+    if isinstance(b, _Const):
+        c = _int(b.value)
+
+        def with_constant(r: Row) -> Any:
+            x = a(r)
+            return op(x if x.__class__ is int else _int(x), c)
+
+        return with_constant
+
+    def both(r: Row) -> Any:
+        x, y = a(r), b(r)
+        return op(x if x.__class__ is int else _int(x), y if y.__class__ is int else _int(y))
+
+    return both
 
 
 def _truth(v: Any) -> bool:
@@ -544,12 +580,12 @@ def compile_print_fmt(print_fmt: str, *, long_size: int = 8, symbols: Mapping[in
         raise PrintFmtError(f"unexpected {p.peek()[1]!r}")
     parts = _split_format(fmt)
     # bind each conversion to its argument(s) now: `*` widths take one more
-    plan: list[tuple] = []
+    plan: list[Any] = []
     k = 0
     for part in parts:
         if isinstance(part, str):
             if part:
-                plan.append((part,))
+                plan.append(part)
             continue
         width_arg = prec_arg = None
         if part.width == "*":
@@ -558,24 +594,65 @@ def compile_print_fmt(print_fmt: str, *, long_size: int = 8, symbols: Mapping[in
             prec_arg, k = args[k] if k < len(args) else None, k + 1
         if k >= len(args):
             raise PrintFmtError("fewer arguments than conversions")
-        plan.append((part, args[k], width_arg, prec_arg))
+        plan.append(_conversion(part, args[k], width_arg, prec_arg, long_size, symbols))
         k += 1
+    if len(plan) == 1 and not isinstance(plan[0], str):
+        return plan[0]
 
     def render(row: Row) -> str:
-        out = []
-        for step in plan:
-            if len(step) == 1:
-                out.append(step[0])
-                continue
-            conv, arg, wa, pa = step
-            width = _int(wa(row)) if wa else (int(conv.width) if conv.width else None)
-            prec = _int(pa(row)) if pa else (int(conv.prec) if conv.prec is not None else None)
-            if width is not None and width < 0:
-                conv.flags, width = conv.flags + "-", -width
-            out.append(_format_one(conv, arg(row), width, prec, long_size, symbols))
-        return "".join(out)
+        return "".join([step if step.__class__ is str else step(row) for step in plan])
 
     return render
+
+
+def _conversion(c: _Conv, arg: Callable[[Row], Any], width_arg: Any, prec_arg: Any, long_size: int, symbols: Mapping[int, str]) -> Callable[[Row], str]:
+    """One conversion of the format, bound to its argument: the common
+    integer and string cases specialised (a dump prints millions of them),
+    the rest through `_format_one`."""
+    if width_arg is not None or prec_arg is not None:
+
+        def dynamic(row: Row) -> str:
+            width = _int(width_arg(row)) if width_arg else (int(c.width) if c.width else None)
+            prec = _int(prec_arg(row)) if prec_arg else (int(c.prec) if c.prec is not None else None)
+            conv = c
+            if width is not None and width < 0:
+                conv = _Conv.__new__(_Conv)
+                for slot in _Conv.__slots__:
+                    setattr(conv, slot, getattr(c, slot))
+                conv.flags, width = c.flags + "-", -width
+            return _format_one(conv, arg(row), width, prec, long_size, symbols)
+
+        return dynamic
+    width = int(c.width) if c.width else None
+    prec = int(c.prec) if c.prec is not None else None
+    if c.conv in "diuxX":
+        bits = _int_bits(c.length, long_size)
+        mask, sign = (1 << bits) - 1, 1 << (bits - 1)
+        signed = c.conv in "di"
+        spec = _pyspec(c, width, prec, "d" if c.conv in "diu" else c.conv)
+
+        def integer(row: Row) -> str:
+            v = arg(row)
+            if v.__class__ is not int:
+                v = _int(v)
+            v &= mask
+            if signed and v & sign:
+                v -= mask + 1
+            return spec % v
+
+        return integer
+    if c.conv == "s":
+        spec = _pyspec(c, width, prec, "s")
+        plain = spec == "%s"
+
+        def string(row: Row) -> str:
+            v = arg(row)
+            if v.__class__ is str:
+                return v if plain else spec % v
+            return _format_one(c, v, width, prec, long_size, symbols)
+
+        return string
+    return lambda row: _format_one(c, arg(row), width, prec, long_size, symbols)
 
 
 def pointer_fields(print_fmt: str) -> list[str]:
