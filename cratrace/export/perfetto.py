@@ -39,7 +39,7 @@ from cratrace.errors import CaptureError, OutputExistsError, UsageError
 #: packets per serialised batch
 BATCH_PACKETS = 8192
 #: table rows read per batch
-BATCH_ROWS = 65536
+BATCH_ROWS = 16384
 #: the one packet sequence every packet is written on
 SEQUENCE = 1
 
