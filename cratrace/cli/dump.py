@@ -44,7 +44,7 @@ def dump_cmd(
     raw: Annotated[bool, typer.Option("--raw", "-R", help="Fields as name=value pairs, not the print format (trace-cmd report -R).")] = False,
     ns: Annotated[bool, typer.Option("--ns", "-t", help="Timestamps to the nanosecond (trace-cmd report -t).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object a line: ts (ns), cpu, pid, comm, event, info, fields.")] = False,
-    pager: Annotated[bool, typer.Option("--pager/--no-pager", help="Page through $PAGER (less) when stdout is a terminal.")] = True,
+    pager: Annotated[bool, typer.Option("--pager/--no-pager", help="Page through $CRATRACE_PAGER, else $PAGER, else `less` when stdout is a terminal.")] = True,
 ) -> None:
     """Print every event, one line each, in time order, as `trace-cmd
     report` does: COMM-PID [CPU] TIME: EVENT: the event's fields through
@@ -79,13 +79,14 @@ def dump_cmd(
         if any(c < 0 for c in cpus):
             raise UsageError(f"--cpu {','.join(cpu)}: CPU numbers are >= 0")
     names = _split(events) or None
-    Dump(capture).select(names)  # a bad capture or event name: one line, before any output
+    d = Dump(capture)
+    d.select(names)  # a bad capture or event name: one line, before any output
     if as_json:
         import json
 
-        lines: Iterable[str] = (json.dumps(r, default=str) for r in dump_records(capture, names, cpus=cpus, start=t0, end=t1))
+        lines: Iterable[str] = (json.dumps(r, default=str) for r in dump_records(d, names, cpus=cpus, start=t0, end=t1))
     else:
-        lines = dump_lines(capture, names, cpus=cpus, start=t0, end=t1, raw=raw, ns=ns)
+        lines = dump_lines(d, names, cpus=cpus, start=t0, end=t1, raw=raw, ns=ns)
     write_paged(lines, page=pager and not as_json)
 
 
@@ -96,8 +97,17 @@ def write_paged(lines: Iterable[str], page: bool = True) -> None:
     the pager) ends the output quietly."""
     import subprocess
 
+    import shlex
+    import shutil
+
     command = os.environ.get("CRATRACE_PAGER", os.environ.get("PAGER", "less"))
-    if page and sys.stdout.isatty() and command.strip() not in ("", "cat"):
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = []
+    # a pager that is not installed: print plainly rather than into a shell's error
+    runnable = bool(words) and (len(words) > 1 or (words[0] != "cat" and shutil.which(words[0]) is not None))
+    if page and runnable and sys.stdout.isatty():
         env = dict(os.environ)
         env.setdefault("LESS", "FRX")
         try:

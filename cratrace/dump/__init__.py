@@ -118,10 +118,14 @@ def _checked(p: Printer, row: Row, comms: Comms) -> str:
     return text[:-1] if text.endswith("\n") else text
 
 
-def dump_lines(capture: str | Path, events: list[str] | None = None, *, cpus: list[int] | None = None, start: int | None = None, end: int | None = None, raw: bool = False, ns: bool = False) -> Iterator[str]:
+def _open(capture: str | Path | Dump) -> Dump:
+    return capture if isinstance(capture, Dump) else Dump(capture)
+
+
+def dump_lines(capture: str | Path | Dump, events: list[str] | None = None, *, cpus: list[int] | None = None, start: int | None = None, end: int | None = None, raw: bool = False, ns: bool = False) -> Iterator[str]:
     """The events of `capture` as `trace-cmd report` lines, in time order
     (`start <= ts < end` in ns, on `cpus`, of `events` when given)."""
-    d = Dump(capture)
+    d = _open(capture)
     comms = Comms(d.cmdlines)
     for row in d.rows(events, cpus=cpus, start=start, end=end):
         pid = row["pid"] if "pid" in row.cols else None
@@ -129,10 +133,10 @@ def dump_lines(capture: str | Path, events: list[str] | None = None, *, cpus: li
         yield head + d.printer(row.table, raw)(row, comms)
 
 
-def dump_records(capture: str | Path, events: list[str] | None = None, *, cpus: list[int] | None = None, start: int | None = None, end: int | None = None) -> Iterator[dict]:
+def dump_records(capture: str | Path | Dump, events: list[str] | None = None, *, cpus: list[int] | None = None, start: int | None = None, end: int | None = None) -> Iterator[dict]:
     """The same events as dicts: ts (ns), cpu, pid, comm, event, info (the
     printed text) and fields (the raw values)."""
-    d = Dump(capture)
+    d = _open(capture)
     comms = Comms(d.cmdlines)
     for row in d.rows(events, cpus=cpus, start=start, end=end):
         pid = row["pid"] if "pid" in row.cols else None

@@ -521,8 +521,10 @@ def _format_one(c: _Conv, value: Any, width: int | None, prec: int | None, long_
     if conv == "u":
         return _pyspec(c, width, prec, "d") % v
     if conv == "o":
-        text = _pyspec(c, width, prec, "o") % v
-        return text.replace(" " + str(v), "0" + str(v)) if "#" in c.flags else text
+        # C's %#o prefixes a 0 (Python's, 0o)
+        digits = ("0" if "#" in c.flags and v else "") + (_pyspec(c, None, prec, "o") % v)
+        flags = c.flags.replace("#", "").replace("0", "" if "-" in c.flags else "0")
+        return ("%" + flags + ("" if width is None else str(width)) + "s") % digits if "0" not in flags else digits.rjust(width or 0, "0")
     return _pyspec(c, width, prec, conv) % v
 
 
