@@ -203,3 +203,12 @@ def test_a_capture_without_formats_prints_raw_fields(generated, tmp_path):
     (old / "formats.json").unlink()
     line = next(dump_lines(old, ["kvm_hypercall"]))
     assert re.search(r"kvm_hypercall: +nr=", line), line
+
+
+def test_a_pager_that_is_not_installed_prints_plainly(monkeypatch, capsys):
+    from cratrace.cli import dump as cli_dump
+
+    monkeypatch.setenv("CRATRACE_PAGER", "no-such-pager-here")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    cli_dump.write_paged(iter(["a", "b"]))
+    assert capsys.readouterr().out == "a\nb\n"
