@@ -53,9 +53,15 @@ class Dump:
         self.formats: dict[str, dict] = formats.get("events", {})
         self.symbols: dict[int, str] = {int(k): v for k, v in (formats.get("symbols") or {}).items()}
         self.cmdlines: dict[int, str] = {}
+        instances: set[str] = set()
         for s in self.meta.get("sources", []):
-            for pid, comm in (s.get("summary") or {}).get("cmdlines") or []:
+            summary = s.get("summary") or {}
+            for pid, comm in summary.get("cmdlines") or []:
                 self.cmdlines.setdefault(int(pid), comm)
+            instances.update(i.get("name") or "" for i in summary.get("instances") or [])
+        #: the width trace-cmd gives buffer instance names before each line
+        #: when the trace has instances (0: none)
+        self.instance_width = max((len(n) for n in instances if n), default=0)
         self._printers: dict[str, Printer] = {}
 
     def select(self, events: list[str] | None) -> dict[str, Path]:
@@ -127,9 +133,14 @@ def dump_lines(capture: str | Path | Dump, events: list[str] | None = None, *, c
     (`start <= ts < end` in ns, on `cpus`, of `events` when given)."""
     d = _open(capture)
     comms = Comms(d.cmdlines)
+    width = d.instance_width
     for row in d.rows(events, cpus=cpus, start=start, end=end):
         pid = row["pid"] if "pid" in row.cols else None
         head = header(comms(pid), pid, row["cpu"] if "cpu" in row.cols else None, row["ts"], row.table, ns)
+        if width:
+            # trace-cmd names the buffer instance of each line when there are any
+            inst = row["instance"] if "instance" in row.cols else ""
+            head = (f"{inst:>{width}}: " if inst else " " * (width + 2)) + head
         yield head + d.printer(row.table, raw)(row, comms)
 
 

@@ -2,7 +2,8 @@
 
 A line is ``COMM-PID [CPU] SECONDS.USECS: EVENT: INFO``, laid out as
 trace-cmd 3.x lays it out (``%16s-%-5d [%03d] %5llu.%06llu: NAME: ``,
-names shorter than 20 padded to 20; times rounded to the microsecond). COMM is the name of the thread that was running: the trace's
+names shorter than 20 padded to 20; times rounded to the microsecond),
+each line led by its buffer instance's name when the trace has instances. COMM is the name of the thread that was running: the trace's
 saved cmdlines, then the names sched_switch and sched_wakeup lines reveal
 (never overriding one already known, as libtraceevent's
 ``tep_register_comm``), ``<idle>`` for pid 0 and ``<...>`` when unknown.

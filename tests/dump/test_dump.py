@@ -117,6 +117,20 @@ def test_edges_trace_cmd_report_lays_out(tmp_path):
     assert "\n".join(dump_lines(tmp_path / "cap")).splitlines() == report(tmp_path / "t.dat")
 
 
+@needs_trace_cmd
+def test_buffer_instances_lead_their_lines(tmp_path):
+    from cratrace.synth.tracedat_writer import Event, write_tracedat
+
+    events = [
+        Event(ts=1_500_000_000, cpu=0, name="sched_wakeup", pid=5, fields=dict(comm="foo", pid=7, prio=120, target_cpu=1)),
+        Event(ts=1_600_000_000, cpu=1, name="sched_wakeup", pid=5, instance="vmbuf", fields=dict(comm="bar", pid=8, prio=120, target_cpu=1)),
+        Event(ts=1_700_000_000, cpu=0, name="print", pid=7, fields=dict(ip=0xFFFFFFFF81A2B3C0, buf="hello\n")),
+    ]
+    write_tracedat(tmp_path / "t.dat", events, comms={5: "foo"})
+    import_capture([tmp_path / "t.dat"], tmp_path / "cap")
+    assert list(dump_lines(tmp_path / "cap")) == report(tmp_path / "t.dat")
+
+
 def test_filters_select_the_lines_of_the_whole_dump(generated):
     _, cap = generated
     everything = list(dump_lines(cap))
