@@ -33,6 +33,9 @@ def test_quick_mode_predicts_every_pair():
         assert r["source_throughput"] > 0 and r["target_throughput"] > 0 and r["predicted_throughput"] > 0, r
         # one recording per setting: no noise floor to compare with
         assert r["target_noise_pct"] is None
+        # the predicted change is against the source replayed as recorded,
+        # whose own error is given beside it
+        assert isinstance(r["self_replay_error_pct"], float), r
     by = {r["what_if"]: r for r in rows}
     # two CPUs to one: the lab, CPU bound on two CPUs, loses about half
     assert -60 < by["2 CPUs -> 1 CPU"]["recorded_change_pct"] < -25 and -60 < by["2 CPUs -> 1 CPU"]["predicted_change_pct"] < -25
