@@ -403,7 +403,7 @@ fn eevdf_ends_the_slice_of_a_thread_that_makes_system_calls_at_once_but_of_a_spi
 
 fn pv(spin_ns: f64) -> Policy {
     let mut p = Policy::parse("pv").unwrap();
-    p.params.insert("pv_spin_ns".into(), spin_ns);
+    p.params.pv_spin_ns = spin_ns;
     p
 }
 

@@ -336,18 +336,18 @@ impl<'a> Engine<'a> {
             .iter()
             .map(|a| a.clone().filter(|s| s.len() > 1))
             .collect();
-        let migration_cost = p.param("migration_cost_ns") as i64;
-        let newidle_cost = p.param("newidle_cost_ns").max(0.0) as i64;
+        let migration_cost = p.params.migration_cost_ns as i64;
+        let newidle_cost = p.params.newidle_cost_ns.max(0.0) as i64;
         let sched: Box<dyn Scheduler> = match p.scheduler {
             SchedulerKind::Fair => Box::new(Fair::new(
                 linux_weights.clone(),
-                p.param("sched_latency_ns") as i64,
-                p.param("min_granularity_ns") as i64,
-                p.param("wakeup_granularity_ns") as i64,
+                p.params.sched_latency_ns as i64,
+                p.params.min_granularity_ns as i64,
+                p.params.wakeup_granularity_ns as i64,
             )),
             SchedulerKind::Eevdf => {
-                let slice = p.param("base_slice_ns") as i64;
-                let hz = p.param("tick_hz");
+                let slice = p.params.base_slice_ns as i64;
+                let hz = p.params.tick_hz;
                 let tick = if hz > 0.0 {
                     (1e9 / hz).round() as i64
                 } else {
@@ -374,9 +374,9 @@ impl<'a> Engine<'a> {
                 // pinned, pooled or recorded placements say where threads
                 // run; the kernel's balancing is for floating ones
                 if p.placement == Placement::Floating {
-                    s.set_busy_balance(p.param("busy_balance_ns") as i64);
-                    s.set_balance_by_load(p.param("busy_balance_load") != 0.0);
-                    if p.param("newidle_odds") != 0.0 {
+                    s.set_busy_balance(p.params.busy_balance_ns as i64);
+                    s.set_balance_by_load(p.params.busy_balance_load != 0.0);
+                    if p.params.newidle_odds != 0.0 {
                         s.set_newidle_odds(Some(p.seed));
                     }
                 }
@@ -385,11 +385,11 @@ impl<'a> Engine<'a> {
             SchedulerKind::Credit => Box::new(Credit::new(
                 weights,
                 h.freq_khz.len(),
-                p.param("credit_slice_ns") as i64,
-                p.param("credit_tick_ns") as i64,
-                p.param("credit_acct_ns") as i64,
+                p.params.credit_slice_ns as i64,
+                p.params.credit_tick_ns as i64,
+                p.params.credit_acct_ns as i64,
             )),
-            SchedulerKind::Rr => Box::new(RoundRobin::new(n, p.param("rr_slice_ns") as i64)),
+            SchedulerKind::Rr => Box::new(RoundRobin::new(n, p.params.rr_slice_ns as i64)),
             SchedulerKind::Lpar => Box::new(Lpar::new(
                 w.threads
                     .iter()
@@ -400,8 +400,8 @@ impl<'a> Engine<'a> {
                     .map(|v| v.weight as f64 * v.share)
                     .collect::<Vec<_>>(),
                 h.freq_khz.len(),
-                p.param("lpar_slice_ns") as i64,
-                p.param("lpar_epoch_ns") as i64,
+                p.params.lpar_slice_ns as i64,
+                p.params.lpar_epoch_ns as i64,
             )),
         };
         let mut lock_index = std::collections::BTreeMap::new();
@@ -496,21 +496,21 @@ impl<'a> Engine<'a> {
             win_start: 0,
             migration_cost,
             newidle_cost,
-            wake_charges_running: p.param("wake_update_curr") != 0.0,
-            host_recorded: p.param("host_placement") != 0.0,
+            wake_charges_running: p.params.wake_update_curr != 0.0,
+            host_recorded: p.params.host_placement != 0.0,
             remaining_threads: n,
             caps: w
                 .vms
                 .iter()
                 .map(|v| {
                     v.cap.map(|c| caps::Cap {
-                        quota: (c.max(0.0) * p.param("cap_period_ns")).round() as i64,
+                        quota: (c.max(0.0) * p.params.cap_period_ns).round() as i64,
                         ..Default::default()
                     })
                 })
                 .collect(),
-            cap_period: (p.param("cap_period_ns") as i64).max(1),
-            cap_check: (p.param("cap_check_ns") as i64).max(1),
+            cap_period: (p.params.cap_period_ns as i64).max(1),
+            cap_check: (p.params.cap_check_ns as i64).max(1),
             cap_from: vec![0; n],
             pin,
             allowed,
@@ -518,7 +518,7 @@ impl<'a> Engine<'a> {
             pool: vec![None; n],
             cpu_pool: vec![0; h.freq_khz.len()],
             freq: h.freq_khz.clone(),
-            volt: vec![p.param("volt"); h.freq_khz.len()],
+            volt: vec![p.params.volt; h.freq_khz.len()],
         }
     }
 
@@ -889,9 +889,9 @@ impl<'a> Engine<'a> {
         let ready = self.sched.ready();
         let slice = match self.p.placement {
             Placement::Asymmetric if self.cpu_pool[c as usize] == 0 => {
-                self.p.param("fast_slice_ns") as i64
+                self.p.params.fast_slice_ns as i64
             }
-            Placement::Asymmetric => self.p.param("slow_slice_ns") as i64,
+            Placement::Asymmetric => self.p.params.slow_slice_ns as i64,
             _ => self.sched.slice_ns(ThreadId(t), ready),
         };
         let g = self.cpus[c as usize].gen;

@@ -54,24 +54,24 @@ impl Engine<'_> {
             }
         }
         let p = self.p;
-        let window = match (p.param("balance_window") as usize, p.param("balance_decay")) {
+        let window = match (p.params.balance_window as usize, p.params.balance_decay) {
             (_, d) if d > 0.0 => Window::Exponential(d),
             (0, _) => Window::Cumulative,
             (c, _) => Window::Sliding(c),
         };
-        let hz = p.param("force_swap_hz");
-        let period = (p.param("balance_period_ns") as i64).max(1000);
+        let hz = p.params.force_swap_hz;
+        let period = (p.params.balance_period_ns as i64).max(1000);
         self.bal = Some(Balancer {
             period,
             period_start: 0,
             busy: vec![0; n],
             window: EnergyWindow::new(n, window),
             thermal: ThermalModel::new(n, p.thermal()),
-            k: p.param("balance_k").max(1.0 + 1e-9),
+            k: p.params.balance_k.max(1.0 + 1e-9),
             force_period: (hz > 0.0).then(|| (1e9 / hz) as i64),
             next_forced: if hz > 0.0 { (1e9 / hz) as i64 } else { 0 },
-            swap_cost: p.param("swap_cost_ns") as i64,
-            safe_point: (p.param("safe_point_ns") as i64).max(1),
+            swap_cost: p.params.swap_cost_ns as i64,
+            safe_point: (p.params.safe_point_ns as i64).max(1),
             energy_j: vec![0.0; n],
             thread_j: vec![0.0; self.th.len()],
             last_thread_j: vec![0.0; self.th.len()],
@@ -84,15 +84,12 @@ impl Engine<'_> {
     /// frequency and voltage), the rest slow; vCPUs as `assign_pools` says.
     pub(super) fn start_pools(&mut self) {
         let n = self.cpus.len();
-        let fast = match self.p.param("fast_cores") as usize {
+        let fast = match self.p.params.fast_cores as usize {
             0 => n.div_ceil(2),
             k => k.min(n),
         };
-        let (fk, sk) = (
-            self.p.param("fast_khz") as u64,
-            self.p.param("slow_khz") as u64,
-        );
-        let (fv, sv) = (self.p.param("fast_volt"), self.p.param("slow_volt"));
+        let (fk, sk) = (self.p.params.fast_khz as u64, self.p.params.slow_khz as u64);
+        let (fv, sv) = (self.p.params.fast_volt, self.p.params.slow_volt);
         for c in 0..n {
             let is_fast = c < fast;
             self.cpu_pool[c] = if is_fast { 0 } else { 1 };
@@ -118,15 +115,12 @@ impl Engine<'_> {
     /// CPU at all, and it never ran.
     fn assign_pools(&mut self, fast: usize) {
         let thresholds = ClassifierThresholds {
-            min_cpu_utilisation: self.p.param("cpu_class_util"),
-            max_cpu_blocks_per_s: self.p.param("io_block_hz"),
+            min_cpu_utilisation: self.p.params.cpu_class_util,
+            max_cpu_blocks_per_s: self.p.params.io_block_hz,
             ..ClassifierThresholds::default()
         };
         let vcpus_of = vcpus_per_vm(self.w);
-        let (fk, sk) = (
-            self.p.param("fast_khz") as u64,
-            self.p.param("slow_khz") as u64,
-        );
+        let (fk, sk) = (self.p.params.fast_khz as u64, self.p.params.slow_khz as u64);
         let mut idx = Vec::new();
         let mut vcpus = Vec::new();
         self.out.vcpu_class = vec![-1; self.w.threads.len()];
@@ -155,7 +149,7 @@ impl Engine<'_> {
             &vcpus,
             fast,
             self.cpus.len() - fast,
-            self.p.param("spill_slow") > 0.0,
+            self.p.params.spill_slow > 0.0,
         );
         for (i, pool) in idx.into_iter().zip(pools) {
             self.pool[i] = Some(if pool == Pool::Fast { 0 } else { 1 });
@@ -186,17 +180,17 @@ impl Engine<'_> {
             &self.out.slice_start,
             &self.out.slice_end,
             &watts,
-            self.p.param("idle_w"),
+            self.p.params.idle_w,
             n,
             0,
             end,
             1_000_000,
             self.p.thermal(),
-            self.p.param("throttle_c"),
+            self.p.params.throttle_c,
         );
         self.out.core_peak_c = prof.peak_c;
         self.out.core_hot_ns = prof.hot_ns;
-        let idle_w = self.p.param("idle_w");
+        let idle_w = self.p.params.idle_w;
         self.out.core_khz = self.freq.clone();
         self.out.core_volt = self.volt.clone();
         self.out.core_dynamic_w = (0..n).map(|c| self.dynamic_w(c)).collect();
@@ -209,11 +203,11 @@ impl Engine<'_> {
     /// Dynamic power of core `c` while busy: C·f·V² (f in GHz).
     fn dynamic_w(&self, c: usize) -> f64 {
         let (ghz, v) = (self.freq[c] as f64 / 1e6, self.volt[c]);
-        self.p.param("capacitance") * ghz * v * v
+        self.p.params.capacitance * ghz * v * v
     }
 
     fn busy_w(&self, c: usize) -> f64 {
-        self.p.param("static_w") + self.dynamic_w(c)
+        self.p.params.static_w + self.dynamic_w(c)
     }
 
     /// Thread `t`'s power on core `c` (W): its own when known, its
@@ -222,9 +216,9 @@ impl Engine<'_> {
     pub(super) fn thread_busy_w(&self, t: u32, c: usize) -> f64 {
         match self.w.threads[t as usize].power_w {
             Some(w) => {
-                let stat = self.p.param("static_w");
+                let stat = self.p.params.static_w;
                 let f = self.freq[c] as f64 / self.h.recorded_khz.max(1) as f64;
-                let v = self.volt[c] / self.p.param("volt").max(1e-9);
+                let v = self.volt[c] / self.p.params.volt.max(1e-9);
                 stat + (w - stat).max(0.0) * f * v * v
             }
             None => self.busy_w(c),
@@ -248,7 +242,7 @@ impl Engine<'_> {
                 })
             })
             .collect();
-        let idle_w = self.p.param("idle_w");
+        let idle_w = self.p.params.idle_w;
         let mut e = vec![0.0; n];
         let temps: Vec<f64>;
         {

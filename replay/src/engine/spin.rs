@@ -69,9 +69,9 @@ impl Engine<'_> {
         self.set_state(t, StateCode::Spinning, Some(c));
         let window = match self.p.spin {
             SpinResponse::Spin => None,
-            SpinResponse::Yield => Some(self.p.param("ple_window_ns") as i64),
-            SpinResponse::Pv => Some(self.p.param("pv_spin_ns") as i64),
-            _ => Some(self.p.param("spin_budget_ns") as i64),
+            SpinResponse::Yield => Some(self.p.params.ple_window_ns as i64),
+            SpinResponse::Pv => Some(self.p.params.pv_spin_ns as i64),
+            _ => Some(self.p.params.spin_budget_ns as i64),
         };
         if let Some(wd) = window {
             self.rearm(t, self.now + wd.max(0));
@@ -130,7 +130,7 @@ impl Engine<'_> {
                 // once looped forever at one instant on hosts whose
                 // switches cost nothing (generated captures declare 0).
                 let spun = self.now - since.max(self.th[ti].run_start);
-                let window = self.p.param("ple_window_ns") as i64;
+                let window = self.p.params.ple_window_ns as i64;
                 if spun < window {
                     self.respin(t, window - spun);
                     return true;
@@ -157,7 +157,7 @@ impl Engine<'_> {
         let ti = t as usize;
         let (_, since) = self.th[ti].spin.expect("spinning");
         let spun = self.th[ti].pv_spun + (self.now - since.max(self.th[ti].run_start)).max(0);
-        let left = self.p.param("pv_spin_ns") as i64 - spun;
+        let left = self.p.params.pv_spin_ns as i64 - spun;
         if left > 0 {
             // woken by a release someone else won, or re-dispatched: the
             // window's end
@@ -220,7 +220,7 @@ impl Engine<'_> {
     /// KVM: yield to one eligible sibling (preempted, not itself spinning).
     fn directed_yield(&mut self, t: u32, c: u32) {
         let Some(vm) = vm_of(self.w, t) else {
-            return self.respin(t, self.p.param("ple_window_ns") as i64);
+            return self.respin(t, self.p.params.ple_window_ns as i64);
         };
         let v = vm.0 as usize;
         let sib = &self.siblings[v];
@@ -237,7 +237,7 @@ impl Engine<'_> {
                 self.sched.boost(ThreadId(s));
                 self.leave_cpu_ready(t, c, Sub::ProperReady);
             }
-            None => self.respin(t, self.p.param("ple_window_ns") as i64),
+            None => self.respin(t, self.p.params.ple_window_ns as i64),
         }
     }
 
@@ -245,7 +245,7 @@ impl Engine<'_> {
         let ti = t as usize;
         self.th[ti].retries += 1;
         self.out.uncleared_redispatch(t);
-        if self.th[ti].retries as f64 > self.p.param("excess_retries")
+        if self.th[ti].retries as f64 > self.p.params.excess_retries
             && !self.th[ti].excessive_counted
         {
             self.th[ti].excessive_counted = true;
@@ -257,7 +257,7 @@ impl Engine<'_> {
     fn suspend_spin_call(&mut self, t: u32, c: u32) {
         let ti = t as usize;
         let Some(vm) = vm_of(self.w, t) else {
-            return self.respin(t, self.p.param("respin_ns") as i64);
+            return self.respin(t, self.p.params.respin_ns as i64);
         };
         let v = vm.0 as usize;
         if self.th[ti].redispatched {
@@ -268,7 +268,7 @@ impl Engine<'_> {
             // resumed it
             self.th[ti].redispatched = false;
             self.note_redispatch(t);
-            return self.respin(t, self.p.param("respin_ns") as i64);
+            return self.respin(t, self.p.params.respin_ns as i64);
         }
         self.hypercall(t);
         let partners: Vec<u32> = self.siblings[v]
@@ -287,7 +287,7 @@ impl Engine<'_> {
                     .filter(|&s| ready(self, s))
                     .collect();
                 if dmask.is_empty() {
-                    return self.respin(t, self.p.param("respin_ns") as i64);
+                    return self.respin(t, self.p.params.respin_ns as i64);
                 }
                 self.th[ti].dmask = dmask;
                 self.th[ti].aspw = true;
@@ -299,14 +299,14 @@ impl Engine<'_> {
                     .iter()
                     .any(|&s| matches!(self.th[s as usize].st, St::Running(_)))
                 {
-                    return self.respin(t, self.p.param("respin_ns") as i64);
+                    return self.respin(t, self.p.params.respin_ns as i64);
                 }
                 if partners.iter().any(|&s| ready(self, s)) {
                     self.th[ti].aspw = true;
                     self.gspw[v] += 1;
                     self.leave_cpu_ready(t, c, Sub::ProperReady);
                 } else {
-                    self.respin(t, self.p.param("respin_ns") as i64);
+                    self.respin(t, self.p.params.respin_ns as i64);
                 }
             }
             _ => {
