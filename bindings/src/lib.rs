@@ -15,6 +15,7 @@ mod postcopy;
 mod replay;
 mod to_parquet;
 mod tracedat;
+mod tracedat_writer;
 mod workload;
 mod xentrace;
 
@@ -88,5 +89,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(file_blake3, m)?)?;
     m.add_class::<markers::MarkerLines>()?;
     m.add_class::<arrow_stream::ArrowTable>()?;
+    m.add_class::<tracedat_writer::TraceDatSpool>()?;
     Ok(())
 }

@@ -50,11 +50,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import struct
+import sys
+import tempfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, BinaryIO, Iterable, Iterator, Literal, Mapping, Sequence
 
 from cratrace import atomic
 from cratrace.synth.event_formats import (
@@ -295,6 +298,33 @@ def _compress(algo: str, data: bytes) -> bytes:
     raise WriterError(f"unknown compression {algo!r}")
 
 
+def _compressed(algo: str, chunks: Iterable[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """(chunk, compressed chunk) for each chunk, as :func:`_compress`
+    gives them, compressed two at a time on threads (zlib and zstd
+    release the GIL) while the file is written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if algo == "zstd":
+        import zstandard
+
+        def one(data: bytes) -> bytes:
+            # a compressor per call: one is not safe on two threads
+            return zstandard.ZstdCompressor(level=3, write_content_size=True, write_checksum=False).compress(data)
+    else:
+        def one(data: bytes) -> bytes:
+            return _compress(algo, data)
+
+    with ThreadPoolExecutor(2, thread_name_prefix="cratrace-synth-compress") as pool:
+        ahead: list = []
+        for ch in chunks:
+            ahead.append((ch, pool.submit(one, ch)))
+            if len(ahead) > 4:
+                ch0, fut = ahead.pop(0)
+                yield ch0, fut.result()
+        for ch0, fut in ahead:
+            yield ch0, fut.result()
+
+
 def _compression_header(algo: str) -> bytes:
     if algo == "none":
         return b"none\0\0"
@@ -309,37 +339,362 @@ def _compression_header(algo: str) -> bytes:
 
 
 class _Out:
-    def __init__(self, e: str):
-        self.b = bytearray()
+    """The file being assembled: written as it goes, its position tracked
+    for the offsets the format stores, earlier bytes patched in place."""
+
+    def __init__(self, f: BinaryIO, e: str):
+        self.f = f
         self.e = e
+        self.pos = 0
 
     def u16(self, v: int) -> None:
-        self.b += struct.pack(self.e + "H", v)
+        self.raw(struct.pack(self.e + "H", v))
 
     def u32(self, v: int) -> None:
-        self.b += struct.pack(self.e + "I", v)
+        self.raw(struct.pack(self.e + "I", v))
 
     def u64(self, v: int) -> None:
-        self.b += struct.pack(self.e + "Q", v)
+        self.raw(struct.pack(self.e + "Q", v))
 
     def raw(self, v: bytes) -> None:
-        self.b += v
+        self.f.write(v)
+        self.pos += len(v)
 
     def cstr(self, s: str) -> None:
-        self.b += s.encode() + b"\0"
+        self.raw(s.encode() + b"\0")
 
     def align(self, n: int) -> None:
-        self.b += b"\0" * (-len(self.b) % n)
+        self.raw(b"\0" * (-self.pos % n))
+
+    def patch(self, at: int, v: bytes) -> None:
+        self.f.seek(at)
+        self.f.write(v)
+        self.f.seek(self.pos)
 
     def patch64(self, at: int, v: int) -> None:
-        self.b[at : at + 8] = struct.pack(self.e + "Q", v)
+        self.patch(at, struct.pack(self.e + "Q", v))
+
+    def copy(self, pages: "_Pages") -> None:
+        """A CPU's spooled pages, as they are."""
+        if not pages:
+            return
+        with open(pages.path, "rb") as src:  # type: ignore[arg-type]
+            left = pages.size
+            while left:
+                block = src.read(min(left, 1 << 20))
+                if not block:
+                    raise WriterError(f"spooled pages {pages.path} end {left} bytes early")
+                self.raw(block)
+                left -= len(block)
 
     def __len__(self) -> int:
-        return len(self.b)
+        return self.pos
 
+
+@dataclass(frozen=True)
+class _Pages:
+    """One CPU's ring-buffer pages, spooled to a file (size 0: none)."""
+
+    path: Path | None
+    size: int
+
+    def __bool__(self) -> bool:
+        return self.size > 0
+
+    def chunks(self, size: int) -> Iterator[bytes]:
+        if not self.size:
+            return
+        with open(self.path, "rb") as src:  # type: ignore[arg-type]
+            for _ in range(-(-self.size // size)):
+                yield src.read(size)
+
+
+NO_PAGES = _Pages(None, 0)
 
 def _pack(e: str, f: str, *v: Any) -> bytes:
     return struct.pack(e + f, *v)
+
+
+#: write_tracedat's options that shape the pages (fixed when a stream
+#: opens) and those that only shape the file around them (given to finish)
+PAGE_OPTIONS = ("version", "compression", "long_size", "endian", "page_size", "instance_page_sizes",
+                "formats", "lost_events", "tail_padding", "abs_ts_every")
+FILE_OPTIONS = ("cpus", "instances", "comms", "uname", "trace_clock", "tsc2nsec", "offset", "cpustat",
+                "split_options", "chunk_pages")
+
+#: events handed to the native encoder at a time
+BATCH = 8192
+
+# where a field's value comes from, for the native encoder: the event's
+# fields (0) or its header (type id, flags, preempt count, pid)
+_SOURCES = {"common_type": 1, "common_flags": 2, "common_preempt_count": 3, "common_pid": 4}
+
+
+def _field_kind(f) -> int:
+    """The native encoder's code for how a field is stored (the order of
+    _encode_payload's tests)."""
+    if f.data_loc:
+        return 3
+    if f.rel_loc:
+        return 4
+    if f.array_len == 0:
+        return 5
+    if f.array_len is not None:
+        return 2 if "char" in f.type else 1
+    return 0
+
+
+class TraceDatStream:
+    """A trace.dat written as its events come, in memory that does not
+    grow with the trace (issue #47): each event is encoded into its CPU's
+    ring-buffer pages (in Rust, a batch at a time) and the pages spooled to
+    a scratch directory beside ``path``; :meth:`finish` writes the file
+    around them. Events of one CPU must come in time order (`cratrace
+    synth`'s Builder keeps them so); :func:`write_tracedat` sorts any list.
+
+    ``put(ts, cpu, name, pid, fields)`` adds an event of the top buffer,
+    :meth:`add` an :class:`Event`. Options are :func:`write_tracedat`'s:
+    those that shape pages here, the rest at :meth:`finish`. ``len()`` and
+    :meth:`counts` say what was added. Use it as a context manager (the
+    spool is removed on leaving, finished or not)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        version: Literal[6, 7] = 7,
+        compression: Compression = "none",
+        long_size: Literal[4, 8] = 8,
+        endian: Endian = "little",
+        page_size: int = 4096,
+        instance_page_sizes: Mapping[str, int] | None = None,
+        formats: Sequence[str] = (),
+        lost_events: Mapping[tuple[str, int], Mapping[int, int]] | None = None,
+        tail_padding: bool = True,
+        abs_ts_every: int = 0,
+        overwrite: bool = False,
+    ):
+        from cratrace import _native
+
+        path = Path(path)
+        if version not in (6, 7):
+            raise WriterError(f"version must be 6 or 7, not {version!r}")
+        if compression not in ("none", "zlib", "zstd"):
+            raise WriterError(f"compression must be none, zlib or zstd, not {compression!r}")
+        if version == 6 and compression != "none":
+            raise WriterError("file version 6 has no compression; use version=7")
+        if long_size not in (4, 8):
+            raise WriterError(f"long_size must be 4 or 8, not {long_size!r}")
+        if endian not in ("little", "big"):
+            raise WriterError(f"endian must be little or big, not {endian!r}")
+        if page_size < 256 or page_size & (page_size - 1):
+            raise WriterError(f"page_size must be a power of two >= 256, not {page_size}")
+        instance_page_sizes = dict(instance_page_sizes or {})
+        for iname, ps in instance_page_sizes.items():
+            if version == 6:
+                raise WriterError("per-instance page sizes need file version 7 (v6 has one page size)")
+            if ps < 256 or ps & (ps - 1):
+                raise WriterError(f"instance {iname!r}: page size must be a power of two >= 256, not {ps}")
+        if path.exists() and not overwrite:
+            raise WriterError(f"{path} exists (pass overwrite=True to replace it)")
+        self.path, self.version, self.compression = path, version, compression
+        self.long_size, self.endian, self.page_size = long_size, endian, page_size
+        self.instance_page_sizes = instance_page_sizes
+        self.lost_events = {k: dict(v) for k, v in (lost_events or {}).items()}
+        e = "<" if endian == "little" else ">"
+
+        fmts: dict[str, EventFormat] = {}
+        for f in bundled_formats().values():
+            fmts[f.name] = relayout(f, long_size)
+        for text in formats:
+            m = re.match(r"system:\s*(\S+)\n", text)
+            system = m.group(1) if m else "synth"
+            if m:
+                text = text[m.end() :]
+            f = relayout(parse_format(text, system), long_size)
+            fmts[f.name] = f
+        self.fmts = fmts
+        by_full = {f"{f.system}:{f.name}": f for f in fmts.values()}
+        self.ctx = _Ctx(e, long_size, {**fmts, **by_full}, {})
+        specs = []
+        for f in fmts.values():
+            fields = [(sys.intern(x.name), x.offset, x.size, _field_kind(x), x.array_len or 0, x.elem_size,
+                       _SOURCES.get(x.name, 0)) for x in f.fields]
+            specs.append(([f.name, f"{f.system}:{f.name}"], f.id, f.static_size, f.name == "bprint", fields))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".spool", dir=path.parent))
+        self._spool = _native.TraceDatSpool(
+            str(self._dir), little=endian == "little", long_size=long_size, page_size=page_size,
+            instance_page_sizes=instance_page_sizes, tail_padding=tail_padding, abs_every=abs_ts_every,
+            lost=self.lost_events, formats=specs, encode=self._encode)
+        self._batch: list[tuple] = []
+
+    def _encode(self, name: str, pid: int, fields: Mapping[str, Any], flags: int, preempt: int) -> bytes:
+        """The payload of an event the native encoder leaves to Python
+        (bprint: its format string goes to the printk section)."""
+        ev = Event(ts=0, cpu=0, name=name, pid=pid, fields=fields, flags=flags, preempt=preempt)
+        return _encode_payload(self.ctx, self.ctx.formats[name], ev)
+
+    def put(self, ts: int, cpu: int, name: str, pid: int, fields: Mapping[str, Any]) -> None:
+        """Add an event of the top buffer (no flags, no preempt count)."""
+        batch = self._batch
+        batch.append((ts, cpu, name, pid, fields))
+        if len(batch) >= BATCH:
+            self.flush()
+
+    def add(self, ev: Event | Mapping[str, Any]) -> None:
+        ev = _as_event(ev)
+        self._batch.append((ev.ts, ev.cpu, ev.name, ev.pid, ev.fields, ev.instance, ev.flags, ev.preempt))
+        if len(self._batch) >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        batch, self._batch = self._batch, []
+        try:
+            self._spool.add(batch)
+        except ValueError as e:
+            raise WriterError(str(e)) from None
+
+    def __len__(self) -> int:
+        return len(self._spool) + len(self._batch)
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def __iter__(self):
+        raise TypeError("a TraceDatStream does not keep its events (len() and counts() say what was added)")
+
+    def counts(self) -> dict[str, int]:
+        """Events added, by the name they were added with."""
+        self.flush()
+        return dict(self._spool.counts())
+
+    def __enter__(self) -> "TraceDatStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Remove the spooled pages."""
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def finish(
+        self,
+        *,
+        cpus: int | None = None,
+        instances: Sequence[str] = (),
+        comms: Mapping[int, str] | None = None,
+        uname: str = "Linux synth 6.18.44 #1 SMP PREEMPT_DYNAMIC x86_64",
+        trace_clock: str = "local",
+        tsc2nsec: tuple[int, int, int] | None = None,
+        offset: int | None = None,
+        cpustat: bool = True,
+        split_options: bool = False,
+        chunk_pages: int = 64,
+    ) -> Path:
+        """Write the file (atomically) around the pages; returns its path."""
+        self.flush()
+        spooled = self._spool.finish()
+        e, long_size, page_size, version = self.ctx.endian, self.long_size, self.page_size, self.version
+        max_cpu = max((s[1] for s in spooled), default=-1)
+        ncpus = cpus if cpus is not None else max(max_cpu + 1, 1)
+        if max_cpu >= ncpus:
+            raise WriterError(f"an event is on cpu {max_cpu} but cpus={ncpus}")
+        lost_events = self.lost_events
+        # buffers: the top one, the instances asked for, then those events used
+        order = [""] + list(instances)
+        for inst, *_ in spooled:
+            if inst not in order:
+                order.append(inst)
+        by_buf: dict[str, dict[int, tuple]] = {name: {} for name in order}
+        for s in spooled:
+            by_buf[s[0]][s[1]] = s
+        buffers_data: dict[str, list[tuple[int, _Pages]]] = {
+            name: [(cpu, _Pages(Path(cpumap[cpu][2]), cpumap[cpu][3]) if cpu in cpumap else NO_PAGES) for cpu in range(ncpus)]
+            for name, cpumap in by_buf.items()
+        }
+
+        # every bundled format goes in the file (as trace-cmd records all enabled
+        # events); ftrace's print/bprint live in the ftrace section
+        fmts = self.fmts
+        all_fmts = sorted({f"{f.system}:{f.name}": f for f in fmts.values()}.values(), key=lambda f: (f.system, f.id))
+        ftrace_fmts = [f for f in all_fmts if f.system == "ftrace"]
+        systems: dict[str, list[EventFormat]] = {}
+        for f in all_fmts:
+            if f.system != "ftrace":
+                systems.setdefault(f.system, []).append(f)
+
+        header_info = (
+            b"header_page\0"
+            + _pack(e, "Q", len(hp := header_page(long_size, page_size).encode()))
+            + hp
+            + b"header_event\0"
+            + _pack(e, "Q", len(he := header_event().encode()))
+            + he
+        )
+        ftrace_sec = _pack(e, "I", len(ftrace_fmts)) + b"".join(
+            _pack(e, "Q", len(t := f.text.encode())) + t for f in ftrace_fmts
+        )
+        ev_sec = _pack(e, "I", len(systems))
+        for sysname, lst in systems.items():
+            ev_sec += sysname.encode() + b"\0" + _pack(e, "I", len(lst))
+            for f in lst:
+                t = f.text.encode()
+                ev_sec += _pack(e, "Q", len(t)) + t
+        kallsyms = b""
+        printk = "".join(f'0x{addr:x} : "{_c_escape(fmt)}"\n' for fmt, addr in self.ctx.printk.items()).encode()
+        cmdlines = "".join(f"{pid} {comm}\n" for pid, comm in sorted((comms or {}).items())).encode()
+
+        clock_text = " ".join(
+            f"[{c}]" if c == trace_clock else c
+            for c in ["local", "global", "counter", "uptime", "perf", "mono", "mono_raw", "boot", "x86-tsc"]
+        ) + "\n"
+        if trace_clock not in clock_text:
+            clock_text = f"[{trace_clock}]\n"
+        simple_opts: list[tuple[int, bytes]] = []
+        if offset is not None:
+            simple_opts.append((OPT_OFFSET, f"{offset}\0".encode()))
+        simple_opts.append((OPT_TRACECLOCK, clock_text.encode() + b"\0"))
+        simple_opts.append((OPT_UNAME, uname.encode() + b"\0"))
+        simple_opts.append((OPT_VERSION, b"cratrace-synth\0"))
+        simple_opts.append((OPT_CPUCOUNT, _pack(e, "I", ncpus)))
+        if tsc2nsec is not None:
+            mult, shift, toff = tsc2nsec
+            simple_opts.append((OPT_TSC2NSEC, _pack(e, "IIQ", mult, shift, toff)))
+        if cpustat:
+            for cpu in range(ncpus):
+                _, _, _, _, n, nbytes, first, last = by_buf[""].get(cpu, ("", cpu, "", 0, 0, 0, None, None))
+                dropped = sum(lost_events.get(("", cpu), {}).values())
+                text = (f"CPU: {cpu}\nentries: {n}\noverrun: 0\ncommit overrun: 0\n"
+                        f"bytes: {nbytes}\n"
+                        f"oldest event ts: {_secs(first or 0)}\n"
+                        f"now ts: {_secs(last or 0)}\n"
+                        f"dropped events: {dropped}\nread events: 0\n")
+                simple_opts.append((OPT_CPUSTAT, text.encode() + b"\0"))
+
+        tmp = atomic.temp_file(self.path)
+        try:
+            with open(tmp, "wb") as f:
+                out = _Out(f, e)
+                out.raw(MAGIC)
+                out.cstr(str(version))
+                out.raw(bytes([0 if self.endian == "little" else 1, long_size]))
+                out.u32(page_size)
+                if version == 6:
+                    _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, simple_opts,
+                              buffers_data, ncpus, page_size, trace_clock)
+                else:
+                    _write_v7(out, self.compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
+                              simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options,
+                              self.instance_page_sizes)
+            os.replace(tmp, self.path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        finally:
+            self.close()
+        return self.path
 
 
 def write_tracedat(
@@ -387,153 +742,37 @@ def write_tracedat(
     first one's DONE option, as trace-cmd does when it appends options. ``chunk_pages`` is the
     v7 compression chunk size in pages. ``overwrite=False`` refuses to
     replace an existing file.
+
+    The events are held (each CPU's are sorted by ts, equal ts keeping
+    their order); :class:`TraceDatStream` writes a trace without holding it.
     """
-    path = Path(path)
-    if version not in (6, 7):
-        raise WriterError(f"version must be 6 or 7, not {version!r}")
-    if compression not in ("none", "zlib", "zstd"):
-        raise WriterError(f"compression must be none, zlib or zstd, not {compression!r}")
-    if version == 6 and compression != "none":
-        raise WriterError("file version 6 has no compression; use version=7")
-    if long_size not in (4, 8):
-        raise WriterError(f"long_size must be 4 or 8, not {long_size!r}")
-    if endian not in ("little", "big"):
-        raise WriterError(f"endian must be little or big, not {endian!r}")
-    if page_size < 256 or page_size & (page_size - 1):
-        raise WriterError(f"page_size must be a power of two >= 256, not {page_size}")
-    instance_page_sizes = dict(instance_page_sizes or {})
-    for iname, ps in instance_page_sizes.items():
-        if version == 6:
-            raise WriterError("per-instance page sizes need file version 7 (v6 has one page size)")
-        if ps < 256 or ps & (ps - 1):
-            raise WriterError(f"instance {iname!r}: page size must be a power of two >= 256, not {ps}")
-    if path.exists() and not overwrite:
-        raise WriterError(f"{path} exists (pass overwrite=True to replace it)")
-    e = "<" if endian == "little" else ">"
-
-    fmts: dict[str, EventFormat] = {}
-    for f in bundled_formats().values():
-        fmts[f.name] = relayout(f, long_size)
-    for text in formats:
-        m = re.match(r"system:\s*(\S+)\n", text)
-        system = m.group(1) if m else "synth"
-        if m:
-            text = text[m.end() :]
-        f = relayout(parse_format(text, system), long_size)
-        fmts[f.name] = f
-    by_full = {f"{f.system}:{f.name}": f for f in fmts.values()}
-    ctx = _Ctx(e, long_size, {**fmts, **by_full}, {})
-
-    # group and encode
-    per_buf: dict[str, dict[int, list[tuple[int, bytes]]]] = {"": {}}
-    for name in instances:
-        per_buf.setdefault(name, {})
-    used: dict[str, EventFormat] = {}
-    max_cpu = -1
-    for idx, raw in enumerate(events):
-        ev = _as_event(raw)
-        fmt = ctx.formats.get(ev.name)
-        if fmt is None:
-            raise WriterError(f"event #{idx}: unknown event {ev.name!r} (no format bundled or given)")
-        if ev.cpu < 0:
-            raise WriterError(f"event #{idx}: negative cpu {ev.cpu}")
-        used[f"{fmt.system}:{fmt.name}"] = fmt
-        payload = _encode_payload(ctx, fmt, ev)
-        per_buf.setdefault(ev.instance, {}).setdefault(ev.cpu, []).append((ev.ts, payload))
-        max_cpu = max(max_cpu, ev.cpu)
-    ncpus = cpus if cpus is not None else max(max_cpu + 1, 1)
-    if max_cpu >= ncpus:
-        raise WriterError(f"an event is on cpu {max_cpu} but cpus={ncpus}")
-    lost_events = lost_events or {}
-
-    # every bundled format goes in the file (as trace-cmd records all enabled
-    # events); ftrace's print/bprint live in the ftrace section
-    all_fmts = sorted({f"{f.system}:{f.name}": f for f in fmts.values()}.values(), key=lambda f: (f.system, f.id))
-    ftrace_fmts = [f for f in all_fmts if f.system == "ftrace"]
-    systems: dict[str, list[EventFormat]] = {}
-    for f in all_fmts:
-        if f.system != "ftrace":
-            systems.setdefault(f.system, []).append(f)
-
-    buffers_data: dict[str, list[tuple[int, bytes]]] = {}
-    for name, cpumap in per_buf.items():
-        lst = []
-        for cpu in range(ncpus):
-            recs = sorted(cpumap.get(cpu, []), key=lambda r: r[0])  # stable: equal ts keep input order
-            ps = instance_page_sizes.get(name, page_size)
-            lst.append((cpu, _build_pages(ctx, recs, ps, tail_padding, lost_events.get((name, cpu), {}), abs_ts_every)))
-        buffers_data[name] = lst
-
-    header_info = (
-        b"header_page\0"
-        + _pack(e, "Q", len(hp := header_page(long_size, page_size).encode()))
-        + hp
-        + b"header_event\0"
-        + _pack(e, "Q", len(he := header_event().encode()))
-        + he
-    )
-    ftrace_sec = _pack(e, "I", len(ftrace_fmts)) + b"".join(
-        _pack(e, "Q", len(t := f.text.encode())) + t for f in ftrace_fmts
-    )
-    ev_sec = _pack(e, "I", len(systems))
-    for sysname, lst in systems.items():
-        ev_sec += sysname.encode() + b"\0" + _pack(e, "I", len(lst))
-        for f in lst:
-            t = f.text.encode()
-            ev_sec += _pack(e, "Q", len(t)) + t
-    kallsyms = b""
-    printk = "".join(f'0x{addr:x} : "{_c_escape(fmt)}"\n' for fmt, addr in ctx.printk.items()).encode()
-    cmdlines = "".join(f"{pid} {comm}\n" for pid, comm in sorted((comms or {}).items())).encode()
-
-    clock_text = " ".join(
-        f"[{c}]" if c == trace_clock else c
-        for c in ["local", "global", "counter", "uptime", "perf", "mono", "mono_raw", "boot", "x86-tsc"]
-    ) + "\n"
-    if trace_clock not in clock_text:
-        clock_text = f"[{trace_clock}]\n"
-    simple_opts: list[tuple[int, bytes]] = []
-    if offset is not None:
-        simple_opts.append((OPT_OFFSET, f"{offset}\0".encode()))
-    simple_opts.append((OPT_TRACECLOCK, clock_text.encode() + b"\0"))
-    simple_opts.append((OPT_UNAME, uname.encode() + b"\0"))
-    simple_opts.append((OPT_VERSION, b"cratrace-synth\0"))
-    simple_opts.append((OPT_CPUCOUNT, _pack(e, "I", ncpus)))
-    if tsc2nsec is not None:
-        mult, shift, toff = tsc2nsec
-        simple_opts.append((OPT_TSC2NSEC, _pack(e, "IIQ", mult, shift, toff)))
-    if cpustat:
-        for cpu in range(ncpus):
-            recs = per_buf[""].get(cpu, [])
-            dropped = sum(lost_events.get(("", cpu), {}).values())
-            text = (f"CPU: {cpu}\nentries: {len(recs)}\noverrun: 0\ncommit overrun: 0\n"
-                    f"bytes: {sum(len(r[1]) for r in recs)}\n"
-                    f"oldest event ts: {_secs(min((r[0] for r in recs), default=0))}\n"
-                    f"now ts: {_secs(max((r[0] for r in recs), default=0))}\n"
-                    f"dropped events: {dropped}\nread events: 0\n")
-            simple_opts.append((OPT_CPUSTAT, text.encode() + b"\0"))
-
-    out = _Out(e)
-    out.raw(MAGIC)
-    out.cstr(str(version))
-    out.raw(bytes([0 if endian == "little" else 1, long_size]))
-    out.u32(page_size)
-    if version == 6:
-        _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, simple_opts,
-                  buffers_data, ncpus, page_size, trace_clock)
-    else:
-        _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
-                  simple_opts, buffers_data, page_size, trace_clock, chunk_pages, split_options,
-                  instance_page_sizes)
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic.temp_file(path)
-    try:
-        tmp.write_bytes(out.b)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return path
+    with TraceDatStream(path, version=version, compression=compression, long_size=long_size, endian=endian,
+                        page_size=page_size, instance_page_sizes=instance_page_sizes, formats=formats,
+                        lost_events=lost_events, tail_padding=tail_padding, abs_ts_every=abs_ts_every,
+                        overwrite=overwrite) as stream:
+        ctx = stream.ctx
+        per_buf: dict[str, dict[int, list[Event]]] = {"": {}}
+        for name in instances:
+            per_buf.setdefault(name, {})
+        for idx, raw in enumerate(events):
+            ev = _as_event(raw)
+            fmt = ctx.formats.get(ev.name)
+            if fmt is None:
+                raise WriterError(f"event #{idx}: unknown event {ev.name!r} (no format bundled or given)")
+            if ev.cpu < 0:
+                raise WriterError(f"event #{idx}: negative cpu {ev.cpu}")
+            if fmt.name == "bprint":
+                # printk formats are numbered in the events' order, not the file's
+                base = BPRINT_FMT_BASE & ((1 << (8 * ctx.long_size)) - 1)
+                ctx.printk.setdefault(ev.fields["fmt"], base + 0x40 * len(ctx.printk))
+            per_buf.setdefault(ev.instance, {}).setdefault(ev.cpu, []).append(ev)
+        for cpumap in per_buf.values():
+            for cpu in sorted(cpumap):
+                for ev in sorted(cpumap[cpu], key=lambda r: r.ts):  # stable: equal ts keep input order
+                    stream.add(ev)
+        return stream.finish(cpus=cpus, instances=instances, comms=comms, uname=uname, trace_clock=trace_clock,
+                             tsc2nsec=tsc2nsec, offset=offset, cpustat=cpustat, split_options=split_options,
+                             chunk_pages=chunk_pages)
 
 
 def _secs(ns: int) -> str:
@@ -593,9 +832,8 @@ def _write_v6(out, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines, 
         for cpu, pages in buffers_data[name]:
             out.align(page_size)
             start = len(out)
-            out.raw(pages)
-            at = tables[name] + 16 * cpu
-            out.b[at : at + 16] = _pack(e, "QQ", start if pages else 0, len(pages))
+            out.copy(pages)
+            out.patch(tables[name] + 16 * cpu, _pack(e, "QQ", start if pages else 0, pages.size))
 
 
 def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, printk, cmdlines,
@@ -657,10 +895,8 @@ def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, print
                 out.align(page_size)  # trace-cmd aligns each CPU's data
                 start = len(out)
                 chunk = chunk_pages * page_size
-                chunks = [pages[i : i + chunk] for i in range(0, len(pages), chunk)]
-                out.u32(len(chunks))
-                for ch in chunks:
-                    c = _compress(compression, ch)
+                out.u32(-(-pages.size // chunk))
+                for ch, c in _compressed(compression, pages.chunks(chunk)):
                     out.u32(len(c))
                     out.u32(len(ch))
                     out.raw(c)
@@ -668,9 +904,9 @@ def _write_v7(out, compression, header_info, ftrace_sec, ev_sec, kallsyms, print
             else:
                 out.align(page_size)
                 start = len(out)
-                out.raw(pages)
-                cpu_entries.append((cpu, start, len(pages)))
-        out.b[size_at : size_at + 8] = _pack(e, "Q", len(out) - body_start)
+                out.copy(pages)
+                cpu_entries.append((cpu, start, pages.size))
+        out.patch(size_at, _pack(e, "Q", len(out) - body_start))
         opt = _pack(e, "Q", sec_at) + name.encode() + b"\0" + trace_clock.encode() + b"\0"
         opt += _pack(e, "II", page_size, len(cpu_entries))  # per-buffer page size (trace-cmd >= 3.1)
         for cpu, start, size in cpu_entries:

@@ -7,6 +7,8 @@
 //!   compressed chunks, salvaging what a truncated file still holds;
 //! * [`records`] decodes one ring-buffer page into timestamped records
 //!   (the tokenizer: framing only);
+//! * [`writer`] is the other direction: payloads and pages as the kernel
+//!   lays them out, for the scenario generator;
 //! * [`reader`] merges all CPUs of all buffer instances by timestamp (the
 //!   sorter) and decodes payloads into rows for an [`EventSink`](crate::EventSink)
 //!   (the parser).
@@ -15,6 +17,7 @@ pub mod header;
 pub mod pages;
 pub mod reader;
 pub mod records;
+pub mod writer;
 
 pub use header::{read_kallsyms, read_metadata, BufferInfo, CpuData, TraceDatMeta};
 pub use reader::{read_tracedat, ReadOptions, TraceDatSummary};
