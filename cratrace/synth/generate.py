@@ -27,7 +27,8 @@ from typing import Any, Mapping
 from cratrace import atomic
 from cratrace.errors import CratraceError, OutputExistsError, UsageError
 from cratrace.synth.scenarios import SCENARIOS
-from cratrace.synth.tracedat_writer import write_tracedat
+from cratrace.synth.scenarios._common import streaming_to
+from cratrace.synth.tracedat_writer import FILE_OPTIONS, TraceDatStream, write_tracedat
 
 TRUTH_SCHEMA = 1
 
@@ -88,12 +89,25 @@ def synthesize(
             raise OutputExistsError(f"{p} exists (use --force to overwrite)")
     mod = scenario(name)
     params = resolve_params(name, overrides or {})
-    res = mod.generate(params, seed)
     if is_xentrace(mod):
-        return _write_xentrace(mod, res, out, truth_path, name, seed, params)
-    writer = dict(version=version, compression=compression, **res.writer)
+        return _write_xentrace(mod, mod.generate(params, seed), out, truth_path, name, seed, params)
+    # the scenario's Builder writes each event to the stream as it is
+    # emitted (issue #47): pages are spooled beside `out`, and the file is
+    # assembled around them once the scenario is done
     try:
-        write_tracedat(out, res.events, overwrite=True, **writer)
+        with TraceDatStream(out, version=version, compression=compression, overwrite=True) as stream:  # type: ignore[arg-type]
+            with streaming_to(stream):
+                res = mod.generate(params, seed)
+            writer = dict(version=version, compression=compression, **res.writer)
+            if res.events is stream:
+                extra = set(res.writer) - set(FILE_OPTIONS)
+                if extra:
+                    raise CratraceError(f"scenario {name}: writer options {sorted(extra)} must be known before its events")
+                stream.finish(**res.writer)
+                counts, total = stream.counts(), len(stream)
+            else:  # a scenario that keeps its own list of events
+                write_tracedat(out, res.events, overwrite=True, **writer)
+                counts, total = _counts(res.events), len(res.events)
     except OSError as e:
         raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
     truth = dict(
@@ -104,8 +118,8 @@ def synthesize(
         params=params,
         file=dict(version=version, compression=compression, cpus=writer.get("cpus"),
                   long_size=8, endian="little", page_size=4096, trace_clock="local"),
-        event_counts=dict(sorted({n: c for n, c in _counts(res.events).items()}.items())),
-        total_events=len(res.events),
+        event_counts=dict(sorted(counts.items())),
+        total_events=total,
         **res.truth,
     )
     _write_truth(truth_path, truth, out)
@@ -114,10 +128,20 @@ def synthesize(
 
 def _write_truth(truth_path: Path, truth: dict[str, Any], trace: Path) -> None:
     try:
-        atomic.write_text(truth_path, json.dumps(truth, indent=1, sort_keys=False) + "\n")
+        atomic.write_with(truth_path, lambda tmp: _dump_json(tmp, truth))
     except OSError as e:
         trace.unlink(missing_ok=True)  # never leave a trace without its truth
         raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
+
+
+def _dump_json(path: Path, obj: Any) -> None:
+    """``json.dumps(obj, indent=1)`` and a newline into ``path``, written
+    as it is encoded: a long trace's truth lists every spin episode, and
+    the text whole would be another copy of it in memory."""
+    with open(path, "w", buffering=1 << 20) as f:
+        for chunk in json.JSONEncoder(indent=1).iterencode(obj):
+            f.write(chunk)
+        f.write("\n")
 
 
 def _write_xentrace(mod, res, out: Path, truth_path: Path, name: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
@@ -170,8 +194,9 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
         (tmp / "host.json").write_text(json.dumps(host, indent=1) + "\n")
         files = []
         for fname, kind in ((data_name, data_kind), ("host.json", "host")):
-            data = (tmp / fname).read_bytes()
-            files.append(dict(path=fname, kind=kind, sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)))
+            with open(tmp / fname, "rb") as f:  # not read whole: a trace can be gigabytes
+                digest = hashlib.file_digest(f, "sha256").hexdigest()
+            files.append(dict(path=fname, kind=kind, sha256=digest, bytes=(tmp / fname).stat().st_size))
         manifest = dict(format="cratrace-raw", version=1, preset=f"synth:{name}",
                         question=f"synthetic scenario {name} (seed {seed}); truth in {data_name}.truth.json",
                         files=files, tools=dict(synth=f"cratrace synth {name} v{truth['scenario_version']}"))

@@ -11,10 +11,12 @@ inside the file is the order the scenario emitted.
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
-from cratrace.synth.tracedat_writer import Event
+from cratrace.synth.tracedat_writer import Event, TraceDatStream
 
 # trace_marker writes appear as ftrace:print with this ip (tracing_mark_write)
 MARKER_IP = 0xFFFFFFFF81A2B3C0
@@ -56,20 +58,43 @@ class Param:
             raise UsageError(f"--set {name}={text}: expected {kind.__name__} (default {self.default!r})") from None
 
 
+#: where a Builder made now sends its events (None: a list of Event)
+_SINK: ContextVar[TraceDatStream | None] = ContextVar("cratrace_synth_sink", default=None)
+
+
+@contextmanager
+def streaming_to(stream: TraceDatStream) -> Iterator[TraceDatStream]:
+    """Builders made inside this block write their events to ``stream`` as
+    they are emitted instead of keeping them (issue #47: a trace of any
+    length in flat memory); their ``events`` is then the stream, which
+    has ``len()`` and ``counts()`` but cannot be iterated."""
+    token = _SINK.set(stream)
+    try:
+        yield stream
+    finally:
+        _SINK.reset(token)
+
+
 @dataclass
 class Result:
-    events: list[Event]
+    events: list[Event] | TraceDatStream
     truth: dict[str, Any]
     writer: dict[str, Any] = field(default_factory=dict)  # extra write_tracedat kwargs (comms, cpus...)
 
 
 class Builder:
-    """Collects events with per-CPU monotonic timestamps and thread metadata."""
+    """Collects events with per-CPU monotonic timestamps and thread metadata.
+
+    Made inside :func:`streaming_to`, it writes each event to the stream
+    as it is emitted (each CPU's events come in time order, as the stream
+    needs); otherwise it keeps them in ``events``, a list of Event."""
 
     def __init__(self, ncpus: int, t0_ns: int = 1_000_000_000):
         self.ncpus = ncpus
         self.t0 = t0_ns
-        self.events: list[Event] = []
+        sink = _SINK.get()
+        self.events: list[Event] | TraceDatStream = sink if sink is not None else []
+        self._put = sink.put if sink is not None else None
         self.last_ts = [0] * ncpus
         self.threads: dict[int, dict[str, Any]] = {}
         self.current = [0] * ncpus  # tid running on each CPU (0 = idle)
@@ -103,7 +128,10 @@ class Builder:
 
     def emit(self, t_ns: int, cpu: int, name: str, pid: int, /, **fields: Any) -> int:
         ts = self.ts(cpu, t_ns)
-        self.events.append(Event(ts=ts, cpu=cpu, name=name, pid=pid, fields=fields))
+        if self._put is not None:
+            self._put(ts, cpu, name, pid, fields)
+        else:
+            self.events.append(Event(ts=ts, cpu=cpu, name=name, pid=pid, fields=fields))  # type: ignore[union-attr]
         return ts
 
     def switch(self, t_ns: int, cpu: int, next_tid: int, prev_state: int = TASK_RUNNING) -> int:
@@ -140,6 +168,8 @@ class Builder:
         return self.emit(t_ns, cpu, "kvm_entry", tid, vcpu_id=vcpu, rip=rip, immediate_exit=0, intr_info=0, error_code=0)
 
     def counts(self) -> dict[str, int]:
+        if isinstance(self.events, TraceDatStream):
+            return dict(sorted(self.events.counts().items()))
         return dict(sorted(Counter(e.name for e in self.events).items()))
 
     def comms(self) -> dict[int, str]:
