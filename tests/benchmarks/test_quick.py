@@ -114,6 +114,17 @@ def check_postcopy_tasks(out: str) -> None:
     assert one_vcpu[2][5] == pytest.approx(38, abs=0.5)  # the baseline's guest share: the paper's, an input
 
 
+def check_production_scale(out: str) -> None:
+    [(events,)] = _floats(r"^kvm-heavy-spin-\S+\.dat: ([\d,]+) events", out)
+    assert 150_000 <= events <= 250_000  # --quick: about 200k
+    rows = {m[0]: m[1:] for m in re.findall(r"(?m)^  (import|model|replay -p fair -p wapd|report|synth \(generate \+ write\)): "
+                                             r"([\d.]+) s, ([\d.]+) M events/s, peak RSS (\d+) MiB \((\d+) bytes/event\), ([\d.]+)x the import$", out)}
+    assert {"import", "model", "replay -p fair -p wapd", "report"} <= set(rows), out
+    for secs, rate, rss, per_event, ratio in rows.values():
+        assert float(secs) > 0 and float(rate) > 0 and int(rss) > 0 and int(per_event) > 0 and float(ratio) > 0
+    assert float(rows["import"][4]) == 1.0
+
+
 def check_replay_engine(out: str) -> None:
     [(events, rate)] = _floats(r"engine \(wapd\): ([\d,]+) events at ([\d.]+) M events/s", out)
     assert events > 10_000 and rate > 0
@@ -186,6 +197,7 @@ SCRIPTS = [
     pytest.param("model_build.py", check_model_build, id="model_build"),
     pytest.param("model_scaling.py", check_model_scaling, id="model_scaling"),
     pytest.param("postcopy_tasks.py", check_postcopy_tasks, id="postcopy_tasks"),
+    pytest.param("production_scale.py", check_production_scale, id="production_scale"),
     pytest.param("replay_engine.py", check_replay_engine, id="replay_engine"),
     pytest.param("spin_behaviour.py", check_spin_behaviour, id="spin_behaviour"),
     pytest.param("seed_effects.py", check_seed_effects, id="seed_effects"),
