@@ -13,6 +13,7 @@ mod perfdata;
 mod perfstat;
 mod postcopy;
 mod replay;
+mod synth_spin;
 mod to_parquet;
 mod tracedat;
 mod tracedat_writer;
@@ -90,5 +91,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<markers::MarkerLines>()?;
     m.add_class::<arrow_stream::ArrowTable>()?;
     m.add_class::<tracedat_writer::TraceDatSpool>()?;
+    m.add_function(wrap_pyfunction!(synth_spin::synth_kvm_heavy_spin_loop, m)?)?;
     Ok(())
 }

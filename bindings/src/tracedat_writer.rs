@@ -29,6 +29,8 @@ enum Source {
 
 struct Field {
     name: Py<PyString>,
+    /// the name, for events given by Rust code
+    rname: String,
     slot: FieldSlot,
     source: Source,
 }
@@ -63,6 +65,7 @@ pub struct TraceDatSpool {
     count_at: HashMap<String, usize>,
     events: u64,
     payload: Payload,
+    text: Vec<u8>,
 }
 
 fn kind(code: u8, array_len: usize, elem: usize) -> PyResult<FieldKind> {
@@ -205,6 +208,78 @@ fn encode_fields(
     Ok(())
 }
 
+/// A field's value given by Rust code (the native scenario generators).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Val<'a> {
+    /// An integer (negative values as their two's complement).
+    Int(u64),
+    /// Text, as a Python `str` would be given.
+    Str(&'a str),
+}
+
+/// The payload of an event of format `fmt` from `vals`, the bytes
+/// [`encode_fields`] gives for the same values as Python ints and strs.
+fn encode_native(
+    fmt: &Format,
+    layout: Layout,
+    payload: &mut Payload,
+    pid: i64,
+    vals: &[(&str, Val<'_>)],
+    text: &mut Vec<u8>,
+) {
+    payload.start(layout, fmt.static_size);
+    for fld in &fmt.fields {
+        let slot = &fld.slot;
+        let given = match fld.source {
+            Source::TypeId => {
+                payload.int(slot, 0, fmt.id);
+                continue;
+            }
+            Source::Flags | Source::Preempt => {
+                payload.int(slot, 0, 0);
+                continue;
+            }
+            Source::Pid => {
+                payload.int(slot, 0, pid as u64);
+                continue;
+            }
+            Source::Fields => vals.iter().find(|(n, _)| *n == fld.rname).map(|(_, v)| *v),
+        };
+        match (slot.kind, given) {
+            (FieldKind::Int, Some(Val::Int(x))) => payload.int(slot, 0, x),
+            (FieldKind::Chars, Some(Val::Str(s))) if !s.is_empty() => {
+                payload.chars(slot, s.as_bytes())
+            }
+            (FieldKind::DataLoc | FieldKind::RelLoc | FieldKind::Flex, v) => {
+                text.clear();
+                // a missing field is the text "0" (str(0)); an int is its
+                // decimal text; only a str ends with a NUL in a flexible
+                // array, any text does in a location
+                let is_str = match v {
+                    Some(Val::Str(s)) => {
+                        text.extend_from_slice(s.as_bytes());
+                        true
+                    }
+                    Some(Val::Int(x)) => {
+                        text.extend_from_slice(x.to_string().as_bytes());
+                        false
+                    }
+                    None => {
+                        text.push(b'0');
+                        false
+                    }
+                };
+                if is_str || slot.kind != FieldKind::Flex {
+                    text.push(0);
+                }
+                payload.data(slot, text);
+            }
+            // integers in text or array fields: not given by the generators
+            _ => {}
+        }
+    }
+}
+
 fn io_err(e: std::io::Error) -> PyErr {
     PyOSError::new_err(format!("cannot spool trace pages: {e}"))
 }
@@ -247,6 +322,46 @@ impl TraceDatSpool {
         }
     }
 
+    /// Encode and spool an event of the top buffer given by Rust code.
+    pub(crate) fn push_native(
+        &mut self,
+        ts: u64,
+        cpu: u32,
+        name: &str,
+        pid: i64,
+        vals: &[(&str, Val<'_>)],
+    ) -> PyResult<()> {
+        let f = *self.by_name.get(name).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown event {name:?} (no format bundled or given)"
+            ))
+        })?;
+        if self.formats[f].python {
+            return Err(PyValueError::new_err(format!(
+                "{name}: its events are encoded in Python"
+            )));
+        }
+        self.open_stream(0, cpu)?;
+        encode_native(
+            &self.formats[f],
+            self.layout,
+            &mut self.payload,
+            pid,
+            vals,
+            &mut self.text,
+        );
+        let stream = self.streams.get_mut(&(0, cpu)).expect("opened");
+        stream
+            .push(ts, self.payload.finish())
+            .map_err(|e| match e {
+                cratrace_format::tracedat::writer::WriteError::Io(e) => io_err(e),
+                e => PyValueError::new_err(e.to_string()),
+            })?;
+        self.count(name);
+        self.events += 1;
+        Ok(())
+    }
+
     fn count(&mut self, name: &str) {
         match self.count_at.get(name) {
             Some(&i) => self.counts[i].1 += 1,
@@ -269,6 +384,7 @@ impl TraceDatSpool {
     #[pyo3(signature = (directory, *, little, long_size, page_size, instance_page_sizes, tail_padding, abs_every, lost, formats, encode = None))]
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn new(
+        py: Python<'_>,
         directory: PathBuf,
         little: bool,
         long_size: usize,
@@ -292,6 +408,7 @@ impl TraceDatSpool {
             let mut fs = Vec::new();
             for (name, offset, size, k, array_len, elem, src) in fields {
                 fs.push(Field {
+                    rname: name.bind(py).to_str()?.to_owned(),
                     name,
                     slot: FieldSlot {
                         offset,
@@ -328,6 +445,7 @@ impl TraceDatSpool {
             count_at: HashMap::new(),
             events: 0,
             payload: Payload::default(),
+            text: Vec::new(),
         })
     }
 

@@ -132,3 +132,31 @@ def test_synth_memory_does_not_hold_the_events(tmp_path):
     big, n_big = _peak_rss(tmp_path, 1200)
     assert n_big > 3.5 * n_small > 100_000
     assert (big - small) / (n_big - n_small) < 100
+
+
+# kvm-heavy-spin's tick loop runs in Rust when its events stream into a
+# trace; these settings reach every branch (PAUSE exits, halts, kicks,
+# several locks, preemption by the slice, idle CPUs after a halt)
+NATIVE_CASES = [
+    (1, {}),
+    (2, {"duration_ms": "60", "locks": "2", "pv_spin_us": "20", "ple_us": "3", "slice_us": "150"}),
+    (3, {"duration_ms": "60", "vms": "3", "vcpus": "3", "pcpus": "4", "hold_us": "80", "work_us": "20"}),
+    (4, {"duration_ms": "50", "vms": "1", "vcpus": "2", "pcpus": "2", "exit_every_us": "3", "pv_spin_us": "5"}),
+]
+
+
+@pytest.mark.parametrize("seed,over", NATIVE_CASES)
+def test_native_spin_loop_gives_the_python_loops_trace_and_truth(tmp_path, monkeypatch, seed, over):
+    from cratrace.synth.scenarios import kvm_heavy_spin
+
+    took = []
+    real = kvm_heavy_spin._native_loop
+    monkeypatch.setattr(kvm_heavy_spin, "_native_loop", lambda *a: took.append(real(*a)) or took[-1])
+    truth = synthesize("kvm-heavy-spin", tmp_path / "n.dat", seed=seed, overrides=over, compression="none")
+    assert took == [True]
+    res = _listed("kvm-heavy-spin", seed, over)  # the Python loop
+    listed = write_tracedat(tmp_path / "p.dat", res.events, version=7, compression="none", **res.writer)
+    assert _sha(tmp_path / "n.dat") == _sha(listed)
+    for key, want in res.truth.items():
+        assert truth[key] == want, key
+    assert truth["totals"]["spin_episodes"] > 0
