@@ -160,3 +160,21 @@ def test_native_spin_loop_gives_the_python_loops_trace_and_truth(tmp_path, monke
     for key, want in res.truth.items():
         assert truth[key] == want, key
     assert truth["totals"]["spin_episodes"] > 0
+
+
+def test_truth_file_is_json_dumps_text(tmp_path):
+    """The truth is written with its episodes formatted by hand (speed):
+    the text must be json.dumps(truth, indent=1) exactly."""
+    from cratrace.synth.generate import _dump_json, is_xentrace
+
+    objs = [
+        {"a": [{"x": 1, "y": None, "z": True, "w": "é\n\"q\"", "v": False}, {"x": -2}], "b": [], "c": [[1, 2], {"d": 1.5}],
+         "e": {"f": [{"g": 1}]}, "h": [{"i": 1}, 2], "j": [{}], "k": "s", "l": 3.25, "m": None},
+        [], {}, [1, {"a": 2}], 7,
+    ]
+    for name, mod in SCENARIOS.items():
+        path = tmp_path / (f"{name}.bin" if is_xentrace(mod) else f"{name}.dat")
+        objs.append(synthesize(name, path, seed=2))
+    for i, obj in enumerate(objs):
+        _dump_json(tmp_path / f"{i}.json", obj)
+        assert (tmp_path / f"{i}.json").read_text() == json.dumps(obj, indent=1) + "\n", i
