@@ -19,9 +19,9 @@ RSS is each command's own, from wait4).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -71,9 +71,21 @@ def trace_for(events: float, cache: Path) -> tuple[Path, tuple[float, int] | Non
     return trace, made
 
 
+def total_events(truth: Path) -> int:
+    """The truth's `total_events`, from the head of the file: the whole
+    truth (every spin episode) would grow this process, and a child started
+    with vfork reports at least its parent's peak RSS as its own."""
+    with open(truth) as f:
+        head = f.read(1 << 16)
+    m = re.search(r'"total_events": (\d+)', head)
+    if not m:
+        raise SystemExit(f"{truth}: no total_events in its first 64 KiB")
+    return int(m.group(1))
+
+
 def measure(events: float, runs: int, cache: Path, keep: bool) -> None:
     trace, made = trace_for(events, cache)
-    n = json.loads(trace.with_name(trace.name + ".truth.json").read_text())["total_events"]
+    n = total_events(trace.with_name(trace.name + ".truth.json"))
     print(f"{trace.name}: {n:,} events, {trace.stat().st_size / 2**20:.1f} MiB ({'generated now' if made else 'reused from ' + str(cache)})", flush=True)
     work = Path(tempfile.mkdtemp(prefix="work-", dir=cache))
     cap, rep = work / "cap", work / "replays"
