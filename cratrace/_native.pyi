@@ -98,3 +98,48 @@ def postcopy_defaults() -> dict[str, float]:
     """The postcopy engine's defaults by `--set` name, with `compute_ns`,
     `baseline_guest_share`, `idle_fetch_ns` and `idle_stall_ns`; see
     `replay/src/postcopy/params.rs`."""
+
+class TraceDatSpool:
+    """The ring-buffer pages of a trace.dat being generated, encoded a batch
+    of events at a time and spooled per buffer and CPU to files in
+    `directory` (`cratrace.synth.tracedat_writer.TraceDatStream` drives it
+    and writes the file around the pages); see `bindings/src/tracedat_writer.rs`."""
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        little: bool,
+        long_size: int,
+        page_size: int,
+        instance_page_sizes: dict[str, int],
+        tail_padding: bool,
+        abs_every: int,
+        lost: dict[tuple[str, int], dict[int, int]],
+        formats: Sequence[tuple[Sequence[str], int, int, bool, Sequence[tuple[str, int, int, int, int, int, int]]]],
+        encode: Callable[[str, int, Any, int, int], bytes] | None = None,
+    ) -> None: ...
+    def add(self, events: list[tuple[Any, ...]]) -> None: ...  # (ts, cpu, name, pid, fields[, instance, flags, preempt]); ValueError names a bad event
+    def counts(self) -> list[tuple[str, int]]: ...  # events added per name, in order of first use
+    def finish(self) -> list[tuple[str, int, Path, int, int, int, int | None, int | None]]: ...  # (instance, cpu, spool file, page bytes, records, payload bytes, first ts, last ts)
+    def __len__(self) -> int: ...
+
+def synth_kvm_heavy_spin_loop(
+    spool: TraceDatSpool,
+    dur_us: int,
+    params: dict[str, int],
+    rng_state: Sequence[int],
+    t0: int,
+    last_ts: Sequence[int],
+    current: Sequence[int],
+    since: Sequence[int],
+    oncpu: dict[int, int],
+    comms: dict[int, str],
+    vcpus: Sequence[tuple[int, str, int, int, int]],
+    runq: Sequence[Sequence[int]],
+    slice_left: Sequence[int],
+) -> tuple[Any, ...]:
+    """kvm-heavy-spin's tick loop (the Python one in
+    `cratrace/synth/scenarios/kvm_heavy_spin.py`, statement for statement,
+    continuing `random.getstate()`), its events written into `spool`;
+    returns (rng state, last_ts, current, since, oncpu, per-vCPU state,
+    closed episodes). Holds the GIL: one call per trace."""

@@ -178,3 +178,14 @@ def test_truth_file_is_json_dumps_text(tmp_path):
     for i, obj in enumerate(objs):
         _dump_json(tmp_path / f"{i}.json", obj)
         assert (tmp_path / f"{i}.json").read_text() == json.dumps(obj, indent=1) + "\n", i
+
+
+@pytest.mark.parametrize("name", sorted(n for n, m in SCENARIOS.items() if getattr(m, "FORMAT", "tracedat") == "tracedat"))
+def test_every_scenario_streams_the_bytes_its_list_gives(tmp_path, name):
+    """Scenarios added since the hashes above: the streamed file is the one
+    write_tracedat makes from the same scenario's list of events."""
+    truth = synthesize(name, tmp_path / "s.dat", seed=4, compression="none")
+    res = _listed(name, 4)
+    listed = write_tracedat(tmp_path / "l.dat", res.events, version=7, compression="none", **res.writer)
+    assert _sha(tmp_path / "s.dat") == _sha(listed)
+    assert truth["total_events"] == len(res.events)
