@@ -225,6 +225,10 @@ def _build_pages(
 ) -> bytes:
     """Pack (ts, payload) records, ts-sorted, into ring-buffer pages.
 
+    The writer packs pages in Rust now (``readers/src/tracedat/writer.rs``);
+    this first implementation is kept as the reference its tests compare
+    against (tests/synth/test_synth_streaming.py).
+
     ``lost`` maps a page index to a number of events lost before that page.
     """
     hdr = 8 + ctx.long_size
