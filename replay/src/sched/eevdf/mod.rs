@@ -148,6 +148,12 @@ const LOAD_HALF_LIFE_NS: f64 = 32e6;
 /// imbalance_pct).
 const IMBALANCE_PCT: f64 = 117.0;
 
+/// Group `g`'s queue on CPU `c` of `cpus`: entity queues are the CPUs'
+/// top levels first, then each group's, one per CPU.
+fn group_queue(cpus: usize, g: usize, c: usize) -> usize {
+    cpus + g * cpus + c
+}
+
 impl Eevdf {
     /// A scheduler for threads of the given weights (1024 = nice 0) on
     /// `cpus` run queues, with a base slice, the tick period (0: slices end
@@ -495,6 +501,19 @@ impl Eevdf {
         750_000 * (1 + n.ilog2() as i64)
     }
 
+    /// Group `g`'s queue on CPU `c` (after the CPUs' top-level queues).
+    fn group_queue(&self, g: usize, c: usize) -> usize {
+        group_queue(self.cpus, g, c)
+    }
+
+    /// A CPU number from the engine as an index: the engine asks only for
+    /// the host's CPUs, and a bad one must not wrap onto another CPU.
+    fn cpu_index(&self, c: u32) -> usize {
+        let c = c as usize;
+        debug_assert!(c < self.cpus, "CPU {c} of {}", self.cpus);
+        c
+    }
+
     /// Group `g`'s entity on CPU `c`.
     fn group_entity(&self, g: usize, c: usize) -> usize {
         self.threads + g * self.cpus + c
@@ -503,7 +522,7 @@ impl Eevdf {
     /// The queue thread `i` is on when on CPU `c`.
     fn queue_of(&self, i: usize, c: usize) -> usize {
         match self.group[i] {
-            Some(g) => self.cpus + g * self.cpus + c,
+            Some(g) => self.group_queue(g, c),
             None => c,
         }
     }
@@ -523,7 +542,7 @@ impl Eevdf {
     /// weighted by the group's shares × this CPU's part of its load.
     fn sync_group(&mut self, g: usize, c: usize) {
         let ge = self.group_entity(g, c);
-        let q = self.cpus + g * self.cpus + c;
+        let q = self.group_queue(g, c);
         self.e.settle_delayed(q);
         self.reweight_group(g);
         let counted = self.e.rqs[q].sum_w > 0;
@@ -567,7 +586,7 @@ impl Eevdf {
     fn settle(&mut self, c: usize) {
         if self.by_load {
             let (cpus, groups) = (self.cpus, self.shares.len());
-            for q in std::iter::once(c).chain((0..groups).map(|g| cpus + g * cpus + c)) {
+            for q in std::iter::once(c).chain((0..groups).map(|g| group_queue(cpus, g, c))) {
                 for k in 0..self.e.rqs[q].delayed.len() {
                     let x = self.e.rqs[q].delayed[k] as usize;
                     if x < self.threads {
@@ -577,7 +596,7 @@ impl Eevdf {
             }
         }
         for g in 0..self.shares.len() {
-            let q = self.cpus + g * self.cpus + c;
+            let q = self.group_queue(g, c);
             if !self.e.settle_delayed(q).is_empty() {
                 self.sync_group(g, c);
             }
@@ -595,7 +614,7 @@ impl Eevdf {
                 return ok(x).then_some(x);
             }
             let g = (x - n) / cpus;
-            e.best(cpus + g * cpus + c, &mut |t| ok(t))
+            e.best(group_queue(cpus, g, c), &mut |t| ok(t))
         };
         let chosen = e.best(c, &mut |x| pick(x).is_some())?;
         pick(chosen)
@@ -702,7 +721,7 @@ impl Scheduler for Eevdf {
         pull: Pull,
         eligible: &mut dyn FnMut(ThreadId) -> bool,
     ) -> Option<ThreadId> {
-        let c = c as usize % self.cpus;
+        let c = self.cpu_index(c);
         self.settle(c);
         let found = match self.next.take() {
             Some(n) if self.e.is_ready(n as usize) && eligible(ThreadId(n)) => Some(n as usize),
@@ -727,7 +746,7 @@ impl Scheduler for Eevdf {
 
     fn migrate(&mut self, t: ThreadId, c: u32) {
         let i = t.0 as usize;
-        let c = c as usize % self.cpus;
+        let c = self.cpu_index(c);
         if self.e.on_rq[i] {
             self.move_thread(i, c);
         } else {
@@ -834,14 +853,14 @@ impl Scheduler for Eevdf {
     }
 
     fn ready_on(&self, c: u32) -> usize {
-        let c = c as usize % self.cpus;
+        let c = self.cpu_index(c);
         let top = self.e.rqs[c]
             .ready
             .iter()
             .filter(|k| (k.2 as usize) < self.threads)
             .count();
         top + (0..self.shares.len())
-            .map(|g| self.e.rqs[self.cpus + g * self.cpus + c].ready.len())
+            .map(|g| self.e.rqs[self.group_queue(g, c)].ready.len())
             .sum::<usize>()
     }
 }
