@@ -76,6 +76,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracedat::tracedat_kallsyms, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_default_costs, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay_state_names, m)?)?;
+    m.add_function(wrap_pyfunction!(replay::replay_segment_state_codes, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_param_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(replay::thermal_profile, m)?)?;
     m.add_function(wrap_pyfunction!(workload::vcpu_phases, m)?)?;

@@ -4,8 +4,8 @@ use crate::arrow_stream::ArrowTable;
 use crate::packed::{column, Column};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
 use cratrace_replay::{
-    replay_consuming, Costs, GroupSpec, Host, Phase, Policy, ThreadId, ThreadSpec, VmId, VmSpec,
-    Workload,
+    replay_consuming, Costs, GroupSpec, Host, Phase, Policy, StateCode, ThreadId, ThreadSpec, VmId,
+    VmSpec, Workload,
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -25,6 +25,26 @@ pub fn replay_default_costs() -> BTreeMap<&'static str, i64> {
         ("scan_per_partner_ns", c.scan_per_partner_ns),
         ("migration_ns", c.migration_ns),
     ])
+}
+
+/// The replayed states' codes and names (`replay`'s state column), for
+/// the Python side to read rather than repeat.
+#[pyfunction]
+pub fn replay_state_names() -> BTreeMap<u8, &'static str> {
+    StateCode::ALL
+        .iter()
+        .map(|&s| (s as u8, s.name()))
+        .collect()
+}
+
+/// The codes `vcpu_phases` reads in its timelines' state column, by
+/// vcpu_states name.
+#[pyfunction]
+pub fn replay_segment_state_codes() -> BTreeMap<&'static str, u8> {
+    crate::workload::SEGMENT_STATE_CODES
+        .iter()
+        .map(|&(n, c, _)| (n, c))
+        .collect()
 }
 
 /// Every replay engine parameter with its default (`cratrace_replay::

@@ -73,17 +73,25 @@ fn speed_of(speed: Option<&Float64Array>, i: usize) -> f64 {
     speed.filter(|s| s.is_valid(i)).map_or(1.0, |s| s.value(i))
 }
 
+/// The `state` column's codes: the model's vcpu_states names as the
+/// Python side numbers them for [`vcpu_phases`] (from
+/// `_native.replay_segment_state_codes()`, so the two cannot drift). Any
+/// other code (preempted, null) is [`SegmentState::Other`].
+pub(crate) const SEGMENT_STATE_CODES: &[(&str, u8, SegmentState)] = &[
+    ("guest", 0, SegmentState::Guest),
+    ("vmm", 1, SegmentState::Vmm),
+    ("spinning", 2, SegmentState::Spinning),
+    ("blocked", 3, SegmentState::Blocked),
+    ("halted", 4, SegmentState::Halted),
+    ("lost", 5, SegmentState::Lost),
+];
+
 /// State codes of the `state` column.
 fn state(code: u8) -> SegmentState {
-    match code {
-        0 => SegmentState::Guest,
-        1 => SegmentState::Vmm,
-        2 => SegmentState::Spinning,
-        3 => SegmentState::Blocked,
-        4 => SegmentState::Halted,
-        5 => SegmentState::Lost,
-        _ => SegmentState::Other,
-    }
+    SEGMENT_STATE_CODES
+        .iter()
+        .find(|&&(_, c, _)| c == code)
+        .map_or(SegmentState::Other, |&(_, _, s)| s)
 }
 
 /// Per thread, its rows' index range in a table sorted by `_t`.

@@ -27,7 +27,10 @@ from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
 from cratrace.replay.settings import split_settings
 from cratrace.replay.workload import Workload, extract_workload
 
-STATE_NAMES = {0: "guest", 1: "spinning", 2: "preempted", 3: "blocked", 4: "blocked", 5: "halted"}
+#: the engine's state codes as vcpu_states names (from the engine, one
+#: source); a thread that has finished its demand ("done") is off CPU
+#: for the rest of the run, which vcpu_states calls blocked
+STATE_NAMES = {c: ("blocked" if n == "done" else n) for c, n in _native.replay_state_names().items()}
 
 
 def resolve_sched_groups(w: Workload, mode: str) -> str:
@@ -287,21 +290,21 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     policies = list(policies) + [p for p in python_policies if p not in policies]
     cap = cap if isinstance(cap, Capture) else Capture(cap)
     settings = dict(settings or {})
-    engine, costs, host, other = split_settings(settings)
+    engine, costs, host, run = split_settings(settings)
     # the declared host scheduler's own settings (a generated capture's:
     # its slice, its switches' cost), under what --set gives
     declared = {k: str(v) for k, v in ((cap.meta.get("scheduler") or {}).get("params") or {}).items()}
     d_engine, d_costs, _, _ = split_settings(declared)
     engine = {**d_engine, **engine}
-    host["affinity"] = other.get("affinity", "recorded")
-    marker = str(other.get("throughput_marker", "txn_end"))
-    tolerance = float(other.get("fidelity_tolerance_pct", 5.0))
-    limit_ns = int(float(other.get("limit_s", 3600)) * 1e9)
+    host["affinity"] = run.affinity
+    marker = run.throughput_marker
+    tolerance = run.fidelity_tolerance_pct
+    limit_ns = int(run.limit_s * 1e9)
     # --set, else host.json's, else the capture's own measurement, else the default
     costs, cost_source = resolve_costs(cap, costs, d_costs, _native.replay_default_costs())
-    speed_mode = str(other.get("cpu_speed", "off"))
+    speed_mode = run.cpu_speed
     w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"], cpu_speed=speed_mode)
-    if "throughput_marker" in other and marker not in w.marker_names:
+    if "throughput_marker" in run.given and marker not in w.marker_names:
         # asked for by name: a typo would otherwise turn every VM's
         # throughput into useful guest seconds without a word
         known = ", ".join(w.marker_names) or "none"
@@ -314,7 +317,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     for spec in add_vms:
         w = add_vm(w, *parse_add_vm(spec), seed)
     whatif = what_ifs(settings, drop_vms, add_vms)
-    groups_mode = resolve_sched_groups(w, str(other.get("sched_groups", "auto")))
+    groups_mode = resolve_sched_groups(w, run.sched_groups)
     if groups_mode == "off":
         w.group_of = [-1] * len(w.group_of)
     elif groups_mode == "per-vm":

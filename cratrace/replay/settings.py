@@ -5,20 +5,41 @@ and the range each must be in; a bad value is a usage error naming it."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from cratrace import _native
 from cratrace.errors import UsageError
 
-ENGINE_PARAMS = {
-    "sched_latency_ns", "min_granularity_ns", "wakeup_granularity_ns", "base_slice_ns", "tick_hz", "migration_cost_ns", "newidle_cost_ns", "newidle_odds", "wake_update_curr", "host_placement", "busy_balance_ns", "busy_balance_load", "credit_slice_ns", "credit_tick_ns", "credit_acct_ns", "rr_slice_ns", "cap_period_ns", "cap_check_ns",
-    "ple_window_ns", "spin_budget_ns", "respin_ns", "excess_retries", "pv_spin_ns",
-    "balance_period_ns", "balance_k", "balance_window", "balance_decay", "force_swap_hz", "swap_cost_ns", "safe_point_ns",
-    "static_w", "idle_w", "capacitance", "volt",
-    "ambient_c", "throttle_c", "r_core_c_per_w", "c_core_j_per_c", "r_sink_c_per_w", "c_sink_j_per_c",
-    "fast_cores", "fast_khz", "slow_khz", "fast_volt", "slow_volt", "fast_slice_ns", "slow_slice_ns", "cpu_class_util", "io_block_hz", "spill_slow",
-}
+#: the engine's parameters, from the engine itself (one list, not two)
+ENGINE_PARAMS = frozenset(_native.replay_param_defaults())
 COSTS = {"context_switch_ns", "hypercall_ns", "scan_per_partner_ns", "migration_ns"}
 HOST = {"pcpus", "freq_khz", "recorded_khz", "elasticity"}
 OTHER = {"throughput_marker", "fidelity_tolerance_pct", "limit_s", "sched_groups", "cpu_speed", "affinity"}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The run's own settings (not the engine's, the costs or the host's),
+    typed, each at its default unless `--set` gave it."""
+
+    throughput_marker: str = "txn_end"
+    fidelity_tolerance_pct: float = 5.0
+    limit_s: float = 3600.0
+    sched_groups: str = "auto"
+    cpu_speed: str = "off"
+    affinity: str = "recorded"
+    #: the settings `--set` gave (a marker asked for by name must exist)
+    given: frozenset[str] = field(default_factory=frozenset)
+
+
+class ReplaySettings(NamedTuple):
+    """`--set` split by where each setting goes."""
+
+    engine: dict[str, float]
+    costs: dict[str, int]
+    host: dict
+    run: RunSettings
 def setting_number(k: str, v: str, expected: str = "a finite number") -> float:
     """A `--set k=v` value that must be a finite number."""
     try:
@@ -57,7 +78,10 @@ def setting_in_range(k: str, v: str, ranges: dict[str, Range] = RANGES, default:
     return x
 
 
-def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
+def split_settings(settings: dict[str, str]) -> ReplaySettings:
+    """Check every `--set` key and value and sort them: the engine's
+    parameters, its costs, the host model's, the run's (a bad key or value
+    is a usage error naming it)."""
     engine, costs, host, other = {}, {}, {}, {}
     for k, v in settings.items():
         if k in ENGINE_PARAMS:
@@ -69,15 +93,13 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
         elif k in OTHER:
             if k == "sched_groups" and v not in ("auto", "recorded", "off", "per-vm"):
                 raise UsageError(f"--set sched_groups={v}: auto, recorded (the host's autogroups and CPU cgroups), off (every thread in one group) or per-vm (a what-if: each VM a group of its own, as a session or a libvirt cgroup per VM gives it)")
-            if k in ("fidelity_tolerance_pct", "limit_s"):
-                setting_in_range(k, v)
             if k == "cpu_speed" and v not in ("markers", "off"):
                 raise UsageError(f"--set cpu_speed={v}: markers (each CPU's speed over time, read from the vCPUs' transactions between throughput markers) or off (work as long as it took)")
             if k == "affinity" and v not in ("recorded", "off"):
                 raise UsageError(f"--set affinity={v}: recorded (each thread on the CPUs the capture allowed it, the default) or off (anywhere); affinity.VM=CPUS sets one VM's")
             if k == "throughput_marker" and not v:
                 raise UsageError("--set throughput_marker=: expected the name of a marker the guests write (default txn_end)")
-            other[k] = v
+            other[k] = setting_in_range(k, v) if k in ("fidelity_tolerance_pct", "limit_s") else v
         elif k.startswith("class.") and len(k) > 6:
             # per-VM label for asymmetric placement
             if v not in ("cpu", "io"):
@@ -109,4 +131,4 @@ def split_settings(settings: dict[str, str]) -> tuple[dict, dict, dict, dict]:
         else:
             allowed = ", ".join(sorted(ENGINE_PARAMS | COSTS | HOST | OTHER)) + ", class.VM, elasticity.VM, affinity.VM, cap.VM, weight.VM, power.VM"
             raise UsageError(f"--set {k}: unknown setting (allowed: {allowed})")
-    return engine, costs, host, other
+    return ReplaySettings(engine, costs, host, RunSettings(**other, given=frozenset(other)))

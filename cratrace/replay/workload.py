@@ -255,9 +255,9 @@ def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
     return halted.height, spun["ns"]
 
 
-#: `vcpu_states` states as the native phase builder numbers them (others:
-#: not demand, e.g. preempted)
-_STATE_CODES = {"guest": 0, "vmm": 1, "spinning": 2, "blocked": 3, "halted": 4, "lost": 5}
+#: `vcpu_states` states as the native phase builder numbers them (from
+#: the builder itself; others, e.g. preempted: not demand)
+_STATE_CODES = _native.replay_segment_state_codes()
 
 
 def _vcpu_timelines(vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:

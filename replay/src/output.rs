@@ -23,6 +23,16 @@ pub enum StateCode {
 }
 
 impl StateCode {
+    /// Every state, by code.
+    pub const ALL: [StateCode; 6] = [
+        StateCode::Guest,
+        StateCode::Spinning,
+        StateCode::Preempted,
+        StateCode::Blocked,
+        StateCode::Done,
+        StateCode::Halted,
+    ];
+
     /// Canonical vcpu_states name.
     pub fn name(self) -> &'static str {
         match self {
