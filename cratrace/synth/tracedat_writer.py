@@ -524,7 +524,12 @@ class TraceDatStream:
         for f in fmts.values():
             fields = [(sys.intern(x.name), x.offset, x.size, _field_kind(x), x.array_len or 0, x.elem_size,
                        _SOURCES.get(x.name, 0)) for x in f.fields]
-            specs.append(([f.name, f"{f.system}:{f.name}"], f.id, f.static_size, f.name == "bprint", fields))
+            # left to Python: bprint (its format goes to the printk
+            # section) and formats with a scalar wider than 8 bytes (a
+            # struct such as __kernel_sockaddr_storage, stored as its bytes;
+            # the native encoder writes integers of up to 64 bits)
+            python = f.name == "bprint" or any(_field_kind(x) == 0 and x.size > 8 for x in f.fields)
+            specs.append(([f.name, f"{f.system}:{f.name}"], f.id, f.static_size, python, fields))
         path.parent.mkdir(parents=True, exist_ok=True)
         self._dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".spool", dir=path.parent))
         self._spool = _native.TraceDatSpool(
