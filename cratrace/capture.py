@@ -13,6 +13,7 @@ DuckDB views over the Parquet files.
 from __future__ import annotations
 
 import json
+import re
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,10 @@ def _scan_model(name: str, path: Path) -> pl.LazyFrame:
         return lf
     # in the declared order, as a model built today has them
     return lf.with_columns(missing).select(*declared, *(c for c in have if c not in declared))
+
+
+#: what a table (and so a view) may be named
+TABLE_NAME = re.compile(r"[A-Za-z0-9_]+")
 
 
 def _tables_in(folder: Path) -> dict[str, Path]:
@@ -143,10 +148,18 @@ class Capture:
         """An in-memory DuckDB connection with one view per event and model table."""
         import duckdb
 
+        tables = {**self.event_paths, **self.model_paths}
+        # Table names come from file names, which a capture from elsewhere
+        # can choose: they were put into SQL text unquoted, and a crafted
+        # name ran SQL on open (issue 42). Only the names cratrace writes
+        # are accepted, and the views are made through the API (the name
+        # and the path are values, never SQL).
+        bad = [p for name, p in tables.items() if not TABLE_NAME.fullmatch(name)]
+        if bad:
+            raise CaptureError(f"{bad[0]}: not a table name cratrace writes (letters, digits and _ only); the capture was not opened for SQL")
         con = duckdb.connect()
-        for name, p in {**self.event_paths, **self.model_paths}.items():
-            quoted = str(p).replace("'", "''")
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM read_parquet(\'{quoted}\')')
+        for name, p in tables.items():
+            con.read_parquet(str(p)).create_view(name, replace=True)
         return con
 
     def sql(self, query: str) -> pl.DataFrame:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,3 +91,38 @@ def test_info_keeps_each_source_on_one_line_when_piped(tmp_path):
     lines = cratrace("info", out, check=True).stdout.splitlines()
     line = next(x for x in lines if x.startswith("source"))
     assert str(src) in line and "blake3" in line and line.rstrip().endswith("…)")
+
+
+@pytest.mark.parametrize("name", [
+    # closes the view's quoted name and runs a statement of its own
+    'x" AS SELECT 1; COPY (SELECT 42 AS a) TO \'sql_injected.csv\' (HEADER); CREATE VIEW "y',
+    "sched switch",
+    "ünïcode",
+])
+def test_a_crafted_table_file_name_runs_no_sql_and_is_refused(tmp_path, name, monkeypatch):
+    """r42: `cratrace sql` and `Capture.sql` made `CREATE VIEW "{name}"`
+    from file names; a capture with a crafted file name wrote
+    ./sql_injected.csv when opened."""
+    import shutil
+
+    out = tmp_path / "cap"
+    sample = Path(__file__).resolve().parents[2] / "sample-traces" / "kvm-io-billing.dat"
+    cratrace("import", sample, "-o", out, "-q", check=True)
+    shutil.copy(out / "events" / "sched_switch.parquet", out / "events" / f"{name}.parquet")
+    work = tmp_path / "cwd"
+    work.mkdir()
+    p = subprocess.run([sys.executable, "-m", "cratrace", "sql", str(out), "SELECT count(*) FROM sched_switch"], capture_output=True, text=True, cwd=work)
+    assert p.returncode == 2 and "not a table name cratrace writes" in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr
+    assert not list(work.iterdir())
+    # the Python API refuses it the same way, and runs nothing either
+    import cratrace as ct
+    from cratrace.errors import CaptureError
+
+    monkeypatch.chdir(work)
+    with pytest.raises(CaptureError, match="not a table name"):
+        ct.open(out).sql("SELECT 1")
+    assert not list(work.iterdir())
+    # the tables cratrace names are views as before
+    (out / "events" / f"{name}.parquet").unlink()
+    assert ct.open(out).sql("SELECT count(*) AS n FROM sched_switch")["n"][0] > 0
