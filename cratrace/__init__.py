@@ -6,15 +6,20 @@
 >>> cap.sql("SELECT vm, sum(dur) FROM vcpu_states GROUP BY vm")  # doctest: +SKIP
 """
 
-from cratrace.errors import CratraceError
-
 __version__ = "0.1.0"
 __all__ = ["Capture", "CratraceError", "open", "__version__"]
 
 
 def __getattr__(name: str):
     # Capture pulls in polars (a quarter of a second); commands that never
-    # open a capture (import, record, synth) should not pay for it.
+    # open a capture (import, record, synth) should not pay for it. The
+    # errors load the native module: the CLI's entry point installs its
+    # signal handlers before that (issue 42: a Ctrl-C while it loaded
+    # printed a traceback).
+    if name == "CratraceError":
+        from cratrace.errors import CratraceError
+
+        return CratraceError
     if name in ("Capture", "open"):
         from cratrace import capture
 

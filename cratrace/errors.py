@@ -30,6 +30,10 @@ class OutputExistsError(CratraceError):
     """The output exists and --force was not given; nothing was written."""
 
 
+class OutputBusyError(OutputExistsError):
+    """Another cratrace command holds the output's lock; nothing was written."""
+
+
 class CaptureError(CratraceError):
     """A capture directory is missing, incomplete or of an unknown schema."""
 
@@ -43,6 +47,7 @@ __all__ = [
     "CorruptTraceError",
     "UnsupportedFormatError",
     "OutputExistsError",
+    "OutputBusyError",
     "CaptureError",
     "UsageError",
 ]

@@ -5,9 +5,11 @@ source straight into ``events/``); tables of the same name from several
 sources (a trace-cmd and a perf ``sched_switch``) are merged in timestamp
 order; ``capture.json`` records what was read.
 Everything is written into a temporary directory beside the output and
-renamed into place at the end, so an interrupted or failed import leaves
-no half-written capture, and an existing capture is only replaced with
-``force=True``, after the new one is complete.
+renamed into place at the end (`cratrace.atomic.Destination`: the output
+locked for the whole import, never replacing what appeared meanwhile), so
+an interrupted or failed import leaves no half-written capture, and an
+existing capture is only replaced with ``force=True``, after the new one
+is complete; a directory that is not a capture never is.
 """
 
 from __future__ import annotations
@@ -189,8 +191,6 @@ def write_capture(
     if not sources:
         raise CaptureError("nothing to import: give at least one trace file or raw capture directory")
     out = Path(out)
-    if out.exists() and not force:
-        raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
     expanded: list[Source] = []
     host_path: Path | None = None
     manifests: list[dict] = []
@@ -211,10 +211,9 @@ def write_capture(
     host = hostjson.to_capture(hostjson.load(host_path)) if host_path else {}
     if cpu_hz is None:
         cpu_hz = host.get("cpu_hz") or next((m.get("cpu_hz") for m in manifests if m.get("cpu_hz")), None)
-    out.parent.mkdir(parents=True, exist_ok=True)
     _allow_open_files()
-    tmp = atomic.temp_dir(out, "importing-")
-    try:
+    with atomic.Destination(out, force=force, ours=atomic.is_capture, what="capture") as dest:
+        tmp = dest.temp("importing-")
         events_dir = tmp / "events"
         events_dir.mkdir()
         available = importers.available()
@@ -256,10 +255,7 @@ def write_capture(
             (tmp / formats.FILE).write_text(jsonfile.dumps(printing))
         meta = _capture_json(source_meta, rows, host, manifests, cpu_hz)
         (tmp / "capture.json").write_text(jsonfile.dumps(meta))
-        _replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        dest.commit(tmp)
     return meta
 
 
@@ -299,16 +295,6 @@ def data_problems(meta: dict) -> list[str]:
         for d in summ.get("dropped_fields", []):
             out.append(f"{s['path']}: field {d['event']}.{d['field']} ({d['type']}) cannot be typed ({d['reason']}); column left out")
     return out
-
-
-def _replace(tmp: Path, out: Path) -> None:
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.rename(out, old)
-        os.rename(tmp, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(tmp, out)
 
 
 def _capture_json(sources: list[dict], rows: dict[str, int], host: dict, manifests: list[dict], cpu_hz: float | None) -> dict:

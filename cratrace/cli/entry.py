@@ -10,11 +10,22 @@ collection resumes for what the command itself allocates.
 
 Importing `cratrace.cli.main` from a library or a test leaves the collector
 alone: only this entry point touches it.
+
+The signal handlers (`cratrace.cli.signals`) are installed first, when
+this module is imported, before the native module, typer or any command
+is: a Ctrl-C, SIGTERM or SIGHUP in the first tenth of a second printed a
+KeyboardInterrupt traceback (issue 42); now it exits 130, 143 or 129 with
+one line (at once until the command runs, after its clean-up once it
+does).
 """
 
-from __future__ import annotations
+# First, before any other import (issue 42); see the module's doc. No
+# `from __future__` import either: it is looked up on disk.
+from cratrace.cli import signals
 
-import gc
+signals.install()
+
+import gc  # noqa: E402
 
 
 def _collect_from_here() -> None:

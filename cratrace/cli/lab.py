@@ -82,21 +82,22 @@ def capture_cmd(
     from cratrace.lab import LabParams, start
     from cratrace.model import build_model
 
-    from cratrace.errors import OutputExistsError
+    from cratrace import atomic
 
     params = LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions, vmm, markers)
-    if out.exists() and not force:  # refuse before spending the capture, not after
-        raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
-    raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))
-    try:
+    # OUT is locked and checked before the capture is spent, and stays
+    # locked through the import and the model (issue 42)
+    with atomic.Destination(out, force=force, ours=atomic.is_capture, what="capture"):
+        raw = Path(tempfile.mkdtemp(prefix="cratrace-lab-raw-"))
         try:
-            collect(raw, preset, duration=duration + 5, force=True, workload_popen=lambda: start(params))
-        except CollectError as e:
-            raise RecordError(str(e)) from None
-        cap = import_capture([raw], out, force=force)
-        rows = build_model(cap)
-    finally:
-        shutil.rmtree(raw, ignore_errors=True)
+            try:
+                collect(raw, preset, duration=duration + 5, force=True, workload_popen=lambda: start(params))
+            except CollectError as e:
+                raise RecordError(str(e)) from None
+            cap = import_capture([raw], out, force=force)
+            rows = build_model(cap)
+        finally:
+            shutil.rmtree(raw, ignore_errors=True)
     console.print(f"[green]lab capture[/] {esc(out)}: {sum(cap.meta['events'].values()):,} events; model: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
 
 

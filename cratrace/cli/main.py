@@ -79,10 +79,13 @@ def _register(argv: list[str]) -> None:
 def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None) -> None:
     """Run the CLI, mapping every cratrace error to one line and exit code 2.
     `ready` is called once the command is registered, before it runs."""
+    from cratrace.cli import signals
+
     argv = sys.argv[1:] if argv is None else argv
     _register(argv)
     if ready is not None:
         ready()
+    signals.arm()
     try:
         # Without standalone mode click returns typer.Exit's code instead of exiting.
         rc = app(args=argv, standalone_mode=False)
@@ -92,10 +95,14 @@ def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None)
         err_console.print(f"[bold red]error:[/] {esc(e)}", markup=True, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as e:
+        if signals.received is not None:
+            sys.stderr.write(f"{signals.describe()}\n")
+            sys.exit(signals.exit_code())
         sys.exit(e.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        err_console.print("[red]aborted[/]")
-        sys.exit(130)
+        # SIGINT, SIGTERM and SIGHUP alike: the command's clean-up has run
+        sys.stderr.write(f"{signals.describe()}\n")
+        sys.exit(signals.exit_code())
     except OSError as e:
         # the file system said no (a path through a file, no permission, a
         # full disk): what and where, as for cratrace's own errors
@@ -114,6 +121,10 @@ def main(argv: list[str] | None = None, ready: Callable[[], None] | None = None)
             raise
         err_console.print(f"[bold red]internal error:[/] {type(e).__name__}: {esc(e)} (CRATRACE_DEBUG=1 for a traceback)")
         sys.exit(2)
+    if signals.received is not None:
+        # typer returns 130 for any KeyboardInterrupt, without a word
+        sys.stderr.write(f"{signals.describe()}\n")
+        sys.exit(signals.exit_code())
     sys.exit(rc if isinstance(rc, int) else 0)
 
 

@@ -63,9 +63,13 @@ def model_cmd(
     capture = captures[0]
     # Marker lines are parsed (in Rust, without the GIL) while polars is
     # imported: on marker-heavy captures each takes about a third of a second.
+    from cratrace import atomic
+    from cratrace.errors import CaptureError
     from cratrace.model.marker_parse import MarkerParse
 
-    with MarkerParse(capture) as early:
+    if not (capture / "capture.json").is_file():  # before a lock file is made beside it
+        raise CaptureError(f"{capture}: not a capture (no capture.json); create one with `cratrace import`")
+    with atomic.locked(capture), MarkerParse(capture) as early:
         from cratrace.model.build import build_model
 
         say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {esc(name)}[/]"))

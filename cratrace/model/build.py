@@ -55,11 +55,19 @@ def build_model(
     if spin_gap_ns < 0 or window_ns < 1000:
         raise ValueError(f"spin_gap_ns {spin_gap_ns} must be >= 0 and window_ns {window_ns} >= 1000")
     cap = capture if isinstance(capture, Capture) else Capture(capture)
+    # the capture is locked while its model is rewritten (issue 42): a
+    # second model build, or an import replacing the capture, is refused
+    with atomic.locked(cap.path):
+        atomic.remove_stale_in(cap.path)
+        atomic.remove_stale_in(cap.path / "model")
+        return _build_model(cap, spin_gap_ns, window_ns, say=progress or (lambda _name: None), marker_parse=marker_parse, vm_pattern=vm_pattern)
+
+
+def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callable[[str], None], marker_parse: MarkerParse | None, vm_pattern: str | None) -> dict[str, int]:
     ev = cap.events
     tr = cap.meta.get("time_range_ns") or [0, 0]
     span = (int(tr[0] or 0), int(tr[1] or 0) + 1)
     cmdlines = [tuple(c) for s in cap.meta.get("sources", []) for c in s.get("summary", {}).get("cmdlines", [])]
-    say = progress or (lambda _name: None)
     t0 = time.perf_counter()
     model_dir = cap.path / "model"
     model_dir.mkdir(exist_ok=True)

@@ -124,11 +124,17 @@ def run_postcopy(cap: Capture | None, out: Path, settings: dict[str, str], force
         }
     a, b = runs["async_pf"]["mean_task_s"], runs["no_async_pf"]["mean_task_s"]
     res = {"scenario": "postcopy", "touches_from": "capture faults" if lists else "working-set model", "model": m, "params": {k: int(v) if k == "seed" else v for k, v in engine.items()}, "runs": runs, "async_pf_speedup_pct": round(100 * (1 - a / b), 2) if b else None}
-    d = Path(out) / "postcopy"
-    if d.exists() and not force:
-        from cratrace.errors import OutputExistsError
-
-        raise OutputExistsError(f"{d}: already exists; pass --force to replace it")
-    d.mkdir(parents=True, exist_ok=True)
-    atomic.write_text(d / "metrics.json", json.dumps(res, indent=2, sort_keys=True))
+    with atomic.Destination(Path(out) / "postcopy", force=force, ours=_is_postcopy, what="postcopy output") as d:
+        tmp = d.temp()
+        (tmp / "metrics.json").write_text(json.dumps(res, indent=2, sort_keys=True))
+        d.commit(tmp)
     return res
+
+
+def _is_postcopy(p: Path) -> bool:
+    """An earlier `replay --scenario postcopy` output (its metrics.json
+    says so), which --force may replace."""
+    try:
+        return json.loads((Path(p) / "metrics.json").read_text()).get("scenario") == "postcopy"
+    except (OSError, ValueError, AttributeError):
+        return False

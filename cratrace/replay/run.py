@@ -8,17 +8,16 @@ are byte-identical; wall-clock figures go to run.json.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import re
-import shutil
 from pathlib import Path
 
 import polars as pl
 
 from cratrace import _native, atomic
 from cratrace.capture import Capture
-from cratrace.errors import OutputExistsError, UsageError
+from cratrace.errors import UsageError
 from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
@@ -341,17 +340,26 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         # how long this capture's guests spun before halting
         engine.setdefault("pv_spin_ns", float(w.pv_spin_ns))
     out = Path(out)
-    # every policy's output checked before any is replayed: a clash found
-    # after the first policies ran cost their time and left them behind
+    # every policy's output checked (and locked, for the whole command:
+    # issue 42) before any is replayed: a clash found after the first
+    # policies ran cost their time and left them behind
     dests = {policy: out / policy.replace("/", "_") for policy in policies}
-    there = [d for d in dests.values() if d.exists()]
-    if there and not force:
-        raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace it")
-    out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as outputs:
+        held = {policy: outputs.enter_context(atomic.Destination(d, force=force, ours=is_replay, what="replay output")) for policy, d in dests.items()}
+        return _replay_all(cap, w, policies, held, python_policies, engine, costs, host, limit_ns, seed, settings, tolerance, whatif, groups_mode, speed_mode, cost_source, marker)
+
+
+def is_replay(p: Path) -> bool:
+    """An existing output `replay --force` may replace: a policy's
+    directory of an earlier replay (its metrics.json), or an empty one."""
+    p = Path(p)
+    return p.is_dir() and not p.is_symlink() and ((p / "metrics.json").is_file() or not any(p.iterdir()))
+
+
+def _replay_all(cap, w, policies, held, python_policies, engine, costs, host, limit_ns, seed, settings, tolerance, whatif, groups_mode, speed_mode, cost_source, marker) -> dict[str, dict]:
     base = baseline_policy(cap, w)
     results = {}
     for policy in policies:
-        dest = dests[policy]
         if policy in python_policies:
             from cratrace.replay.policy import run_python_policy
 
@@ -375,18 +383,12 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             metrics["asymmetric"] = asymmetric_metrics(w, r, bp, metrics, replay_metrics(w, rb, bp, seed, settings, tolerance, False))
         tables = _tables(w, r, cap, marker)
         metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))
-        tmp = atomic.temp_dir(dest)
-        try:
-            (tmp / "model").mkdir()
-            for name, df in tables.items():
-                df.write_parquet(tmp / "model" / f"{name}.parquet", compression="zstd", statistics=False)
-            (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-            (tmp / "run.json").write_text(json.dumps({"wall_s": r["wall_s"], "events_per_s": r["events"] / max(r["wall_s"], 1e-9)}, indent=2))
-            if dest.exists():
-                shutil.rmtree(dest)
-            os.rename(tmp, dest)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+        tmp = held[policy].temp()
+        (tmp / "model").mkdir()
+        for name, df in tables.items():
+            df.write_parquet(tmp / "model" / f"{name}.parquet", compression="zstd", statistics=False)
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
+        (tmp / "run.json").write_text(json.dumps({"wall_s": r["wall_s"], "events_per_s": r["events"] / max(r["wall_s"], 1e-9)}, indent=2))
+        held[policy].commit(tmp)
         results[policy] = metrics
     return results

@@ -242,10 +242,54 @@ def evidence_tables(docs: list) -> tuple[pl.DataFrame, pl.DataFrame]:
     return pl.DataFrame(floors), pl.DataFrame(pairs)
 
 
-def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False, evidence: list | None = None) -> dict:
-    cap = capture if isinstance(capture, Capture) else Capture(capture)
-    from cratrace.errors import OutputExistsError
+#: the tables `--tables` writes, each as CSV and Parquet
+TABLE_NAMES = ("summary", "fidelity", "throughput_per_vm", "throughput_series", "energy", "energy_by_run", "energy_per_core", "energy_per_work", "energy_series", "billing")
+#: the file in a --tables directory naming the files cratrace wrote there
+#: (only those does --force replace)
+TABLES_MARK = ".cratrace-tables"
 
+
+def build_report(capture: Capture | str | Path, replays: Path | None, out: Path, *, fmt: str = "html", tables_dir: Path | None = None, rule: BillingRule = "proportional", prices: dict | None = None, force: bool = False, evidence: list | None = None) -> dict:
+    """Build the report of `capture` (and the replays under `replays`)
+    into `out` (``-`` prints the Markdown); with `tables_dir`, every table
+    as CSV and Parquet there. The outputs are locked and checked before
+    anything is computed (issue 42) and appear whole or not at all."""
+    import contextlib
+
+    cap = capture if isinstance(capture, Capture) else Capture(capture)
+    to_stdout = fmt == "md" and (not out or str(out) == "-")
+    with contextlib.ExitStack() as outputs:
+        dest = None if to_stdout else outputs.enter_context(atomic.Destination(Path(out), force=force, ours=is_report, what="report", directory=False))
+        if tables_dir:
+            tables_dir = Path(tables_dir)
+            tables_dir.parent.mkdir(parents=True, exist_ok=True)
+            outputs.enter_context(atomic.locked(tables_dir))
+            _check_tables(tables_dir, force)
+        report, tables = _report(cap, replays, rule, prices, evidence)
+        if tables_dir:
+            _write_tables(tables, tables_dir, force)
+        text = render_markdown(report) if fmt == "md" else render_html(report)
+        if dest is None:
+            print(text)
+        else:
+            tmp = dest.temp()
+            tmp.write_text(text)
+            dest.commit(tmp)
+    return report
+
+
+def is_report(p: Path) -> bool:
+    """An existing output `report --force` may replace: a report cratrace
+    wrote (its title says so), HTML or Markdown."""
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return head.startswith(b"# cratrace report") or (head.startswith(b"<!doctype html>") and b"<title>cratrace report" in head)
+
+
+def _report(cap: Capture, replays: Path | None, rule: BillingRule, prices: dict | None, evidence: list | None) -> tuple[dict, dict[str, pl.DataFrame]]:
     # every model table the report reads, there and intact
     cap.require_model(sorted(set(cap.model_paths) | {"cpu_slices", "threads"}))
     runs = [recorded_run(cap)] + (replay_runs(replays) if replays else [])
@@ -301,40 +345,38 @@ def build_report(capture: Capture | str | Path, replays: Path | None, out: Path,
         "missing": missing,
     }
     tables = {"summary": summary, "fidelity": report["fidelity"], "throughput_per_vm": report["per_vm"], "throughput_series": report["series"], "energy": report["energy"], "energy_by_run": report["energy_by_run"], "energy_per_core": report["energy_per_core"], "energy_per_work": report["energy_per_work"], "energy_series": report["energy_series"], "billing": bill}
-    if tables_dir:
-        _write_tables(tables, Path(tables_dir), force)
-    if fmt == "md":
-        text = render_markdown(report)
-        if out and str(out) != "-":
-            _atomic_write(out, text, force)
-        else:
-            print(text)
-    else:
-        if out.exists() and not force:
-            raise OutputExistsError(f"{out}: already exists; pass --force to replace it")
-        _atomic_write(out, render_html(report), True)
-    return report
+    return report, tables
+
+
+def _table_paths(tables_dir: Path) -> dict[tuple[str, str], Path]:
+    return {(name, ext): tables_dir / f"{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "parquet")}
+
+
+def _check_tables(tables_dir: Path, force: bool) -> None:
+    """Refuse to replace an earlier report's tables without `force`, and
+    with it any file there that cratrace did not write (not named in the
+    directory's TABLES_MARK)."""
+    from cratrace.errors import OutputExistsError
+
+    there = [p for p in _table_paths(tables_dir).values() if p.exists()]
+    if there and not force:
+        raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace the report's tables")
+    try:
+        ours = set((tables_dir / TABLES_MARK).read_text().split())
+    except OSError:
+        ours = set()
+    foreign = [p for p in there if p.name not in ours]
+    if foreign:
+        raise OutputExistsError(f"{foreign[0]}: not a table cratrace wrote; --force replaces only those: move it away or choose another --tables directory")
 
 
 def _write_tables(tables: dict[str, pl.DataFrame], tables_dir: Path, force: bool) -> None:
-    """Each table as CSV and Parquet in `tables_dir`, refusing to replace
-    an earlier report's tables without `force` (checked before any is
-    written), and replacing them together."""
-    from cratrace.errors import OutputExistsError
-
-    paths = {(name, ext): tables_dir / f"{name}.{ext}" for name in tables for ext in ("csv", "parquet")}
-    there = [p for p in paths.values() if p.exists()]
-    if there and not force:
-        raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace the report's tables")
+    """Each table as CSV and Parquet in `tables_dir` (checked again), all
+    replaced together; a file that appeared meanwhile is not replaced."""
+    _check_tables(tables_dir, force)
+    paths = _table_paths(tables_dir)
     tables_dir.mkdir(parents=True, exist_ok=True)
+    there = {p for p in paths.values() if p.exists()}
     # one set: written whole before any replaces an earlier report's
-    atomic.write_all({path: (tables[name].write_csv if ext == "csv" else tables[name].write_parquet) for (name, ext), path in paths.items()})
-
-
-def _atomic_write(path: Path, text: str, force: bool) -> None:
-    from cratrace.errors import OutputExistsError
-
-    path = Path(path)
-    if path.exists() and not force:
-        raise OutputExistsError(f"{path}: already exists; pass --force to replace it")
-    atomic.write_text(path, text)
+    atomic.write_all({path: (tables[name].write_csv if ext == "csv" else tables[name].write_parquet) for (name, ext), path in paths.items()}, replace=there)
+    atomic.write_text(tables_dir / TABLES_MARK, "".join(f"{p.name}\n" for p in paths.values()))

@@ -20,13 +20,12 @@ import hashlib
 import json
 import math
 import os
-import shutil
 from json.encoder import encode_basestring_ascii as _encode_str
 from pathlib import Path
 from typing import Any, Mapping
 
 from cratrace import atomic
-from cratrace.errors import CratraceError, OutputExistsError, UsageError
+from cratrace.errors import CratraceError, UsageError
 from cratrace.synth.scenarios import SCENARIOS
 from cratrace.synth.scenarios._common import streaming_to
 from cratrace.synth.tracedat_writer import FILE_OPTIONS, TraceDatStream, write_tracedat
@@ -85,54 +84,91 @@ def synthesize(
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory; give a file name")
     truth_path = out.with_name(out.name + ".truth.json")
-    for p in (out, truth_path):
-        if p.exists() and not force:
-            raise OutputExistsError(f"{p} exists (use --force to overwrite)")
     mod = scenario(name)
     params = resolve_params(name, overrides or {})
-    if is_xentrace(mod):
-        return _write_xentrace(mod, mod.generate(params, seed), out, truth_path, name, seed, params)
-    # the scenario's Builder writes each event to the stream as it is
-    # emitted (issue #47): pages are spooled beside `out`, and the file is
-    # assembled around them once the scenario is done
-    try:
-        with TraceDatStream(out, version=version, compression=compression, overwrite=True) as stream:  # type: ignore[arg-type]
-            with streaming_to(stream):
-                res = mod.generate(params, seed)
-            writer = dict(version=version, compression=compression, **res.writer)
-            if res.events is stream:
-                extra = set(res.writer) - set(FILE_OPTIONS)
-                if extra:
-                    raise CratraceError(f"scenario {name}: writer options {sorted(extra)} must be known before its events")
-                stream.finish(**res.writer)
-                counts, total = stream.counts(), len(stream)
-            else:  # a scenario that keeps its own list of events
-                write_tracedat(out, res.events, overwrite=True, **writer)
-                counts, total = _counts(res.events), len(res.events)
-    except OSError as e:
-        raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
-    truth = dict(
-        schema=TRUTH_SCHEMA,
-        scenario=name,
-        scenario_version=mod.VERSION,
-        seed=seed,
-        params=params,
-        file=dict(version=version, compression=compression, cpus=writer.get("cpus"),
-                  long_size=8, endian="little", page_size=4096, trace_clock="local"),
-        event_counts=dict(sorted(counts.items())),
-        total_events=total,
-        **res.truth,
-    )
-    _write_truth(truth_path, truth, out)
+    # both outputs locked for the whole command and checked before the
+    # scenario runs (issue 42); --force replaces only a synth's own files
+    with atomic.Destination(out, force=force, ours=_is_synth_trace, what="synthetic trace", directory=False) as dest, \
+            atomic.Destination(truth_path, force=force, ours=_is_truth, what="truth file", directory=False) as truth_dest:
+        tmp = dest.temp()
+        if is_xentrace(mod):
+            truth = _write_xentrace(mod, mod.generate(params, seed), tmp, out, name, seed, params)
+        else:
+            # the scenario's Builder writes each event to the stream as it
+            # is emitted (issue #47): pages are spooled beside the
+            # temporary file, and the file is assembled around them once
+            # the scenario is done
+            try:
+                with TraceDatStream(tmp, version=version, compression=compression, overwrite=True) as stream:  # type: ignore[arg-type]
+                    with streaming_to(stream):
+                        res = mod.generate(params, seed)
+                    writer = dict(version=version, compression=compression, **res.writer)
+                    if res.events is stream:
+                        extra = set(res.writer) - set(FILE_OPTIONS)
+                        if extra:
+                            raise CratraceError(f"scenario {name}: writer options {sorted(extra)} must be known before its events")
+                        stream.finish(**res.writer)
+                        counts, total = stream.counts(), len(stream)
+                    else:  # a scenario that keeps its own list of events
+                        write_tracedat(tmp, res.events, overwrite=True, **writer)
+                        counts, total = _counts(res.events), len(res.events)
+            except OSError as e:
+                raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
+            truth = dict(
+                schema=TRUTH_SCHEMA,
+                scenario=name,
+                scenario_version=mod.VERSION,
+                seed=seed,
+                params=params,
+                file=dict(version=version, compression=compression, cpus=writer.get("cpus"),
+                          long_size=8, endian="little", page_size=4096, trace_clock="local"),
+                event_counts=dict(sorted(counts.items())),
+                total_events=total,
+                **res.truth,
+            )
+        truth_tmp = truth_dest.temp()
+        try:
+            _dump_json(truth_tmp, truth)
+        except OSError as e:
+            raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
+        dest.commit(tmp)
+        try:
+            truth_dest.commit(truth_tmp)
+        except BaseException:
+            out.unlink(missing_ok=True)  # never leave a trace without its truth
+            raise
     return truth
 
 
-def _write_truth(truth_path: Path, truth: dict[str, Any], trace: Path) -> None:
+def _is_truth(p: Path) -> bool:
+    """A truth file `synth` wrote: it opens with its schema and scenario
+    (read from its head only: a long trace's truth is tens of MB)."""
     try:
-        atomic.write_with(truth_path, lambda tmp: _dump_json(tmp, truth))
-    except OSError as e:
-        trace.unlink(missing_ok=True)  # never leave a trace without its truth
-        raise CratraceError(f"cannot write {truth_path}: {e.strerror or e}") from None
+        with open(p, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return False
+    return head.startswith(b'{\n "schema": %d,\n "scenario": ' % TRUTH_SCHEMA)
+
+
+def _is_synth_trace(p: Path) -> bool:
+    """A trace `synth` wrote: a file beside its truth file."""
+    p = Path(p)
+    return p.is_file() and _is_truth(p.with_name(p.name + ".truth.json"))
+
+
+def _is_raw_synth(p: Path) -> bool:
+    """A raw capture directory (`synth --raw` or `cratrace record`), or
+    an empty directory."""
+    p = Path(p)
+    if not p.is_dir() or p.is_symlink():
+        return False
+    try:
+        if not any(p.iterdir()):
+            return True
+        return json.loads((p / "manifest.json").read_text()).get("format") == "cratrace-raw"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _dump_json(path: Path, obj: Any) -> None:
@@ -177,22 +213,17 @@ def _scalar(v: Any) -> str:
     return _encode_str(v)
 
 
-def _write_xentrace(mod, res, out: Path, truth_path: Path, name: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
+def _write_xentrace(mod, res, tmp: Path, out: Path, name: str, seed: int, params: dict[str, Any]) -> dict[str, Any]:
     """A xentrace scenario: the binary file (per-pCPU windows of 64
-    records, as xentrace writes them) and its truth, both atomically."""
-    tmp = atomic.temp_file(out)
+    records, as xentrace writes them) into `tmp`, and its truth."""
     try:
         res.writer.write(str(tmp), window_records=64)
-        os.replace(tmp, out)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise CratraceError(f"cannot write {out}: {e.strerror or e}") from None
     counts = res.record_counts()
-    truth = dict(schema=TRUTH_SCHEMA, scenario=name, scenario_version=mod.VERSION, seed=seed, params=params,
-                 file=dict(format="xentrace", cpus=res.pcpus, cpu_hz=res.truth["cpu_hz"], window_records=64),
-                 record_counts=counts, total_records=sum(counts.values()), **res.truth)
-    _write_truth(truth_path, truth, out)
-    return truth
+    return dict(schema=TRUTH_SCHEMA, scenario=name, scenario_version=mod.VERSION, seed=seed, params=params,
+                file=dict(format="xentrace", cpus=res.pcpus, cpu_hz=res.truth["cpu_hz"], window_records=64),
+                record_counts=counts, total_records=sum(counts.values()), **res.truth)
 
 
 def _counts(events) -> dict[str, int]:
@@ -205,11 +236,8 @@ def _counts(events) -> dict[str, int]:
 def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, version: int, compression: str) -> dict[str, Any]:
     if out.exists() and not out.is_dir():
         raise UsageError(f"-o {out}: exists and is not a directory (a raw capture is a directory)")
-    if out.exists() and any(out.iterdir()) and not force:
-        raise OutputExistsError(f"{out} exists and is not empty (use --force to replace it)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = atomic.temp_dir(out)
-    try:
+    with atomic.Destination(out, force=force, ours=_is_raw_synth, what="raw capture") as dest:
+        tmp = dest.temp()
         xen = is_xentrace(scenario(name))
         data_name, data_kind = ("xentrace.bin", "xentrace") if xen else ("trace.dat", "tracedat")
         truth = synthesize(name, tmp / data_name, seed=seed, overrides=overrides, force=True,
@@ -234,12 +262,7 @@ def _synthesize_raw(name: str, out: Path, *, seed: int, overrides, force: bool, 
                         question=f"synthetic scenario {name} (seed {seed}); truth in {data_name}.truth.json",
                         files=files, tools=dict(synth=f"cratrace synth {name} v{truth['scenario_version']}"))
         (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        dest.commit(tmp)
     return truth
 
 

@@ -153,15 +153,24 @@ def test_cli_replay_exit_code_follows_the_gate(lab_capture, tmp_path):  # noqa: 
 
 def test_an_existing_output_is_refused_before_any_policy_runs(lab_capture, tmp_path):  # noqa: F811
     # the second policy's output is there: nothing is replayed, the first
-    # policy's output is not written, and --force replaces both
+    # policy's output is not written; --force replaces only what a replay
+    # wrote (issue 42: it replaced a directory of the user's)
     out = tmp_path / "r"
     (out / "wapd").mkdir(parents=True)
     (out / "wapd" / "keep.txt").write_text("mine")
     p = run_cli("replay", lab_capture.path, "-o", out, "-p", "fair", "-p", "wapd")
     assert p.returncode == 2 and "wapd" in p.stderr and "--force" in p.stderr, p.stderr
     assert not (out / "fair").exists() and (out / "wapd" / "keep.txt").read_text() == "mine"
+    p = run_cli("replay", lab_capture.path, "-o", out, "-p", "fair", "-p", "wapd", "--force")
+    assert p.returncode == 2 and "not a replay output cratrace wrote" in p.stderr, p.stderr
+    assert not (out / "fair").exists() and (out / "wapd" / "keep.txt").read_text() == "mine"
+    (out / "wapd" / "keep.txt").unlink()
+    assert run_cli("replay", lab_capture.path, "-o", out, "-p", "fair", "-p", "wapd").returncode == 2  # still there, empty
     assert run_cli("replay", lab_capture.path, "-o", out, "-p", "fair", "-p", "wapd", "--force").returncode in (0, 1)
-    assert (out / "fair" / "metrics.json").is_file() and not (out / "wapd" / "keep.txt").exists()
+    assert (out / "fair" / "metrics.json").is_file() and (out / "wapd" / "metrics.json").is_file()
+    first = (out / "wapd" / "metrics.json").stat().st_ino
+    assert run_cli("replay", lab_capture.path, "-o", out, "-p", "wapd", "--force").returncode in (0, 1)
+    assert (out / "wapd" / "metrics.json").stat().st_ino != first and not [x for x in out.iterdir() if x.name.startswith(".")]
 
 
 def test_a_workload_read_a_vm_at_a_time_is_the_same_workload(lab_capture, monkeypatch):  # noqa: F811
