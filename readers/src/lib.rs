@@ -32,6 +32,6 @@ pub mod xentrace;
 pub use batch::{Column, ColumnData, List, RowBatch, Text};
 pub use error::{ReadError, ReadResult};
 pub use sink::{
-    field_column_name, ColumnSpec, ColumnType, EventSink, MemorySink, RowHeader, Stats, TableId,
-    TableSpec, Value,
+    field_column_name, valid_table_name, ColumnSpec, ColumnType, EventSink, MemorySink, RowHeader,
+    Stats, TableId, TableSpec, Value,
 };

@@ -13,6 +13,13 @@
 use crate::batch::RowBatch;
 use std::collections::BTreeMap;
 
+/// Whether `name` may name a table: letters, digits and `_` only. A
+/// table's name becomes a file name (`events/<name>.parquet`) and a SQL
+/// view's name, and a trace's formats choose it (issue 42).
+pub fn valid_table_name(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
 /// The columns every event table starts with.
 pub const COMMON_COLUMNS: [&str; 4] = ["ts", "cpu", "pid", "instance"];
 
@@ -209,5 +216,30 @@ impl EventSink for MemorySink {
 
     fn row_done(&mut self, _table: TableId) -> Result<(), String> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::valid_table_name;
+
+    #[test]
+    fn table_names_keep_to_letters_digits_and_underscore() {
+        for ok in ["sched_switch", "kvm_exit", "perf_sample", "x86_fpu_regs_2"] {
+            assert!(valid_table_name(ok), "{ok}");
+        }
+        // what a crafted format name would smuggle into a file name or SQL
+        for bad in [
+            "",
+            "a\"; COPY (SELECT 1) TO 'x.csv'; --",
+            "../up",
+            ".hidden",
+            "with space",
+            "dash-ed",
+            "uni\u{e9}",
+            "nul\0",
+        ] {
+            assert!(!valid_table_name(bad), "{bad:?}");
+        }
     }
 }

@@ -402,11 +402,13 @@ impl EventSink for ParquetSink {
             }
             return Ok(TableId(i as u32));
         }
-        if spec.name.is_empty()
-            || spec.name.contains(['/', '\\', '\0'])
-            || spec.name.starts_with('.')
-        {
-            return Err(format!("unsafe table name {:?}", spec.name));
+        // a file name here and a SQL view's name later (issue 42): the
+        // readers keep to these characters; anything else is refused
+        if !cratrace_format::valid_table_name(&spec.name) {
+            return Err(format!(
+                "unsafe table name {:?} (letters, digits and _ only)",
+                spec.name
+            ));
         }
         let schema = schema_for(spec);
         let types: Vec<ColumnType> = spec.columns.iter().map(|c| c.ty.clone()).collect();
