@@ -48,6 +48,20 @@ pub enum ReadError {
         /// Human description.
         what: String,
     },
+    /// Reading would hold more memory at once than the read's budget
+    /// (a file declaring huge decompressed sizes: issue 42).
+    OverBudget {
+        /// File being read.
+        path: PathBuf,
+        /// Byte offset of the construct that asked for it.
+        offset: u64,
+        /// What asked for the memory.
+        what: String,
+        /// Bytes it would take to hold, with what is already held.
+        need: u64,
+        /// The budget in bytes.
+        budget: u64,
+    },
     /// The sink failed to store a row (disk full, schema mismatch).
     Sink {
         /// Description from the sink.
@@ -88,6 +102,7 @@ impl ReadError {
             ReadError::NotThisFormat { .. } => "not-this-format",
             ReadError::Unsupported { .. } => "unsupported",
             ReadError::Corrupt { tag, .. } => tag,
+            ReadError::OverBudget { .. } => "over-budget",
             ReadError::Sink { .. } => "sink",
             ReadError::Interrupted => "interrupted",
         }
@@ -130,6 +145,21 @@ impl fmt::Display for ReadError {
                     tag
                 )
             }
+            ReadError::OverBudget {
+                path,
+                offset,
+                what,
+                need,
+                budget,
+            } => write!(
+                f,
+                "{}: at byte {}: {} would hold {} MiB in memory at once, over the budget of {} MiB (raise it with --max-memory if the file is genuine) (ERR:over-budget)",
+                path.display(),
+                offset,
+                what,
+                need.div_ceil(1 << 20),
+                budget >> 20
+            ),
             ReadError::Sink { what } => write!(f, "writing output: {} (ERR:sink)", what),
             ReadError::Interrupted => write!(f, "interrupted (ERR:interrupted)"),
         }

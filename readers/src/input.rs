@@ -16,6 +16,16 @@ use std::path::Path;
 /// multi-gigabyte allocation.
 pub const MAX_PART: u64 = 1 << 31;
 
+/// The memory a read of a `file_size`-byte file may hold at once in
+/// decompressed data when the caller sets no budget: 64 times the file,
+/// and never less than 256 MiB. Real trace.dat chunks are tens of
+/// kilobytes; a 742 KB file whose CPUs each declared a 1 GiB chunk took a
+/// read to 6.3 GB (issue 42). A budget proportional to the input keeps
+/// what a tiny file can ask for in proportion to it.
+pub fn default_budget(file_size: u64) -> u64 {
+    file_size.saturating_mul(64).max(256 << 20)
+}
+
 /// Open `path` and return it with its size.
 pub fn open_sized(path: &Path) -> ReadResult<(File, u64)> {
     let file = File::open(path).map_err(|e| ReadError::io(path, e))?;

@@ -15,7 +15,7 @@
 //! to the sink. `bprint` additionally gets its text rendered from the
 //! printk formats stored in the file.
 
-use super::header::{read_metadata, TraceDatMeta};
+use super::header::{read_metadata_with, TraceDatMeta};
 use super::pages::{read_ahead_for, PageSource, TraceFile};
 use super::records::{Missed, PageCursor, Record};
 use crate::bytes::Endian;
@@ -33,6 +33,10 @@ use std::path::Path;
 pub struct ReadOptions {
     /// Call progress at most every this many pages (default 256).
     pub progress_every_pages: u64,
+    /// Bytes of decompressed data the read may hold at once (None:
+    /// [`crate::input::default_budget`] of the file); past it the read
+    /// stops with [`ReadError::OverBudget`].
+    pub max_memory: Option<u64>,
 }
 
 /// Lost-event accounting of one CPU.
@@ -98,6 +102,15 @@ pub struct TraceDatSummary {
     pub stats: Stats,
     /// Human-readable warnings.
     pub warnings: Vec<String>,
+    /// What the read skipped, guessed or re-attributed, one line each
+    /// with where (issue 42: any of it makes the import exit 1).
+    pub problems: Vec<String>,
+    /// Records skipped by the reader (unknown event ids, bad records'
+    /// pages): lost events the kernel did not count.
+    pub skipped_records: u64,
+    /// Events a truncated file's missing data likely held: an estimate,
+    /// from the events per byte of the data that was read.
+    pub lost_estimate: u64,
     /// Options present.
     pub options: Vec<String>,
     /// Saved cmdlines (pid, comm).
@@ -187,6 +200,18 @@ fn plan_events(meta: &TraceDatMeta, summary: &mut TraceDatSummary) -> Vec<Option
                 "event {} has id {} beyond the u16 range; skipped",
                 f.name, f.id
             ));
+            continue;
+        }
+        if !crate::sink::valid_table_name(&name) {
+            // a table's name becomes a file name and a SQL view's: a
+            // format naming itself otherwise is not taken at its word
+            // (issue 42); its records count as of an unknown event id
+            let w = format!(
+                "{}: event format {:?} of system {:?}: a name outside [A-Za-z0-9_]; its events are skipped",
+                summary.path, f.name, f.system
+            );
+            summary.warnings.push(w.clone());
+            summary.problems.push(w);
             continue;
         }
         let mut typed = Vec::new();
@@ -301,12 +326,14 @@ impl Stream {
                     Ok(None) => self.cursor = None,
                     Err(e) => {
                         *summary.stats.entry("corrupt_records".into()).or_default() += 1;
-                        summary.warnings.push(format!(
+                        let w = format!(
                             "{}: at byte {}: instance {inst:?} cpu {}: bad record ({e:?}); rest of page skipped",
                             summary_path(summary),
                             self.source.last_offset,
                             self.cpu
-                        ));
+                        );
+                        summary.warnings.push(w.clone());
+                        summary.problems.push(w);
                         self.cursor = None;
                     }
                 }
@@ -336,12 +363,14 @@ impl Stream {
                     // space; anything else is corruption worth reporting.
                     if self.source.page().iter().any(|&b| b != 0) {
                         *summary.stats.entry("corrupt_pages".into()).or_default() += 1;
-                        summary.warnings.push(format!(
+                        let w = format!(
                             "{}: at byte {}: instance {inst:?} cpu {}: corrupt page header ({e:?}); page skipped",
                             summary_path(summary),
                             self.source.last_offset,
                             self.cpu
-                        ));
+                        );
+                        summary.warnings.push(w.clone());
+                        summary.problems.push(w);
                     }
                 }
             }
@@ -357,7 +386,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     opts: &ReadOptions,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> ReadResult<TraceDatSummary> {
-    let meta = read_metadata(path)?;
+    let meta = read_metadata_with(path, opts.max_memory)?;
     let mut s = TraceDatSummary {
         path: path.display().to_string(),
         version: meta.version,
@@ -377,6 +406,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         options: meta.options_seen.clone(),
         cmdlines: meta.cmdlines.clone(),
         warnings: meta.warnings.clone(),
+        problems: meta.problems.clone(),
         ts_offset: meta.ts_offset,
         tsc2nsec: meta.tsc2nsec.map(|t| (t.mult, t.shift, t.offset)),
         cpustats: meta.cpustats.clone(),
@@ -408,10 +438,12 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
             b.cpus.iter().filter(|c| c.size > 0).count() as u32,
         ));
         if b.latency {
-            s.warnings.push(format!(
-                "instance {:?} holds latency (text) data, not decoded",
-                b.name
-            ));
+            let w = format!(
+                "{}: instance {:?} holds latency (text) data, not decoded; skipped",
+                s.path, b.name
+            );
+            s.warnings.push(w.clone());
+            s.problems.push(w);
             continue;
         }
         for c in &b.cpus {
@@ -467,7 +499,8 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     let mut last_pages = 0u64;
     let mut last_ts = i64::MIN;
     let mut first_ts = i64::MAX;
-    let mut unknown_ids: BTreeMap<u32, u64> = BTreeMap::new();
+    // per unknown event id: (records, where the first was: page offset, instance, cpu)
+    let mut unknown_ids: BTreeMap<u32, (u64, u64, u16, u32)> = BTreeMap::new();
     let bprint_buf_offset: HashMap<u32, usize> = meta
         .formats
         .iter()
@@ -547,7 +580,12 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
                     plan.rows += 1;
                     s.records += 1;
                 }
-                None => *unknown_ids.entry(id).or_default() += 1,
+                None => {
+                    unknown_ids
+                        .entry(id)
+                        .or_insert((0, st.source.last_offset, st.instance, st.cpu))
+                        .0 += 1
+                }
             }
         }
         let st = &mut streams[i];
@@ -587,11 +625,25 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     for p in plans.iter().flatten().filter(|p| p.rows > 0) {
         s.rows.insert(p.spec.name.clone(), p.rows);
     }
-    for (id, n) in unknown_ids {
+    for (id, (n, at, inst, cpu)) in unknown_ids {
+        // Records no format describes are events lost to the capture, as
+        // the kernel's lost events are (issue 42: they were counted only
+        // in capture.json, and the import exited 0).
         *s.stats.entry("unknown_event_id".into()).or_default() += n;
-        s.warnings
-            .push(format!("{n} records of unknown event id {id} skipped"));
+        s.skipped_records += n;
+        let id_text = if id == u32::MAX {
+            "(a record too short to hold one)".to_string()
+        } else {
+            id.to_string()
+        };
+        let w = format!(
+            "{}: at byte {at}: {n} records of unknown event id {id_text} skipped (the first in the page there, instance {:?} cpu {cpu})",
+            s.path, names[inst as usize]
+        );
+        s.warnings.push(w.clone());
+        s.problems.push(w);
     }
+    let consumed: u64 = streams.iter().map(|x| x.source.consumed).sum();
     for st in &streams {
         s.truncated_bytes += st.source.missing_bytes;
         if st.pages > 0 {
@@ -609,10 +661,37 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         }
     }
     if s.truncated_bytes > 0 {
-        s.warnings.push(format!(
-            "{}: at byte {}: file is truncated: {} bytes of ring-buffer data missing; every complete page was read",
+        // How many events the missing data held is not in the file: the
+        // estimate is the events per byte of the data read (per page,
+        // uncompressed) times the bytes missing, and says it is one.
+        let read_records = s.records + s.skipped_records;
+        let estimate = if consumed > 0 && read_records > 0 {
+            s.lost_estimate =
+                (s.truncated_bytes as u128 * read_records as u128 / consumed as u128) as u64;
+            if meta.compression == "none" || meta.compression.is_empty() {
+                let page = meta.page_size.max(1) as u64;
+                format!(
+                    "about {} events lost (an estimate: {} pages missing x {:.1} events per page read)",
+                    s.lost_estimate,
+                    s.truncated_bytes.div_ceil(page),
+                    read_records as f64 * page as f64 / consumed as f64
+                )
+            } else {
+                format!(
+                    "about {} events lost (an estimate: {:.3} events per compressed byte read)",
+                    s.lost_estimate,
+                    read_records as f64 / consumed as f64
+                )
+            }
+        } else {
+            "how many events they held is unknown (no data was read to estimate it from)".into()
+        };
+        let w = format!(
+            "{}: at byte {}: file is truncated: {} bytes of ring-buffer data missing, {estimate}; every complete page was read",
             s.path, meta.file_size, s.truncated_bytes
-        ));
+        );
+        s.warnings.push(w.clone());
+        s.problems.push(w);
         s.stats.insert("truncated_bytes".into(), s.truncated_bytes);
     }
     s.formats = meta

@@ -120,6 +120,13 @@ pub struct TraceDatMeta {
     pub options_seen: Vec<String>,
     /// Non-fatal problems found while reading metadata.
     pub warnings: Vec<String>,
+    /// What the metadata made the read skip or guess (event formats that
+    /// cannot be parsed, a section whose id disagrees with its option, an
+    /// instance whose data is not decoded), one line each with where.
+    pub problems: Vec<String>,
+    /// Bytes of decompressed data the read may hold at once
+    /// ([`crate::input::default_budget`] unless the caller sets one).
+    pub budget: u64,
     /// CPU stats text per CPUSTAT option (overrun counts etc.).
     pub cpustats: Vec<String>,
     /// Event formats that could not be parsed (their events are skipped).
@@ -229,13 +236,17 @@ impl Seq<'_> {
     }
 }
 
-/// Decompress one block of a v7 file.
+/// Decompress one block of a v7 file, declared to hold `out_len` bytes
+/// once decompressed: refused past `budget` bytes (a declared size is the
+/// file's word, and 0xffffffff of it aborted the process: issue 42), and
+/// a zlib stream is never inflated past what it declares.
 pub fn decompress(
     algo: &str,
     data: &[u8],
     out_len: usize,
     path: &Path,
     offset: u64,
+    budget: u64,
 ) -> ReadResult<Vec<u8>> {
     let bad = |e: String| {
         ReadError::corrupt(
@@ -245,13 +256,28 @@ pub fn decompress(
             format!("cannot decompress {algo} block: {e}"),
         )
     };
+    if out_len as u64 > budget && algo != "none" && !algo.is_empty() {
+        return Err(ReadError::OverBudget {
+            path: path.to_path_buf(),
+            offset,
+            what: format!("a {algo} block declaring {out_len} bytes decompressed"),
+            need: out_len as u64,
+            budget,
+        });
+    }
     match algo {
         "zstd" => zstd::bulk::decompress(data, out_len).map_err(|e| bad(e.to_string())),
         "zlib" => {
             let mut v = Vec::with_capacity(out_len);
             flate2::read::ZlibDecoder::new(data)
+                .take(out_len as u64 + 1)
                 .read_to_end(&mut v)
                 .map_err(|e| bad(e.to_string()))?;
+            if v.len() > out_len {
+                return Err(bad(format!(
+                    "it inflates past the {out_len} bytes it declares"
+                )));
+            }
             Ok(v)
         }
         "none" | "" => Ok(data.to_vec()),
@@ -317,6 +343,12 @@ fn parse_format_list(
 
 /// Read everything but the ring-buffer data.
 pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
+    read_metadata_with(path, None)
+}
+
+/// [`read_metadata`] with `max_memory` bytes of decompressed data held at
+/// once at most (None: [`crate::input::default_budget`] of the file).
+pub fn read_metadata_with(path: &Path, max_memory: Option<u64>) -> ReadResult<TraceDatMeta> {
     let (file, file_size) = open_nonempty(path, "a trace.dat")?;
     let mut seq = Seq {
         r: std::io::BufReader::with_capacity(1 << 16, &file),
@@ -398,6 +430,8 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
         tsc2nsec: None,
         options_seen: Vec::new(),
         warnings: Vec::new(),
+        problems: Vec::new(),
+        budget: max_memory.unwrap_or_else(|| crate::input::default_budget(file_size)),
         cpustats: Vec::new(),
         bad_formats: 0,
         kallsyms: None,
@@ -426,6 +460,8 @@ pub fn read_metadata(path: &Path) -> ReadResult<TraceDatMeta> {
     meta.bad_formats = parts.bad_formats.len() as u64;
     for w in parts.bad_formats {
         meta.warnings
+            .push(format!("{w}; events of this type are skipped"));
+        meta.problems
             .push(format!("{w}; events of this type are skipped"));
     }
     meta.printk = parts.printk;
@@ -463,4 +499,50 @@ fn event_formats(b: &mut Bytes<'_>, parts: &mut Parts, path: &Path) -> ReadResul
         parse_format_list(b, &sys, parts, path)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decompress;
+    use crate::error::ReadError;
+    use std::io::Write;
+    use std::path::Path;
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        z.write_all(data).unwrap();
+        z.finish().unwrap()
+    }
+
+    #[test]
+    fn a_declared_size_past_the_budget_is_refused_before_allocating() {
+        let block = zstd::bulk::compress(&[7u8; 100], 1).unwrap();
+        // 0xffffffff declared: refused, not attempted (it aborted the
+        // process under an address-space limit)
+        let e =
+            decompress("zstd", &block, 0xffff_ffff, Path::new("f.dat"), 40, 1 << 20).unwrap_err();
+        match e {
+            ReadError::OverBudget {
+                offset,
+                need,
+                budget,
+                ..
+            } => assert_eq!((offset, need, budget), (40, 0xffff_ffff, 1 << 20)),
+            other => panic!("expected over-budget, got {other:?}"),
+        }
+        // within the budget the same block reads
+        let ok = decompress("zstd", &block, 100, Path::new("f.dat"), 40, 1 << 20).unwrap();
+        assert_eq!(ok, vec![7u8; 100]);
+    }
+
+    #[test]
+    fn a_zlib_block_never_inflates_past_what_it_declares() {
+        let block = zlib(&[1u8; 10_000]);
+        let whole = decompress("zlib", &block, 10_000, Path::new("f.dat"), 0, 1 << 20).unwrap();
+        assert_eq!(whole.len(), 10_000);
+        // a block declaring less than it holds is corrupt, and what it
+        // holds is not inflated past the declared size plus one byte
+        let e = decompress("zlib", &block, 100, Path::new("f.dat"), 0, 1 << 20).unwrap_err();
+        assert_eq!(e.tag(), "corrupt-compressed", "{e}");
+    }
 }

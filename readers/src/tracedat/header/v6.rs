@@ -144,9 +144,12 @@ pub(super) fn read_v6(
         if tag.starts_with(b"flyrecord") {
             offset += 10;
         } else if tag.starts_with(b"options") || tag.starts_with(b"latency") {
-            meta.warnings.push(format!(
-                "instance {name:?} at byte {offset}: options/latency data not decoded"
-            ));
+            let w = format!(
+                "{}: at byte {offset}: instance {name:?}: options/latency data not decoded; skipped",
+                path.display()
+            );
+            meta.warnings.push(w.clone());
+            meta.problems.push(w);
             continue;
         }
         let table = read_at(

@@ -51,7 +51,14 @@ pub(super) fn section_body(
     let body = b.take(csize, "compressed data")?;
     Ok((
         id,
-        decompress(&meta.compression, body, usize_, &meta.path, data_at)?,
+        decompress(
+            &meta.compression,
+            body,
+            usize_,
+            &meta.path,
+            data_at,
+            meta.budget,
+        )?,
         data_at,
     ))
 }
@@ -65,9 +72,12 @@ pub(super) fn read_v7_section(
 ) -> ReadResult<()> {
     let (id, body, base) = section_body(file, meta, at)?;
     if id != option {
-        meta.warnings.push(format!(
-            "section at byte {at} has id {id}, option said {option}"
-        ));
+        let w = format!(
+            "{}: at byte {at}: section has id {id}, its option said {option}; read as the option says",
+            meta.path.display()
+        );
+        meta.warnings.push(w.clone());
+        meta.problems.push(w);
     }
     let path = meta.path.clone();
     let mut b = Bytes::new(&body, base, meta.endian, &path);
