@@ -125,8 +125,8 @@ pub(super) fn read_header(
     let bits: Vec<usize> = (0..256)
         .filter(|&i| feat[i / 8] >> (i % 8) & 1 == 1)
         .collect();
-    let ft_at = data_off + data_len;
-    if let Ok(ft) = read_at(
+    let ft_at = data_off.saturating_add(data_len);
+    match read_at(
         f,
         path,
         ft_at,
@@ -134,42 +134,63 @@ pub(super) fn read_header(
         size,
         "feature table",
     ) {
-        for (k, &bit) in bits.iter().enumerate() {
-            let off = u64::from_le_bytes(ft[16 * k..16 * k + 8].try_into().expect("8"));
-            let len = u64::from_le_bytes(ft[16 * k + 8..16 * k + 16].try_into().expect("8"));
-            let Ok(sec) = read_at(f, path, off, len, size, "feature") else {
-                s.warnings.push(format!(
-                    "{}: feature {bit} points past the end of the file; skipped",
-                    path.display()
+        Ok(ft) => {
+            // sections past the end of the file: one line for them all
+            let mut past_end = Vec::new();
+            for (k, &bit) in bits.iter().enumerate() {
+                let off = u64::from_le_bytes(ft[16 * k..16 * k + 8].try_into().expect("8"));
+                let len = u64::from_le_bytes(ft[16 * k + 8..16 * k + 16].try_into().expect("8"));
+                let Ok(sec) = read_at(f, path, off, len, size, "feature") else {
+                    past_end.push(bit.to_string());
+                    continue;
+                };
+                let mut b = Bytes::new(&sec, off, Endian::Little, path);
+                match bit {
+                    1 => match tracing_formats(&sec, off, path) {
+                        Ok((fm, l)) => {
+                            formats = fm;
+                            long = l;
+                        }
+                        Err(e) => s.problem(format!(
+                            "{e}: tracing data unreadable; no event formats, tracepoint samples stored untyped"
+                        )),
+                    },
+                    3 => s.hostname = perf_string(&mut b).ok(),
+                    4 => s.osrelease = perf_string(&mut b).ok(),
+                    7 => {
+                        let _avail = b.u32("nr cpus available").unwrap_or(0);
+                        s.cpus = b.u32("nr cpus online").unwrap_or(0);
+                    }
+                    12 => {
+                        // EVENT_DESC: names for the attributes, matched by id
+                        if let Err(e) = event_names(&mut b, &id_to_attr, &mut attrs) {
+                            s.problem(format!(
+                                "{e}: event descriptions end here; the attributes not yet named keep kind:config names"
+                            ));
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            if !past_end.is_empty() {
+                s.problem(format!(
+                    "{}: at byte {size}: feature sections {} point past the end of the file (cut short?); skipped{}",
+                    path.display(),
+                    past_end.join(", "),
+                    if past_end.iter().any(|b| b == "1") {
+                        ", with the tracing data's event formats"
+                    } else {
+                        ""
+                    }
                 ));
-                continue;
-            };
-            let mut b = Bytes::new(&sec, off, Endian::Little, path);
-            match bit {
-                1 => match tracing_formats(&sec, off, path) {
-                    Ok((fm, l)) => {
-                        formats = fm;
-                        long = l;
-                    }
-                    Err(e) => s.warnings.push(format!("tracing data unreadable: {e}")),
-                },
-                3 => s.hostname = perf_string(&mut b).ok(),
-                4 => s.osrelease = perf_string(&mut b).ok(),
-                7 => {
-                    let _avail = b.u32("nr cpus available").unwrap_or(0);
-                    s.cpus = b.u32("nr cpus online").unwrap_or(0);
-                }
-                12 => {
-                    // EVENT_DESC: names for the attributes, matched by id
-                    if let Err(e) = event_names(&mut b, &id_to_attr, &mut attrs) {
-                        s.warnings.push(format!(
-                            "{e}: event descriptions end here; the attributes not yet named keep kind:config names"
-                        ));
-                    }
-                }
-                _ => {}
             }
         }
+        // a file cut inside its data section: said where the data ends
+        Err(_) if ft_at > size => {}
+        Err(e) if !bits.is_empty() => s.problem(format!(
+            "{e}: the feature table is unreadable; host features and event formats skipped"
+        )),
+        Err(_) => {}
     }
     s.attrs = attrs
         .iter()

@@ -36,6 +36,11 @@ struct Other {
 pub(super) struct Tables {
     tps: Vec<Option<Tp>>,
     other: Other,
+    /// Tracepoint samples no event format describes, stored untyped in
+    /// `perf_sample`: (tracepoint id) -> (count, first offset).
+    untyped: std::collections::BTreeMap<u64, (u64, u64)>,
+    /// Samples shorter than their sample_type: (count, first offset).
+    short: (u64, u64),
 }
 
 /// A table per ftrace event, indexed by its event id.
@@ -78,11 +83,21 @@ fn tracepoint_tables(
             .map_or(4, |c| c.offset);
         let id = fm.id as usize;
         if id > u16::MAX as usize {
-            s.warnings.push(format!(
-                "{}: event {}:{} has id {id}, beyond 16 bits; its samples go uncounted",
+            s.problem(format!(
+                "{}: event {}:{} has id {id}, beyond 16 bits; its samples are stored untyped",
                 path.display(),
                 fm.system,
                 fm.name
+            ));
+            continue;
+        }
+        if !crate::sink::valid_table_name(&name) {
+            // the name becomes a file's and a SQL view's (issue 42)
+            s.problem(format!(
+                "{}: event format {:?} of system {:?}: a name outside [A-Za-z0-9_]; its samples are stored untyped",
+                path.display(),
+                fm.name,
+                fm.system
             ));
             continue;
         }
@@ -116,14 +131,18 @@ impl Tables {
         Tables {
             tps: tracepoint_tables(formats, long, path, s),
             other: Other::default(),
+            untyped: Default::default(),
+            short: (0, 0),
         }
     }
 
-    /// Decode sample `rec` of attribute `attr` into its table.
+    /// Decode sample `rec` (at byte `at` of the file) of attribute
+    /// `attr` into its table.
     #[inline]
     pub(super) fn emit<S: EventSink + ?Sized>(
         &mut self,
         rec: &[u8],
+        at: u64,
         attr: Option<&Attr>,
         sink: &mut S,
         s: &mut PerfSummary,
@@ -133,8 +152,10 @@ impl Tables {
             return Ok(());
         };
         let Some(p) = parse(rec, a) else {
-            s.warnings
-                .push("a sample shorter than its sample_type; skipped".into());
+            if self.short.0 == 0 {
+                self.short.1 = at;
+            }
+            self.short.0 += 1;
             return Ok(());
         };
         let ts = p.time.unwrap_or(0) as i64;
@@ -173,6 +194,11 @@ impl Tables {
                 tp.rows += 1;
                 return Ok(());
             }
+            // a tracepoint sample that no format in the file describes
+            // (its id damaged, the tracing data missing): kept, untyped,
+            // and said (issue 42: a file cut inside the tracing data put
+            // every event in perf_sample with exit 0)
+            self.untyped.entry(a.config).or_insert((0, at)).0 += 1;
         }
         let t = match self.other.table {
             Some(t) => t,
@@ -228,6 +254,35 @@ impl Tables {
         .map_err(|what| ReadError::Sink { what })?;
         self.other.rows += 1;
         Ok(())
+    }
+
+    /// The samples that could not be typed or read, into the summary's
+    /// problems, one line per kind.
+    pub(super) fn report(&self, path: &Path, s: &mut PerfSummary) {
+        if !self.untyped.is_empty() {
+            let n: u64 = self.untyped.values().map(|v| v.0).sum();
+            let first = self.untyped.values().map(|v| v.1).min().unwrap_or(0);
+            let why = if self.tps.iter().all(Option::is_none) && s.truncated_bytes > 0 {
+                "the file holds no event formats (it is cut before its tracing data)"
+            } else if self.tps.iter().all(Option::is_none) {
+                "the file holds no event formats (its tracing data is missing or damaged)"
+            } else {
+                "their attributes' tracepoint ids match no event format in the file"
+            };
+            s.problem(format!(
+                "{}: at byte {first}: {n} tracepoint samples stored untyped in perf_sample: {why}",
+                path.display()
+            ));
+        }
+        if self.short.0 > 0 {
+            s.skipped_samples += self.short.0;
+            s.problem(format!(
+                "{}: at byte {}: {} samples shorter than their sample_type skipped (the first there)",
+                path.display(),
+                self.short.1,
+                self.short.0
+            ));
+        }
     }
 
     /// Rows per table, into the summary.
