@@ -43,6 +43,9 @@ pub fn read_perfdata(
     d.set_item("time_range", s.time_range.map(|(a, b)| vec![a, b]))?;
     d.set_item("clock", "perf")?;
     d.set_item("warnings", s.warnings)?;
+    // what the read skipped or guessed, one line each: the import exits 1
+    d.set_item("problems", s.problems)?;
+    d.set_item("skipped_samples", s.skipped_samples)?;
     d.set_item("truncated_bytes", s.truncated_bytes)?;
     Ok(d.unbind())
 }

@@ -15,23 +15,30 @@ pub fn tracedat_kallsyms(py: Python<'_>, path: PathBuf) -> PyResult<String> {
 }
 
 /// Read a trace.dat into `out_dir/<event>.parquet`; returns the summary.
+/// `max_memory`: bytes of decompressed data the read may hold at once
+/// (None: the reader's default, proportional to the file's size).
 #[pyfunction]
-#[pyo3(signature = (path, out_dir, *, batch_rows = 4096, compression = "lz4", progress = None))]
+#[pyo3(signature = (path, out_dir, *, batch_rows = 4096, compression = "lz4", max_memory = None, progress = None))]
 pub fn read_tracedat(
     py: Python<'_>,
     path: PathBuf,
     out_dir: PathBuf,
     batch_rows: usize,
     compression: &str,
+    max_memory: Option<u64>,
     progress: Option<Py<PyAny>>,
 ) -> PyResult<Py<PyDict>> {
+    let opts = ReadOptions {
+        max_memory,
+        ..ReadOptions::default()
+    };
     let (s, files) = read_to_parquet(
         py,
         &out_dir,
         batch_rows,
         compression,
         &progress,
-        |sink, cb| read(&path, sink, &ReadOptions::default(), cb),
+        |sink, cb| read(&path, sink, &opts, cb),
     )?;
     summary_dict(py, &s, &files)
 }
@@ -92,6 +99,10 @@ fn summary_dict(
     d.set_item("raw_fields", raw)?;
     d.set_item("stats", s.stats.clone())?;
     d.set_item("warnings", s.warnings.clone())?;
+    // what the read skipped or guessed, one line each: the import exits 1
+    d.set_item("problems", s.problems.clone())?;
+    d.set_item("skipped_records", s.skipped_records)?;
+    d.set_item("lost_estimate", s.lost_estimate)?;
     d.set_item("options", s.options.clone())?;
     d.set_item(
         "cmdlines",

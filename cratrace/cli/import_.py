@@ -22,14 +22,17 @@ def import_cmd(
     fleet: Annotated[bool, typer.Option("--fleet", help="Each SOURCE is one host's raw capture directory (e.g. raw/*/): one capture per host, OUT/<host>/, imported in parallel on Dask; captures already in OUT are kept (--force replaces them).")] = False,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="With --fleet: an existing Dask scheduler (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="With --fleet: worker processes of the local cluster (default: one per core).")] = None,
+    max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="Most decompressed trace.dat data held at once, e.g. 512M or 4G (default: 64 times the file, at least 256M); a file needing more is refused.")] = None,
 ) -> None:
     """Import traces into a capture: one typed Parquet table per event.
 
     The output is written to a temporary directory and renamed into place,
     so a failed import never leaves a partial capture behind. Exit codes:
-    0 all read; 1 imported, but part of the input was damaged (truncated,
-    corrupt pages, fields that cannot be typed: each named on stderr with
-    its byte offset); 2 nothing imported.
+    0 all read; 1 imported, but part of the input was skipped, guessed or
+    re-attributed (truncated, corrupt pages, records of no known event,
+    fields that cannot be typed: each named on one line of stderr with its
+    byte offset, the detail in capture.json); 2 nothing imported (also a
+    trace.dat that would hold more than --max-memory decompressed).
     """
     from cratrace.cli.console import err_console
     from cratrace.importer import data_problems, write_capture
@@ -45,7 +48,7 @@ def import_cmd(
     def bar(name: str, total: int):
         return progress_bar(f"importing {name}", total, quiet=quiet or as_json)
 
-    meta = write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=bar, compression=compression)
+    meta = write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=bar, compression=compression, max_memory=_bytes(max_memory) if max_memory is not None else None)
     problems = data_problems(meta)
     if as_json:
         print(json.dumps({"capture": str(out), "events": meta["events"], "lost_events": meta["lost_events"]["total"], "warnings": meta["warnings"]}, indent=2))
@@ -90,6 +93,17 @@ def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: s
             err_console.print(f"[yellow]warning:[/] {esc(name)}: {esc(p)}", highlight=False, soft_wrap=True)
     if failed or damaged:
         raise typer.Exit(1)
+def _bytes(text: str) -> int:
+    """`--max-memory`'s size: a whole number of bytes, or with K, M, G or T
+    (powers of 1,024)."""
+    from cratrace.errors import UsageError
+
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    digits = t[:-1] if scale > 1 else t
+    if not digits.isdigit() or int(digits) == 0:
+        raise UsageError(f"--max-memory {text}: expected a size such as 512M or 4G")
+    return int(digits) * scale
 
 
 def register(app: typer.Typer) -> None:

@@ -23,8 +23,9 @@ def info_cmd(
     """Events per type, time range, CPUs, clock, lost events and sources.
 
     Exits 1 when the capture is incomplete: the kernel dropped records
-    (lost events) or the import salvaged a damaged file (truncated, corrupt
-    pages; listed under `damaged`) or its model had to guess which threads
+    (lost events) or the import skipped, guessed or salvaged part of its
+    input (truncated, corrupt pages, records of no known event; listed
+    under `damaged`, skipped records also counted as lost events) or its model had to guess which threads
     form which VM (`model_guessed`), so scripts can refuse to plan on it.
     Fields of types the reader has no column type for (structs, odd-sized
     integers) are kept as their raw bytes: `--verbose` lists them.
@@ -75,7 +76,13 @@ def info_cmd(
             t.add_row(name, f"{n:,}")
         console.print(t)
         color = "red" if lost else "green"
-        console.print(f"lost events: [{color}]{lost:,}[/]")
+        le = summary["lost_events"]
+        parts = []
+        if le.get("skipped_by_reader"):
+            parts.append(f"{le['skipped_by_reader']:,} of them skipped by the reader (unreadable records)")
+        if le.get("estimated_in_missing_data"):
+            parts.append(f"about {le['estimated_in_missing_data']:,} more in the data a cut file lacks (an estimate)")
+        console.print(f"lost events: [{color}]{lost:,}[/]" + (f" ({'; '.join(parts)})" if parts else ""))
         for d in summary["dropped_fields"]:
             console.print(f"[yellow]dropped field[/] {esc(d['event'])}.{esc(d['field'])} ({esc(d['type'])}): {esc(d['reason'])}", highlight=False, soft_wrap=True)
         if verbose:

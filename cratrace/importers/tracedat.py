@@ -21,4 +21,4 @@ def sniff(path: Path) -> bool:
 
 
 def read(path: Path, out_dir: Path, *, options: dict[str, Any], progress: Callable[[int, int], None] | None) -> dict:
-    return dict(_native.read_tracedat(str(path), str(out_dir), **sink_options(options), progress=progress))
+    return dict(_native.read_tracedat(str(path), str(out_dir), **sink_options(options), max_memory=options.get("max_memory"), progress=progress))

@@ -167,3 +167,67 @@ def test_v7_file_cut_before_its_data_is_refused(fixtures_dir, tmp_path):
     (line,) = _one_line_error(cratrace("import", f, "-o", tmp_path / "cap"))
     assert "cut.dat: at byte" in line and "past the end of the file" in line
     assert not (tmp_path / "cap").exists()
+
+
+def _first_record_payload(v6: bytes) -> tuple[int, int]:
+    """Byte offsets of the first page of the first CPU with data of the
+    64-bit v6 fixture, and of its first record's payload (common_type)."""
+    _, cpus = _cpu_table(v6)
+    page = next(o for o, s in cpus if s > 0)
+    at = page + 16  # the page header: timestamp, commit (8 bytes each)
+    while True:
+        (head,) = struct.unpack_from("<I", v6, at)
+        kind = head & 0x1F
+        if 1 <= kind <= 28:  # a data record, its length in the header
+            return page, at + 4
+        if kind == 0:  # a data record, its length in the next word
+            return page, at + 8
+        at += 8  # 30/31: a time extend or stamp (8 bytes); padding does not open a page
+
+
+def test_records_of_an_unknown_event_id_are_lost_events_and_exit_1(v6, fixtures_dir, tmp_path):
+    # issue 42: they were a warning in capture.json and the import exited 0
+    full = tmp_path / "full"
+    cratrace("import", fixtures_dir / "lisa_sched_load.dat", "-o", full, check=True)
+    page, at = _first_record_payload(v6)
+    data = bytearray(v6)
+    struct.pack_into("<H", data, at, 0xFFFE)  # an event id no format in the file has
+    f = tmp_path / "unknown.dat"
+    f.write_bytes(bytes(data))
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    (line,) = _one_line_error(p, exit_code=1)
+    assert "unknown.dat" in line and "unknown event id 65534" in line and f"at byte {page}" in line, line
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert meta["lost_events"]["skipped_by_reader"] == 1 and meta["lost_events"]["total"] == 1
+    assert _events(tmp_path / "cap") == _events(full) - 1
+    shown = cratrace("info", tmp_path / "cap", "--json")
+    assert shown.returncode == 1, shown.stdout
+    assert json.loads(shown.stdout)["damaged"] == [line.split("warning: ", 1)[1]]
+    text = cratrace("info", tmp_path / "cap")
+    assert text.returncode == 1 and "1 of them skipped by the reader" in text.stdout
+
+
+def test_truncated_file_estimates_the_events_lost(v6, fixtures_dir, tmp_path):
+    full = tmp_path / "full"
+    cratrace("import", fixtures_dir / "lisa_sched_load.dat", "-o", full, check=True)
+    f = tmp_path / "trunc.dat"
+    f.write_bytes(v6[:-60_000])
+    p = cratrace("import", f, "-o", tmp_path / "cap")
+    (line,) = _one_line_error(p, exit_code=1)
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    estimate = meta["lost_events"]["estimated_in_missing_data"]
+    really = _events(full) - _events(tmp_path / "cap")
+    assert really / 2 <= estimate <= really * 2, (estimate, really)
+    assert f"about {estimate} events lost" in line and "an estimate" in line and "pages missing" in line
+
+
+def test_a_decompression_budget_refuses_with_one_line(fixtures_dir, tmp_path):
+    # issue 42: a tiny v7 file's chunks declaring 1 GiB each took an import
+    # to 6.3 GB; past the budget the import stops with exit 2, no abort
+    src = fixtures_dir / "lisa_sched_load.v7zstd.dat"
+    (line,) = _one_line_error(cratrace("import", src, "-o", tmp_path / "cap", "--max-memory", "4K"))
+    assert "lisa_sched_load.v7zstd.dat: at byte" in line and "ERR:over-budget" in line and "--max-memory" in line
+    assert not (tmp_path / "cap").exists() and not list(tmp_path.glob(".cap*"))
+    (line,) = _one_line_error(cratrace("import", src, "-o", tmp_path / "cap", "--max-memory", "lots"))
+    assert "--max-memory lots" in line
+    cratrace("import", src, "-o", tmp_path / "cap", "--max-memory", "64M", check=True)

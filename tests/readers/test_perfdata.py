@@ -109,8 +109,70 @@ def test_a_file_cut_inside_its_data_keeps_whole_records_and_exits_1(tmp_path, re
         (tmp_path / name).write_bytes(data[:cut])
         p = run_cli("import", tmp_path / name, "-o", tmp_path / name.replace(".data", ""), "-q")
         assert p.returncode == 1, p.stderr
-        (line,) = [x for x in p.stderr.splitlines() if x.strip()]
+        # the cut, then what it took: the tracing data's event formats are
+        # after the data, so the tracepoint samples kept are untyped
+        line, untyped = [x for x in p.stderr.splitlines() if x.strip()]
         assert name in line and f"at byte {boundary}" in line and "truncated" in line
+        assert "tracepoint samples stored untyped in perf_sample" in untyped and "cut before its tracing data" in untyped
         meta = json.loads((tmp_path / name.replace(".data", "") / "capture.json").read_text())
         assert meta["sources"][0]["summary"]["truncated_bytes"] == data_off + data_size - boundary
         assert 0 < sum(meta["events"].values()) < full
+
+
+def _stderr_lines(p) -> list[str]:
+    assert "Traceback" not in p.stderr and "panicked" not in p.stderr, p.stderr
+    return [x for x in p.stderr.splitlines() if x.strip()]
+
+
+def test_samples_whose_attribute_id_is_damaged_are_counted_lost_and_exit_1(tmp_path, recorded):
+    # issue 42: zeroing an attribute's ids imported the other events with
+    # exit 0 and nothing said; perf script rejects such a file
+    f, cap = recorded
+    data = bytearray(f.read_bytes())
+    attr_size, attrs_off = struct.unpack_from("<QQ", data, 16)
+    kind, _, config = struct.unpack_from("<IIQ", data, attrs_off)
+    assert kind == 2  # the first -e: sched:sched_switch, a tracepoint
+    ids_off, ids_len = struct.unpack_from("<QQ", data, attrs_off + attr_size - 16)
+    assert ids_len >= 8
+    data[ids_off : ids_off + ids_len] = bytes(ids_len)
+    bad = tmp_path / "ids.data"
+    bad.write_bytes(bytes(data))
+    p = run_cli("import", bad, "-o", tmp_path / "cap", "-q")
+    assert p.returncode == 1, p.stderr
+    (line,) = _stderr_lines(p)
+    assert "ids.data: at byte" in line and "samples whose id no event attribute has skipped" in line, line
+    clean = json.loads((cap / "capture.json").read_text())
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    # exactly the sched_switch samples are lost, and counted as lost
+    assert "sched_switch" not in meta["events"]
+    assert meta["lost_events"]["skipped_by_reader"] == clean["events"]["sched_switch"]
+    assert int(re.search(r"at byte \d+: (\d+) ", line).group(1)) == clean["events"]["sched_switch"], line
+    assert meta["events"] == {k: v for k, v in clean["events"].items() if k != "sched_switch"}
+    assert run_cli("info", tmp_path / "cap").returncode == 1
+    assert run_cli("info", cap).returncode == 0
+
+
+def test_a_file_cut_inside_its_tracing_data_says_its_samples_are_untyped(tmp_path, recorded):
+    # issue 42: every tracepoint sample went to perf_sample with exit 0
+    f, cap = recorded
+    data = f.read_bytes()
+    data_off, data_len = struct.unpack_from("<QQ", data, 40)
+    features = int.from_bytes(data[72:104], "little")
+    bits = [b for b in range(256) if features >> b & 1]
+    assert bits[0] == 1  # HEADER_TRACING_DATA, the first section after the table
+    sec_off, sec_len = struct.unpack_from("<QQ", data, data_off + data_len)
+    bad = tmp_path / "tracing.data"
+    bad.write_bytes(data[: sec_off + sec_len // 2])
+    p = run_cli("import", bad, "-o", tmp_path / "cap", "-q")
+    assert p.returncode == 1, p.stderr
+    lines = _stderr_lines(p)
+    assert len(lines) == 2, lines
+    past, untyped = lines
+    assert f"tracing.data: at byte {sec_off + sec_len // 2}" in past and "feature sections 1," in past and "event formats" in past, past
+    assert "tracepoint samples stored untyped in perf_sample" in untyped and "no event formats" in untyped, untyped
+    clean = json.loads((cap / "capture.json").read_text())["events"]
+    n = int(re.search(r"at byte \d+: (\d+) ", untyped).group(1))
+    assert n == clean["sched_switch"] + clean["sched_wakeup"]
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert meta["events"] == {"perf_sample": n + clean["perf_sample"]}
+    assert run_cli("info", tmp_path / "cap").returncode == 1
