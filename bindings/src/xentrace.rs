@@ -61,6 +61,8 @@ pub fn read_xentrace(
     d.set_item("clock", "tsc")?;
     d.set_item("exit_reasons", exits.label())?;
     d.set_item("warnings", s.warnings)?;
+    // what the read skipped or re-attributed, one line each: the import exits 1
+    d.set_item("problems", s.problems)?;
     d.set_item("truncated_bytes", s.truncated_bytes)?;
     Ok(d.unbind())
 }

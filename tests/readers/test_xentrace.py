@@ -18,6 +18,7 @@ import platform
 import re
 import shutil
 import subprocess
+import struct
 from pathlib import Path
 
 import polars as pl
@@ -434,3 +435,27 @@ def test_exit_reason_counts_equal_xenalyze_but_for_each_vcpus_open_exit(xen):
     assert set(ours) == set(theirs) and len(ours) >= 8
     assert all(0 <= ours[k] - theirs[k] for k in ours)
     assert sum(ours.values()) - sum(theirs.values()) == hvm_vcpus == 4
+
+
+def test_a_window_covering_the_next_ones_records_exits_1_naming_it(tmp_path):
+    # issue 42: a window whose declared size takes in the next window had
+    # that window's records read as its own pCPU's, with exit 0
+    w = XentraceWriter()
+    for i in range(8):
+        for cpu in (0, 1):
+            w.record(cpu, 0x00021011, [1], tsc=10 * i + cpu + 1)
+    w.write(tmp_path / "x.bin", window_records=4)  # windows: cpu 0, cpu 1, cpu 0, cpu 1
+    data = bytearray((tmp_path / "x.bin").read_bytes())
+    (first,) = struct.unpack_from("<I", data, 8)
+    assert first == 4 * 16
+    struct.pack_into("<I", data, 8, first + 12 + first)  # the first window takes in the second
+    (tmp_path / "bad.bin").write_bytes(bytes(data))
+    p = run_cli("import", tmp_path / "bad.bin", "-o", tmp_path / "cap", "--cpu-hz", "2e9", "-q")
+    assert p.returncode == 1, p.stderr
+    # the header read as a record, then the other pCPU's records, whose
+    # TSCs are behind this pCPU's
+    line, backwards = [x for x in p.stderr.splitlines() if x.strip()]
+    assert "bad.bin" in line and f"at byte {12 + first}" in line and "window headers among pCPU 0's records" in line, line
+    assert f"at byte {12 + first + 12}" in backwards and "TSC runs backwards" in backwards, backwards
+    assert run_cli("info", tmp_path / "cap").returncode == 1
+    run_cli("import", tmp_path / "x.bin", "-o", tmp_path / "clean", "--cpu-hz", "2e9", "-q", check=True)

@@ -68,6 +68,43 @@ pub struct XenSummary {
     pub warnings: Vec<String>,
     /// Bytes after the last complete record.
     pub truncated_bytes: u64,
+    /// What the read skipped or re-attributed, one line each with where
+    /// (issue 42: any of it makes the import exit 1).
+    pub problems: Vec<String>,
+    /// Damage met inside windows, said once each kind at the end of the
+    /// read: (how many, the first's pCPU and byte offset).
+    pub(crate) damage: Damage,
+}
+
+/// Kinds of damage a pCPU's stream meets: counted where met, said once.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Damage {
+    /// Records cut at the end of their window (the window's rest skipped).
+    pub(crate) cut: (u64, u32, u64),
+    /// Window headers among a window's records: its declared size covers
+    /// another window, whose records were read as this pCPU's.
+    pub(crate) inner_header: (u64, u32, u64),
+    /// Records whose TSC is below the one before them on the same pCPU.
+    pub(crate) backwards: (u64, u32, u64),
+}
+
+impl Damage {
+    /// Count one of `kind` at byte `at` of pCPU `cpu`.
+    #[cold]
+    pub(crate) fn count(kind: &mut (u64, u32, u64), cpu: u32, at: u64) {
+        if kind.0 == 0 {
+            (kind.1, kind.2) = (cpu, at);
+        }
+        kind.0 += 1;
+    }
+}
+
+impl XenSummary {
+    /// A warning that is also a problem (see `problems`).
+    fn problem(&mut self, line: String) {
+        self.warnings.push(line.clone());
+        self.problems.push(line);
+    }
 }
 
 /// A 64-bit value written as two words, low first (Xen's 64-bit records).
@@ -116,16 +153,21 @@ pub fn read_xentrace_with<S: EventSink + ?Sized>(
             what: format!("cpu frequency {cpu_hz} Hz; pass the host's (e.g. --cpu-hz 2.4e9)"),
         });
     }
-    let (windows, truncated) = tokenize(path, &file, size)?;
+    let (windows, truncated, in_header) = tokenize(path, &file, size)?;
     let mut s = XenSummary {
         truncated_bytes: truncated,
         ..Default::default()
     };
     if truncated > 0 {
-        s.warnings.push(format!(
-            "{}: at byte {}: file is truncated: {truncated} bytes of the last window missing",
+        s.problem(format!(
+            "{}: at byte {}: file is truncated: {truncated} bytes of {} missing",
             path.display(),
-            size
+            size,
+            if in_header {
+                "the last window's header (its records too, how many unknown)"
+            } else {
+                "the last window"
+            }
         ));
     }
     let mut per_cpu: BTreeMap<u32, Vec<(u64, u64)>> = BTreeMap::new();
@@ -146,7 +188,7 @@ pub fn read_xentrace_with<S: EventSink + ?Sized>(
         .flatten();
     let mut streams: Vec<Stream> = per_cpu
         .into_iter()
-        .map(|(cpu, windows)| Stream::new(cpu, windows))
+        .map(|(cpu, windows)| Stream::new(cpu, windows, size))
         .collect();
     let mut heap = BinaryHeap::new();
     for (i, st) in streams.iter_mut().enumerate() {
@@ -514,6 +556,26 @@ pub fn read_xentrace_with<S: EventSink + ?Sized>(
         s.tsc_range = Some((tsc_lo, tsc_hi));
     }
     s.time_range = s.tsc_range.map(|(a, b)| (ns(a), ns(b)));
+    let d = std::mem::take(&mut s.damage);
+    let p = path.display();
+    if d.inner_header.0 > 0 {
+        let (n, cpu, at) = d.inner_header;
+        s.problem(format!(
+            "{p}: at byte {at}: {n} window headers among pCPU {cpu}'s records (the first there): a window's declared size covers another's, whose records were read as this pCPU's"
+        ));
+    }
+    if d.cut.0 > 0 {
+        let (n, cpu, at) = d.cut;
+        s.problem(format!(
+            "{p}: at byte {at}: {n} records cut at the end of their window (the first there, pCPU {cpu}); the rest of each window skipped"
+        ));
+    }
+    if d.backwards.0 > 0 {
+        let (n, cpu, at) = d.backwards;
+        s.problem(format!(
+            "{p}: at byte {at}: {n} records whose TSC runs backwards on their pCPU (the first there, pCPU {cpu}): records out of place or damaged"
+        ));
+    }
     progress(size, size);
     Ok(s)
 }

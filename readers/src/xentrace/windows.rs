@@ -2,7 +2,7 @@
 //! in the file, and the records of one pCPU in file order.
 
 use super::names::CPU_CHANGE;
-use super::XenSummary;
+use super::{Damage, XenSummary};
 use crate::error::{ReadError, ReadResult};
 use crate::mapped::MappedRange;
 use std::fs::File;
@@ -18,12 +18,16 @@ pub(super) struct Window {
 /// Bytes the tokenizer reads at a time.
 const TOKENIZE_CHUNK: u64 = 1 << 20;
 
-/// Index the per-pCPU windows (cpu, start, length) and the bytes the last
-/// one is missing. The headers are read from 1 MiB chunks of the file: a
+/// Index the per-pCPU windows (cpu, start, length), the bytes the last
+/// one is missing, and whether the file ends inside a window's header. The headers are read from 1 MiB chunks of the file: a
 /// `pread` of each 12-byte header cost a system call per window (100 k on
 /// the benchmark's generated file, whose windows are a kilobyte), more than
 /// reading the whole file once.
-pub(super) fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<Window>, u64)> {
+pub(super) fn tokenize(
+    path: &Path,
+    file: &File,
+    size: u64,
+) -> ReadResult<(Vec<Window>, u64, bool)> {
     let mut windows = Vec::new();
     let mut pos = 0u64;
     // zeroed by calloc, never again: read_exact_at fills what is used
@@ -64,12 +68,15 @@ pub(super) fn tokenize(path: &Path, file: &File, size: u64) -> ReadResult<(Vec<W
                 start,
                 len: size - start,
             });
-            return Ok((windows, start + len - size));
+            return Ok((windows, start + len - size, false));
         }
         windows.push(Window { cpu, start, len });
         pos = start + len;
     }
-    Ok((windows, size - pos))
+    // a file ending inside a header lacks the header's rest (was: the
+    // bytes it held counted as missing, "1 bytes" where 11 were)
+    let held = size - pos;
+    Ok((windows, if held > 0 { 12 - held } else { 0 }, held > 0))
 }
 
 /// One record: header word, TSC (inherited when absent) and words.
@@ -106,6 +113,9 @@ pub(super) struct Stream {
     /// Mapped: the file offset before which this stream has let its pages
     /// go.
     released: u64,
+    /// The file's size: a window ending there was cut with the file (said
+    /// as the file's truncation, not as a record cut by its window).
+    file_end: u64,
 }
 
 /// Mapped: the bytes a stream reads past before it lets their pages go.
@@ -115,8 +125,9 @@ const RELEASE_STEP: u64 = 2 << 20;
 const READ_AHEAD: u64 = 1 << 20;
 
 impl Stream {
-    /// The pCPU's stream of windows, as (start, length) in file order.
-    pub(super) fn new(cpu: u32, windows: Vec<(u64, u64)>) -> Self {
+    /// The pCPU's stream of windows, as (start, length) in file order, of
+    /// a file of `file_end` bytes.
+    pub(super) fn new(cpu: u32, windows: Vec<(u64, u64)>, file_end: u64) -> Self {
         Stream {
             cpu,
             windows,
@@ -129,6 +140,7 @@ impl Stream {
             last_tsc: 0,
             head: None,
             released: 0,
+            file_end,
         }
     }
 
@@ -157,8 +169,17 @@ impl Stream {
                 if b.len() >= size {
                     let mut off = 4;
                     if has_tsc {
-                        self.last_tsc = u64::from_le_bytes(b[4..12].try_into().expect("8"));
+                        let tsc = u64::from_le_bytes(b[4..12].try_into().expect("8"));
+                        if tsc < self.last_tsc {
+                            let at = self.buf_start + self.pos as u64;
+                            Damage::count(&mut s.damage.backwards, self.cpu, at);
+                        }
+                        self.last_tsc = tsc;
                         off = 12;
+                    } else if w == CPU_CHANGE | 2 << 28 {
+                        // only xentrace writes these, between windows
+                        let at = self.buf_start + self.pos as u64;
+                        Damage::count(&mut s.damage.inner_header, self.cpu, at);
                     }
                     let mut words = [0u32; 7];
                     if let Some(all) = b.get(off..off + 28) {
@@ -226,12 +247,12 @@ impl Stream {
         s: &mut XenSummary,
         mapped: bool,
     ) -> ReadResult<bool> {
-        if self.pos + 4 <= self.win_end {
-            s.warnings.push(format!(
-                "{}: cpu {}: a record is cut at the end of its window; rest of window skipped",
-                path.display(),
-                self.cpu
-            ));
+        let cut_with_file =
+            s.truncated_bytes > 0 && self.buf_start + self.win_end as u64 == self.file_end;
+        if self.pos < self.win_end && !cut_with_file {
+            // said once for all at the end of the read, with the first's offset
+            let at = self.buf_start + self.pos as u64;
+            Damage::count(&mut s.damage.cut, self.cpu, at);
         }
         let Some(&(start, len)) = self.windows.get(self.next_window) else {
             self.pos = self.win_end;
