@@ -51,7 +51,7 @@ from pathlib import Path
 
 import polars as pl
 
-from collectors import cratrace_collect as cc
+import cratrace_collect as cc
 from cratrace.capture import Capture
 from cratrace.importer import import_capture
 from cratrace.lab import LabParams, executable

@@ -37,7 +37,7 @@ import threading
 import time
 from pathlib import Path
 
-from collectors import cratrace_collect as cc
+import cratrace_collect as cc
 from cratrace.lab import LabParams, executable
 
 #: the recorded settings: the lab's parameters, a wrapper command, a cap

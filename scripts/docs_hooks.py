@@ -9,7 +9,7 @@ cannot drift from it (issue 44).
 * ``tables.md``: rendered by `cratrace.tables.render_markdown`, the
   generator ``python -m cratrace.tables > docs/tables.md`` runs;
 * ``<!-- presets -->`` in a page: the collector's presets
-  (``collectors/presets/*.json``), the question each answers and what it
+  (``cratrace_collect/presets/*.json``), the question each answers and what it
   records.
 """
 
@@ -187,7 +187,7 @@ def on_page_read_source(page: Any, config: Any) -> str | None:
 
 def _presets() -> str:
     out = ["| preset | the question it answers | what it records |", "|---|---|---|"]
-    for path in sorted((ROOT / "collectors" / "presets").glob("*.json")):
+    for path in sorted((ROOT / "cratrace_collect" / "presets").glob("*.json")):
         p = json.loads(path.read_text())
         what = []
         if p.get("ftrace_events"):

@@ -76,7 +76,7 @@ def capture_cmd(
     import shutil
     import tempfile
 
-    from collectors.cratrace_collect import CollectError, collect
+    from cratrace_collect import CollectError, collect
     from cratrace.cli.record import RecordError
     from cratrace.importer import import_capture
     from cratrace.lab import LabParams, start

@@ -1,5 +1,5 @@
 """`cratrace record`: capture on this host (the same code as the
-stand-alone collector in collectors/cratrace_collect.py)."""
+stand-alone collector, `cratrace_collect`, the `cratrace-collect` command)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def record_cmd(
     or on Ctrl-C, always leaving an importable directory and restoring the
     kernel's tracing state. Then: `cratrace import OUT -o CAPTURE`.
     """
-    from collectors.cratrace_collect import CollectError, collect, lost_total
+    from cratrace_collect import CollectError, collect, lost_total
 
     if buffer_kb < 1:
         raise RecordError(f"--buffer-kb must be >= 1, got {buffer_kb}")

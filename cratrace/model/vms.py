@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from collectors.cratrace_collect import VMMS
+from cratrace_collect import VMMS
 from cratrace.errors import UsageError
 from cratrace.model.frames import top_buffer
 

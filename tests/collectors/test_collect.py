@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import cratrace_collect as cc
+import cratrace_collect as cc
 from cratrace.lab import LabParams, executable
 from tests.helpers import cratrace as run_cli
 

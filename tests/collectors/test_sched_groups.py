@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from collectors import cratrace_collect as cc
+import cratrace_collect as cc
 from cratrace.lab import LabParams, start
 
 

@@ -57,7 +57,7 @@ def test_tables_page_is_rendered_from_the_declaration(site):
 
 def test_recipes_list_every_collector_preset(site):
     page = text(site / "recipes" / "index.html")
-    for preset in (REPO / "collectors" / "presets").glob("*.json"):
+    for preset in (REPO / "cratrace_collect" / "presets").glob("*.json"):
         assert preset.stem in page
 
 

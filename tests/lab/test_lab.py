@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 
-from collectors import cratrace_collect as cc
+import cratrace_collect as cc
 from cratrace.lab import LabError, LabParams, executable, start
 from tests.helpers import cratrace as run_cli
 

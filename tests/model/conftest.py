@@ -20,7 +20,7 @@ def record_lab_capture(d: Path, params) -> Capture:
     why = can_trace()
     if why:
         pytest.skip(why)
-    from collectors import cratrace_collect as cc
+    import cratrace_collect as cc
     from cratrace.importer import import_capture
     from cratrace.lab import executable
     from cratrace.model import build_model

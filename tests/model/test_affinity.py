@@ -70,7 +70,7 @@ def test_a_capture_pinned_with_taskset_replays_on_its_cpu(tmp_path):
         pytest.skip(why)
     import fcntl
 
-    from collectors import cratrace_collect as cc
+    import cratrace_collect as cc
     from cratrace.lab import LabParams, executable
     from tests.helpers import cratrace
 

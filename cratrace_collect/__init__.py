@@ -2,11 +2,16 @@
 """cratrace host-side collector: capture ftrace, perf and xentrace streams
 with a host snapshot and a VM inventory, safely.
 
-Standard library only: copy this file (and presets/) to a host, or build a
-one-file zipapp with `python3 cratrace_collect.py --build-zipapp out.pyz`,
-then run as root:
+Standard library only, Python 3.6 or later (3.6 to 3.13 are tested: RHEL
+8's platform Python is 3.6). Installed with cratrace it is the
+`cratrace-collect` command (and `python3 -m cratrace_collect`); for a host
+without cratrace, build a one-file zipapp and copy that:
 
-    python3 cratrace_collect.py -o raw/ --preset kvm-sched --duration 10
+    cratrace-collect --build-zipapp collect.pyz
+    python3 collect.pyz -o raw/ --preset kvm-sched --duration 10   # as root
+
+(or copy this package's directory, presets/ included, and run
+`python3 -m cratrace_collect` beside it).
 
 The output directory (trace.dat, perf-stat.csv, perf.data, xentrace.bin,
 host.json, manifest.json) is what `cratrace import raw/ -o capture/` reads.
@@ -16,8 +21,6 @@ SIGINT/SIGTERM stop the capture cleanly (outputs stay importable), tracing
 state is restored on every exit path, user text never goes through a
 shell, event names and paths are validated.
 """
-
-from __future__ import annotations
 
 import argparse
 import datetime as _dt
@@ -33,6 +36,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Dict, List, Optional, Tuple
 
 TRACEFS_CANDIDATES = (Path("/sys/kernel/tracing"), Path("/sys/kernel/debug/tracing"))
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
@@ -64,7 +68,7 @@ def load_preset(name: str, preset_dir: Path = PRESET_DIR) -> dict:
     return json.loads(p.read_text())
 
 
-def _zipped_presets(preset_dir: Path) -> dict[str, bytes] | None:
+def _zipped_presets(preset_dir: Path) -> Optional[Dict[str, bytes]]:
     """{name: json bytes} when preset_dir lies inside a zipapp, else None."""
     import zipfile
 
@@ -75,21 +79,21 @@ def _zipped_presets(preset_dir: Path) -> dict[str, bytes] | None:
         return {Path(n).stem: z.read(n) for n in z.namelist() if n.startswith("presets/") and n.endswith(".json")}
 
 
-def validate_events(events: list[str]) -> list[str]:
+def validate_events(events: List[str]) -> List[str]:
     bad = [e for e in events if not EVENT_RE.fullmatch(e)]
     if bad:
         raise CollectError(f"invalid event name(s): {', '.join(map(repr, bad))} (expected system:event)")
     return events
 
 
-def tracefs() -> Path | None:
+def tracefs() -> Optional[Path]:
     for p in TRACEFS_CANDIDATES:
         if (p / "events").is_dir():
             return p
     return None
 
 
-def split_available(events: list[str], tfs: Path) -> tuple[list[str], list[str]]:
+def split_available(events: List[str], tfs: Path) -> Tuple[List[str], List[str]]:
     """(present, missing) on this host."""
     present, missing = [], []
     for e in events:
@@ -124,7 +128,7 @@ def snapshot_state(tfs: Path) -> dict:
     return state
 
 
-def restore_state(tfs: Path, state: dict) -> list[str]:
+def restore_state(tfs: Path, state: dict) -> List[str]:
     """Put tracing back as it was; returns what could not be restored."""
     problems = []
     for f in STATE_FILES:
@@ -175,11 +179,12 @@ def _read(path: Path, default=None):
         return default
 
 
-def _run(cmd: list[str], timeout: float = 10) -> str | None:
+def _run(cmd: List[str], timeout: float = 10) -> Optional[str]:
     if shutil.which(cmd[0]) is None:
         return None
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        # stdout/stderr pipes and universal_newlines: capture_output and text need 3.7
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return r.stdout if r.returncode == 0 else None
@@ -218,7 +223,7 @@ def _int(s):
         return None
 
 
-def _tsc_hz() -> int | None:
+def _tsc_hz() -> Optional[int]:
     """The TSC rate the kernel uses: sysfs when exported, else its boot-time
     calibration from the kernel log (refined value preferred); None when
     neither is readable (e.g. dmesg restricted)."""
@@ -228,7 +233,7 @@ def _tsc_hz() -> int | None:
     return tsc_hz_from_kernel_log(_run(["dmesg"]) or "")
 
 
-def tsc_hz_from_kernel_log(log: str) -> int | None:
+def tsc_hz_from_kernel_log(log: str) -> Optional[int]:
     for pattern in (r"tsc: Refined TSC clocksource calibration: ([0-9.]+) MHz", r"tsc: Detected ([0-9.]+) MHz"):
         found = re.findall(pattern, log)
         if found:
@@ -261,7 +266,7 @@ def vmm_of_process(argv0: str, comm: str):
     return None
 
 
-def _vm_name(vmm: str, flags, args: list) -> str | None:
+def _vm_name(vmm: str, flags, args: list) -> Optional[str]:
     """The VM's name from its VMM's command line (QEMU's `-name
     guest=X,...` or `-name X`; the others' `--id X` / `--name X`)."""
     for i, a in enumerate(args[:-1]):
@@ -351,7 +356,7 @@ NICE_TO_WEIGHT = (88761, 71755, 56483, 46273, 36291, 29154, 23254, 18705, 14949,
                   1024, 820, 655, 526, 423, 335, 272, 215, 172, 137, 110, 87, 70, 56, 45, 36, 29, 23, 18, 15)
 
 
-def _cpu_cgroup(text: str | None) -> tuple[str, int] | None:
+def _cpu_cgroup(text: Optional[str]) -> Optional[Tuple[str, int]]:
     """(path, cgroup version) of the CPU controller's group in a
     /proc/PID/cgroup text: v1's `cpu` hierarchy, else v2's unified one."""
     v2 = None
@@ -396,7 +401,7 @@ def sched_groups(proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/c
     schedules a group's threads as the kernel does: the group first gets
     its share of a CPU, then its threads share that."""
     enabled = (_read(proc / "sys" / "kernel" / "sched_autogroup_enabled") or "").strip() == "1"
-    groups: dict[str, dict] = {}
+    groups: Dict[str, dict] = {}
     for pdir in proc.iterdir():
         if not pdir.name.isdigit():
             continue
@@ -422,19 +427,19 @@ def sched_groups(proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/c
     return {"autogroup_enabled": enabled, "groups": groups}
 
 
-def merge_sched_groups(old: dict | None, new: dict) -> dict:
+def merge_sched_groups(old: Optional[dict], new: dict) -> dict:
     """Snapshots of `sched_groups` taken during a capture, merged: a thread
     seen in any of them keeps the group it was last seen in."""
     if not old:
         return new
-    seen: dict[int, str] = {}
-    shares: dict[str, tuple[str, int]] = {}
+    seen: Dict[int, str] = {}
+    shares: Dict[str, Tuple[str, int]] = {}
     for snap in (old, new):
         for key, g in (snap.get("groups") or {}).items():
             shares[key] = (g["kind"], g["shares"])
             for t in g["tids"]:
                 seen[t] = key
-    groups: dict[str, dict] = {}
+    groups: Dict[str, dict] = {}
     for t, key in sorted(seen.items()):
         kind, sh = shares[key]
         groups.setdefault(key, {"kind": kind, "shares": sh, "tids": []})["tids"].append(t)
@@ -467,7 +472,7 @@ def xen_host() -> dict:
     return {"xen_version": f"{kv.get('xen_major', '?')}.{kv.get('xen_minor', '?')}", "cpu_mhz": _int(str(mhz).split(".")[0]) if mhz else None, "cpu_hz": float(mhz) * 1e6 if mhz else None, "scheduler": kv.get("xen_scheduler"), "domains": doms}
 
 
-def kernel_hz(release: str) -> int | None:
+def kernel_hz(release: str) -> Optional[int]:
     """CONFIG_HZ of the running kernel (its scheduler tick), from
     /proc/config.gz or /boot/config-RELEASE; None when neither says."""
     import gzip
@@ -481,7 +486,7 @@ def kernel_hz(release: str) -> int | None:
     return next((v for v in (config_value(t, "CONFIG_HZ") for t in texts) if v is not None), None)
 
 
-def config_value(config: str, key: str) -> int | None:
+def config_value(config: str, key: str) -> Optional[int]:
     """An integer option's value in kernel .config text."""
     for line in config.splitlines():
         if line.startswith(key + "="):
@@ -514,7 +519,7 @@ def host_snapshot() -> dict:
 # ------------------------------------------------------------- capture
 
 
-def _version(cmd: list[str]) -> str | None:
+def _version(cmd: List[str]) -> Optional[str]:
     out = _run(cmd)
     return out.strip().splitlines()[0] if out else None
 
@@ -538,23 +543,38 @@ def _sha256(p: Path) -> str:
     return h.hexdigest()
 
 
+def _monotonic_ns() -> int:
+    """CLOCK_MONOTONIC in ns (time.clock_gettime_ns is 3.7+)."""
+    if hasattr(time, "clock_gettime_ns"):
+        return time.clock_gettime_ns(time.CLOCK_MONOTONIC)  # novermin (3.7+, checked above)
+    return int(round(time.clock_gettime(time.CLOCK_MONOTONIC) * 1e9))
+
+
+def _exit_code(status: int) -> int:
+    """A wait status as Popen.returncode says it: the exit status, or minus
+    the signal that ended the process (os.waitstatus_to_exitcode is 3.9+)."""
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
 class Capture:
     """One capture run; use :func:`collect`."""
 
-    def __init__(self, out: Path, preset: dict, events: list[str], duration: float, max_size: int, perf_stat: bool, perf_record: bool, use_xentrace: bool, buffer_kb: int, interval_ms: int):
+    def __init__(self, out: Path, preset: dict, events: List[str], duration: float, max_size: int, perf_stat: bool, perf_record: bool, use_xentrace: bool, buffer_kb: int, interval_ms: int):
         self.out, self.preset, self.events, self.duration, self.max_size = out, preset, events, duration, max_size
         self.perf_stat, self.perf_record, self.use_xentrace, self.buffer_kb, self.interval_ms = perf_stat, perf_record, use_xentrace, buffer_kb, interval_ms
-        self.children: list[tuple[str, subprocess.Popen]] = []
-        self.rusage: dict[str, float] = {}
+        self.children: List[Tuple[str, subprocess.Popen]] = []
+        self.rusage: Dict[str, float] = {}
         self.stop_reason = "duration"
         self.stopping = False
-        self.perf_stat_start_ns: int | None = None
+        self.perf_stat_start_ns: Optional[int] = None
 
-    def _spawn(self, name: str, cmd: list[str], **kw) -> None:
+    def _spawn(self, name: str, cmd: List[str], **kw) -> None:
         p = subprocess.Popen(cmd, cwd=self.out, stdin=subprocess.DEVNULL, stdout=kw.pop("stdout", subprocess.DEVNULL), stderr=subprocess.PIPE, start_new_session=True, **kw)
         self.children.append((name, p))
 
-    def start(self, ftrace_events: list[str]) -> None:
+    def start(self, ftrace_events: List[str]) -> None:
         if ftrace_events and not self.perf_record:
             cmd = ["trace-cmd", "record", "-b", str(self.buffer_kb), "-o", "trace.dat"]
             for e in ftrace_events:
@@ -570,7 +590,7 @@ class Capture:
             cmd = ["perf", "stat", "-I", str(self.interval_ms), "-x", ",", "-A", "-a", "-o", "perf-stat.csv", "-e", ",".join(counters)]
             # perf stat's interval times are relative to its start; keep the
             # start on CLOCK_MONOTONIC (what trace-cmd's `local` clock tracks)
-            self.perf_stat_start_ns = time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+            self.perf_stat_start_ns = _monotonic_ns()
             self._spawn("perf-stat", cmd)
         if self.use_xentrace:
             mask = 0
@@ -585,7 +605,7 @@ class Capture:
                 break
             time.sleep(0.05)
 
-    def wait(self, workload: subprocess.Popen | None, on_tick=None) -> None:
+    def wait(self, workload: Optional[subprocess.Popen], on_tick=None) -> None:
         deadline = time.time() + self.duration
         last_tick = 0.0
         while time.time() < deadline and not self.stopping:
@@ -606,7 +626,7 @@ class Capture:
         if self.stopping:
             self.stop_reason = "signal"
 
-    def stop(self) -> dict[str, str]:
+    def stop(self) -> Dict[str, str]:
         errors = {}
         for name, p in self.children:
             if p.poll() is None:
@@ -618,7 +638,7 @@ class Capture:
             try:
                 _, status, ru = os.wait4(p.pid, 0) if p.returncode is None else (p.pid, 0, None)
                 if ru is not None:
-                    p.returncode = os.waitstatus_to_exitcode(status)
+                    p.returncode = _exit_code(status)
                     self.rusage[name] = ru.ru_utime + ru.ru_stime
             except ChildProcessError:
                 pass
@@ -631,19 +651,22 @@ def overruns(trace_cmd_stderr: str) -> int:
     return sum(int(m) for m in re.findall(r"^overrun:\s*(\d+)", trace_cmd_stderr, re.M))
 
 
-def buffer_stats(report_stat: str) -> dict[str, dict[str, int]]:
+def buffer_stats(report_stat: str) -> Dict[str, Dict[str, int]]:
     """Per-CPU ring-buffer statistics from `trace-cmd report --stat`:
     {cpu: {"overrun", "commit_overrun", "dropped_events"}}. trace-cmd 3.x
     stores them in trace.dat instead of printing them when recording; when
     several snapshots are stored the last (end of capture) wins."""
-    per_cpu: dict[str, dict[str, int]] = {}
+    per_cpu: Dict[str, Dict[str, int]] = {}
     cpu = None
     for line in report_stat.splitlines():
         line = line.strip()
-        if m := re.fullmatch(r"CPU:\s*(\d+)", line):
+        m = re.fullmatch(r"CPU:\s*(\d+)", line)
+        if m:
             cpu = m.group(1)
             per_cpu[cpu] = {}
-        elif cpu is not None and (m := re.fullmatch(r"(overrun|commit overrun|dropped events):\s*(\d+)", line)):
+            continue
+        m = re.fullmatch(r"(overrun|commit overrun|dropped events):\s*(\d+)", line) if cpu is not None else None
+        if m:
             per_cpu[cpu][m.group(1).replace(" ", "_")] = int(m.group(2))
     return per_cpu
 
@@ -658,7 +681,7 @@ def tracedat_lost_events(path: Path) -> dict:
             "dropped": sum(c.get("dropped_events", 0) for c in per_cpu.values()), "per_cpu": per_cpu}
 
 
-def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None = None, duration: float = 10.0, max_size: str = "1G", perf_stat: bool = True, perf_record: bool = False, use_xentrace: bool = False, buffer_kb: int = 8192, interval_ms: int = 100, force: bool = False, command: list[str] | None = None, preset_dir: Path = PRESET_DIR, workload_popen=None) -> dict:
+def collect(out: Path, preset_name: str = "kvm-sched", events: Optional[List[str]] = None, duration: float = 10.0, max_size: str = "1G", perf_stat: bool = True, perf_record: bool = False, use_xentrace: bool = False, buffer_kb: int = 8192, interval_ms: int = 100, force: bool = False, command: Optional[List[str]] = None, preset_dir: Path = PRESET_DIR, workload_popen=None) -> dict:
     """Run a capture into `out`; returns the manifest. Raises CollectError."""
     if os.geteuid() != 0:
         raise CollectError("recording needs root (tracefs, perf system-wide counters, xentrace)")
@@ -712,7 +735,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: list[str] | None 
     t0 = time.time()
     self_ru0 = resource.getrusage(resource.RUSAGE_SELF)
     workload = None
-    restore_problems: list[str] = []
+    restore_problems: List[str] = []
     try:
         signal.signal(signal.SIGINT, on_signal)
         signal.signal(signal.SIGTERM, on_signal)
@@ -797,7 +820,7 @@ PERF_RECORD_GAPS = [
 ]
 
 
-def not_captured(perf_record: bool) -> list[str]:
+def not_captured(perf_record: bool) -> List[str]:
     """What this capture's tools leave out that the model can use."""
     return list(PERF_RECORD_GAPS) if perf_record else []
 
@@ -836,13 +859,33 @@ def build_zipapp(target: Path) -> None:
         zipapp.create_archive(d, target, interpreter="/usr/bin/env python3")
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Capture ftrace/perf/xentrace with a host snapshot (cratrace).")
+def split_events(values: Optional[List[str]]) -> Optional[List[str]]:
+    """-e given several times and comma lists, as one list (None: none given)."""
+    if not values:
+        return None
+    return [e.strip() for v in values for e in v.split(",") if e.strip()]
+
+
+def check_args(preset: str, events: Optional[List[str]], duration: float, max_size: str, buffer_kb: int, preset_dir: Path = PRESET_DIR) -> None:
+    """Refuse bad options before anything needs root or touches the host."""
+    if not (0 < duration <= 24 * 3600):
+        raise CollectError(f"--duration {duration}: must be between 0 and 86400 seconds")
+    load_preset(preset, preset_dir)
+    if events is not None:
+        validate_events(events)
+    parse_size(max_size)
+    if buffer_kb < 1:
+        raise CollectError(f"--buffer-kb must be >= 1 (got {buffer_kb})")
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    ap = argparse.ArgumentParser(prog="cratrace-collect", description="Capture ftrace/perf/xentrace with a host snapshot (cratrace). Needs root; Python 3.6 or later.")
     ap.add_argument("-o", "--output", type=Path, help="raw capture directory to create")
     ap.add_argument("--preset", default="kvm-sched", help="question to capture for (see presets/)")
-    ap.add_argument("--events", help="custom comma-separated ftrace events (system:event), replacing the preset's")
-    ap.add_argument("--duration", type=float, default=10.0)
-    ap.add_argument("--max-size", default="1G")
+    ap.add_argument("-e", "--event", "--events", dest="events", action="append", metavar="EVENT",
+                    help="ftrace event (system:event) to record instead of the preset's; repeatable, or a comma list")
+    ap.add_argument("--duration", type=float, default=10.0, help="seconds to capture (upper bound)")
+    ap.add_argument("--max-size", default="1G", help="stop when the output exceeds this size (e.g. 500M, 2G)")
     ap.add_argument("--perf-record", action="store_true", help="record tracepoints with perf record instead of trace-cmd")
     ap.add_argument("--no-perf-stat", action="store_true")
     ap.add_argument("--xentrace", action="store_true", help="also run xentrace (Xen dom0)")
@@ -857,8 +900,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not a.output:
             raise CollectError("-o/--output is required")
+        events = split_events(a.events)
+        check_args(a.preset, events, a.duration, a.max_size, a.buffer_kb)
         cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
-        m = collect(a.output, a.preset, a.events.split(",") if a.events else None, a.duration, a.max_size, not a.no_perf_stat, a.perf_record, a.xentrace, a.buffer_kb, force=a.force, command=cmd or None)
+        m = collect(a.output, a.preset, events, a.duration, a.max_size, not a.no_perf_stat, a.perf_record, a.xentrace, a.buffer_kb, force=a.force, command=cmd or None)
     except CollectError as e:
         print(f"cratrace-collect: error: {e}", file=sys.stderr)
         return 2
