@@ -68,6 +68,22 @@ fn file_blake3(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
     .map_err(errors::to_py)
 }
 
+/// How this native core was built: its version, the Cargo profile
+/// (`wheel` for the extension users install, `release`/`dev` otherwise),
+/// the optimisation level, whether debug assertions are on, the target and
+/// the compiler. `cratrace --version` prints it.
+#[pyfunction]
+fn build_info() -> std::collections::BTreeMap<&'static str, String> {
+    std::collections::BTreeMap::from([
+        ("version", env!("CARGO_PKG_VERSION").to_owned()),
+        ("profile", env!("CRATRACE_BUILD_PROFILE").to_owned()),
+        ("opt_level", env!("CRATRACE_BUILD_OPT_LEVEL").to_owned()),
+        ("debug_assertions", cfg!(debug_assertions).to_string()),
+        ("target", env!("CRATRACE_BUILD_TARGET").to_owned()),
+        ("rustc", env!("CRATRACE_BUILD_RUSTC").to_owned()),
+    ])
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
@@ -90,6 +106,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
     m.add_function(wrap_pyfunction!(file_blake3, m)?)?;
+    m.add_function(wrap_pyfunction!(build_info, m)?)?;
     m.add_class::<markers::MarkerLines>()?;
     m.add_class::<arrow_stream::ArrowTable>()?;
     m.add_class::<tracedat_writer::TraceDatSpool>()?;
