@@ -164,7 +164,7 @@ def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path, compression
 def import_capture(sources: list[Path], out: Path, **options: Any) -> Capture:
     """Import `sources` into the capture directory `out` and open it;
     `options` are `write_capture`'s (force, cpu_hz, progress, batch_rows,
-    compression)."""
+    compression, removed_after)."""
     from cratrace.capture import Capture
 
     write_capture(sources, out, **options)
@@ -181,6 +181,7 @@ def write_capture(
     batch_rows: int = 4096,
     compression: str = "lz4",
     max_memory: int | None = None,
+    removed_after: str | None = None,
 ) -> dict:
     """Import `sources` into the capture directory `out`; return its
     capture.json (without opening the capture, so without polars).
@@ -188,7 +189,11 @@ def write_capture(
     `compression` is the event tables' Parquet codec: ``lz4`` (fast, the
     default), ``zstd`` (about half the size) or ``none``. `max_memory`
     bounds the decompressed trace.dat data a read holds at once, in bytes
-    (None: the reader's default, proportional to the file's size)."""
+    (None: the reader's default, proportional to the file's size).
+    `removed_after`, when the caller deletes the sources once imported
+    (`cratrace lab capture` records into a temporary directory), says who:
+    each source is then marked ``"removed"`` with it, so no one looks for
+    its path."""
     if compression not in COMPRESSIONS:
         raise UsageError(f"--compression {compression}: expected one of {', '.join(COMPRESSIONS)}")
     if not sources:
@@ -248,6 +253,8 @@ def write_capture(
             summary.pop("files", None)
             staged.append((stage, summary))
             source_meta.append({"path": str(src.path.resolve()), "kind": src.kind, algorithm: digest, "bytes": src.path.stat().st_size, "summary": summary})
+            if removed_after:
+                source_meta[-1]["removed"] = removed_after
         rows = _merge_tables(staged, events_dir, compression)
         if (tmp / "staging").exists():  # several sources were staged
             shutil.rmtree(tmp / "staging")

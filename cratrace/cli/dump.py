@@ -10,6 +10,7 @@ from typing import Annotated, Iterable, Optional
 
 import typer
 
+from cratrace.cli.options import Verbose
 from cratrace.errors import UsageError
 
 _UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
@@ -45,6 +46,7 @@ def dump_cmd(
     ns: Annotated[bool, typer.Option("--ns", "-t", help="Timestamps to the nanosecond (trace-cmd report -t).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object a line: ts (ns), cpu, pid, comm, event, info, fields.")] = False,
     pager: Annotated[bool, typer.Option("--pager/--no-pager", help="Page through $CRATRACE_PAGER, else $PAGER, else `less` when stdout is a terminal.")] = True,
+    verbose: Verbose = False,
 ) -> None:
     """Print every event, one line each, in time order, as `trace-cmd
     report` does: COMM-PID [CPU] TIME: EVENT: the event's fields through

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.options import ENV_THROUGHPUT_MARKER, verbose_option
 
 export_app = typer.Typer(
     name="export",
@@ -22,11 +23,12 @@ def perfetto_cmd(
     capture: Annotated[Path, typer.Argument(help="Capture directory, with its model (`cratrace model`).")],
     out: Annotated[Path, typer.Option("-o", "--output", help="The Perfetto trace to write (FILE.pftrace).")],
     replays: Annotated[Optional[Path], typer.Option("--replays", help="The -o OUT of `cratrace replay`: each OUT/<policy>/ becomes a process group of its own beside the recording.")] = None,
-    marker: Annotated[str, typer.Option("--marker", help="Marker whose count per bin is the throughput counter.")] = "txn_end",
+    marker: Annotated[str, typer.Option("--marker", envvar=ENV_THROUGHPUT_MARKER, help="Marker whose count per bin is the throughput counter.")] = "txn_end",
     bin_ms: Annotated[float, typer.Option("--bin-ms", help="Width of a throughput bin.")] = 100.0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing FILE.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="What was written (bytes, packets, per run the slices, states, markers and counter values), as JSON.")] = False,
+    verbose: Annotated[bool, verbose_option("Name each part as it is written, also off a terminal")] = False,
 ) -> None:
     """Write CAPTURE, and each replay under --replays, as one Perfetto trace.
 
@@ -47,7 +49,7 @@ def perfetto_cmd(
 
     from cratrace.export.perfetto import export_perfetto
 
-    say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]export: {esc(name)}[/]"))
+    say = None if (quiet or as_json or not (verbose or sys.stderr.isatty())) else (lambda name: err_console.print(f"[dim]export: {esc(name)}[/]"))
     summary = export_perfetto(capture, out, replays=replays, marker=marker, bin_ms=bin_ms, force=force, progress=say)
     if as_json:
         print(json.dumps(summary.as_dict(), indent=2))

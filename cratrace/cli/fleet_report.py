@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, esc
+from cratrace.cli.options import Verbose
 
 
 def fleet_report_cmd(
@@ -21,6 +22,7 @@ def fleet_report_cmd(
     force: Annotated[bool, typer.Option("--force", help="Replace an existing report (and the files of --tables).")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Also print the figures as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No message when the report is written.")] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Every policy of a sweep against the recording, across hosts: fleet
     totals and per-host distributions of throughput and energy change,

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, esc, progress_bar
+from cratrace.cli.options import ENV_COMPRESSION, ENV_CPU_HZ, verbose_option
 
 
 def import_cmd(
@@ -16,13 +17,14 @@ def import_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", help="Capture directory to create.")],
     force: Annotated[bool, typer.Option("--force", help="Replace OUT if it exists (only once the new capture is complete).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar or summary.")] = False,
-    cpu_hz: Annotated[Optional[float], typer.Option("--cpu-hz", help="CPU frequency for xentrace TSC → ns, if host.json lacks it.")] = None,
+    cpu_hz: Annotated[Optional[float], typer.Option("--cpu-hz", envvar=ENV_CPU_HZ, help="CPU frequency for xentrace TSC → ns, if host.json lacks it.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the import summary as JSON.")] = False,
-    compression: Annotated[str, typer.Option("--compression", help="Parquet codec of the event tables: lz4 (fastest), zstd (about half the size, for archives) or none.")] = "lz4",
+    compression: Annotated[str, typer.Option("--compression", envvar=ENV_COMPRESSION, help="Parquet codec of the event tables: lz4 (fastest), zstd (about half the size, for archives) or none.")] = "lz4",
     fleet: Annotated[bool, typer.Option("--fleet", help="Each SOURCE is one host's raw capture directory (e.g. raw/*/): one capture per host, OUT/<host>/, imported in parallel on Dask; captures already in OUT are kept (--force replaces them).")] = False,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="With --fleet: an existing Dask scheduler (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="With --fleet: worker processes of the local cluster (default: one per core).")] = None,
     max_memory: Annotated[Optional[str], typer.Option("--max-memory", help="Most decompressed trace.dat data held at once, e.g. 512M or 4G (default: 64 times the file, at least 256M); a file needing more is refused.")] = None,
+    verbose: Annotated[bool, verbose_option("Also list the rows of each event table")] = False,
 ) -> None:
     """Import traces into a capture: one typed Parquet table per event.
 
@@ -58,6 +60,9 @@ def import_cmd(
         for w in meta["warnings"]:
             if w not in problems:
                 console.print(f"[yellow]warning:[/] {esc(w)}", highlight=False)
+        if verbose:
+            for name, n in sorted(meta["events"].items(), key=lambda kv: (-kv[1], kv[0])):
+                console.print(f"  {esc(name)} {n:,}", highlight=False, soft_wrap=True)
     for p in problems:
         err_console.print(f"[yellow]warning:[/] {esc(p)}", highlight=False, soft_wrap=True)
     if problems:

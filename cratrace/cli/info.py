@@ -8,7 +8,8 @@ from typing import Annotated
 
 import typer
 
-from cratrace.cli.console import console, esc
+from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.options import verbose_option
 
 
 def _fmt_ns(ns: int | None) -> str:
@@ -18,7 +19,8 @@ def _fmt_ns(ns: int | None) -> str:
 def info_cmd(
     capture: Annotated[Path, typer.Argument(help="Capture directory.")],
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Also list the fields stored as raw bytes (types the reader has no column type for, such as structs).")] = False,
+    verbose: Annotated[bool, verbose_option("Also list the fields stored as raw bytes (types the reader has no column type for, such as structs)")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing but what makes the capture incomplete (on stderr); the exit code says whether it is.")] = False,
 ) -> None:
     """Events per type, time range, CPUs, clock, lost events and sources.
 
@@ -29,6 +31,8 @@ def info_cmd(
     form which VM (`model_guessed`), so scripts can refuse to plan on it.
     Fields of types the reader has no column type for (structs, odd-sized
     integers) are kept as their raw bytes: `--verbose` lists them.
+    `--quiet` prints only the reasons for exit 1 (on stderr), so a script
+    can check a capture with `cratrace info -q CAP`.
     """
     import cratrace
     from cratrace.importer import data_problems
@@ -49,7 +53,7 @@ def info_cmd(
         "raw_fields": m.get("raw_fields", []),
         "dropped_fields": m.get("dropped_fields", []),
         # a source's checksum: the SHA-256 its manifest gave (checked), else BLAKE3
-        "sources": [{k: s[k] for k in ("path", "kind", "sha256", "blake3", "bytes") if k in s} for s in m.get("sources", [])],
+        "sources": [{k: s[k] for k in ("path", "kind", "sha256", "blake3", "bytes", "removed") if k in s} for s in m.get("sources", [])],
         "model_tables": sorted(cap.model_paths),
         "vms": [v.get("name") for v in m.get("vms", [])],
         # the model's VMs, with the evidence that grouped their threads
@@ -60,13 +64,23 @@ def info_cmd(
     }
     if as_json:
         print(json.dumps(summary, indent=2))
+    elif quiet:
+        if lost:
+            err_console.print(f"lost events: {lost:,}", markup=False, highlight=False)
+        for line in summary["damaged"]:
+            err_console.print(f"damaged: {line}", markup=False, highlight=False, soft_wrap=True)
+        for line in summary["model_guessed"]:
+            err_console.print(f"guessed: {line}", markup=False, highlight=False, soft_wrap=True)
     else:
         console.print(f"[bold]{esc(capture)}[/]  {summary['total_events']:,} events, {len(summary['events'])} tables")
         console.print(f"time   {_fmt_ns(tr[0])} .. {_fmt_ns(tr[1])}  ({summary['duration_s'] or 0:.3f} s)   clock {m.get('clock')}   CPUs {m.get('cpus')}")
         for s in summary["sources"]:
             algorithm = next((a for a in ("sha256", "blake3") if s.get(a)), None)
             checksum = f", {algorithm} {s[algorithm][:12]}…" if algorithm else ""
-            console.print(f"source {s['kind']:9} {esc(s['path'])}  ({s['bytes']:,} bytes{checksum})", highlight=False, soft_wrap=True)
+            # a source its importer deleted (`lab capture`'s temporary raw
+            # trace) is named by what it was, not by a path that is gone
+            where = f"{esc(Path(s['path']).name)} (deleted after import by {esc(s['removed'])})" if s.get("removed") else esc(s["path"])
+            console.print(f"source {s['kind']:9} {where}  ({s['bytes']:,} bytes{checksum})", highlight=False, soft_wrap=True)
         from rich.table import Table
 
         t = Table(box=None, pad_edge=False)

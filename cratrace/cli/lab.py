@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from cratrace.cli.console import console, esc
+from cratrace.cli.options import Verbose
 
 lab_app = typer.Typer(help="Workload lab: QEMU-like processes with `CPU n/KVM` threads, spin locks and trace_marker annotations.", no_args_is_help=True)
 
@@ -17,6 +19,8 @@ LOCK = typer.Option(help="The VMs' lock: spin (native spinlock, spins until free
 WORK_CLOCK = typer.Option(help="How bursts and critical sections are measured: count (a calibrated loop with no system calls, as a guest computes in guest mode), cpu (thread CPU time read in the loop: fixed work, but a system call every few µs) or wall (a preempted burst shrinks).")
 VMM = typer.Option(help="Name the VM processes and threads as this VMM does: qemu (`CPU n/KVM`), firecracker (`fc_vcpu n`), cloud-hypervisor (`vcpuN`, created by a `vmm` thread), crosvm (`crosvm_vcpuN`) or kvmtool (`kvm-vcpu-N`).")
 MARKERS = typer.Option(help="The guests' trace_marker lines: lab (`txn_end vm=X vcpu=N`, spin_begin/spin_end with the same fields), bare (`txn_end n=K`, spin_begin, spin_end), rtapp (rt-app's `rtapp_loop: event=end ...`), free (free text) or none.")
+QUIET = typer.Option("--quiet", "-q", help="No summary; the exit code says how it went.")
+JSON = typer.Option("--json", help="Print the summary as JSON.")
 VM_SESSIONS = typer.Option(help="shared: the VMs share the lab's session (one autogroup); own: each VM process gets its own session, so with autogroups on the kernel shares CPUs between VMs first, as libvirt's per-VM cgroups make it.")
 
 
@@ -43,6 +47,9 @@ def run_cmd(
     vm_sessions: Annotated[str, VM_SESSIONS] = "shared",
     vmm: Annotated[str, VMM] = "qemu",
     markers: Annotated[str, MARKERS] = "lab",
+    quiet: Annotated[bool, QUIET] = False,
+    as_json: Annotated[bool, JSON] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Run the lab workload in the foreground."""
     from cratrace.lab import LabParams, run
@@ -52,7 +59,10 @@ def run_cmd(
     r = run(LabParams(vms, _vcpus(vcpus), burst_us, hold_us, sleep_us, duration, work_clock, lock, vm_sessions, vmm, markers))
     if r.returncode != 0:
         raise LabError(f"the lab exited with status {r.returncode}: {(r.stderr or '').strip()[-200:]}")
-    console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
+    if as_json:
+        print(json.dumps({"vms": vms, "vcpus": vcpus, "duration_s": duration, "returncode": r.returncode}, indent=2))
+    elif not quiet:
+        console.print(f"lab ran {vms} VMs x {vcpus} vCPUs for {duration} s")
 
 
 @lab_app.command("capture")
@@ -71,6 +81,9 @@ def capture_cmd(
     markers: Annotated[str, MARKERS] = "lab",
     preset: Annotated[str, typer.Option(help="Capture preset.")] = "kvm-sched",
     force: Annotated[bool, typer.Option("--force")] = False,
+    quiet: Annotated[bool, QUIET] = False,
+    as_json: Annotated[bool, JSON] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Record the lab under `cratrace record`, then import and model it."""
     import shutil
@@ -94,11 +107,16 @@ def capture_cmd(
                 collect(raw, preset, duration=duration + 5, force=True, workload_popen=lambda: start(params))
             except CollectError as e:
                 raise RecordError(str(e)) from None
-            cap = import_capture([raw], out, force=force)
+            # the raw capture is deleted below: the capture says so rather
+            # than naming a path that will be gone
+            cap = import_capture([raw], out, force=force, removed_after="cratrace lab capture")
             rows = build_model(cap)
         finally:
             shutil.rmtree(raw, ignore_errors=True)
-    console.print(f"[green]lab capture[/] {esc(out)}: {sum(cap.meta['events'].values()):,} events; model: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
+    if as_json:
+        print(json.dumps({"capture": str(out), "events": cap.meta["events"], "model": rows}, indent=2))
+    elif not quiet:
+        console.print(f"[green]lab capture[/] {esc(out)}: {sum(cap.meta['events'].values()):,} events; model: " + ", ".join(f"{k} {v:,}" for k, v in rows.items()))
 
 
 def register(app: typer.Typer) -> None:

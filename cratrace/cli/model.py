@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.options import verbose_option
 
 
 def model_cmd(
@@ -21,6 +22,7 @@ def model_cmd(
     sets: Annotated[Optional[list[str]], typer.Option("--set", help="key=value. vm_pattern=REGEX: vCPU threads named otherwise than the recognised VMMs' (a regular expression over the whole thread name; group `vcpu`, or else the first group, is the vCPU index; an optional group `vm` names the VM), e.g. '^worker-(\\d+)$'.")] = None,
     scheduler: Annotated[Optional[str], typer.Option("--scheduler", help="With several captures: an existing Dask scheduler (default: DASK_SCHEDULER_ADDRESS, else a local cluster).")] = None,
     workers: Annotated[Optional[int], typer.Option("--workers", help="With several captures: worker processes of the local cluster (default: one per core).")] = None,
+    verbose: Annotated[bool, verbose_option("Name each table as it is built, also off a terminal")] = False,
 ) -> None:
     """Build (or rebuild) threads, cpu_slices, vcpu_states, spin_episodes,
     io_work, power, faults and markers into CAPTURE/model/.
@@ -72,7 +74,7 @@ def model_cmd(
     with atomic.locked(capture), MarkerParse(capture) as early:
         from cratrace.model.build import build_model
 
-        say = None if (quiet or as_json or not sys.stderr.isatty()) else (lambda name: err_console.print(f"[dim]model: {esc(name)}[/]"))
+        say = None if (quiet or as_json or not (verbose or sys.stderr.isatty())) else (lambda name: err_console.print(f"[dim]model: {esc(name)}[/]"))
         rows = build_model(capture, spin_gap_ns=int(spin_gap_us * 1000), window_ns=int(window_ms * 1e6), progress=say, marker_parse=early, vm_pattern=settings.get("vm_pattern"))
     import cratrace
     from cratrace.model.build import model_notes

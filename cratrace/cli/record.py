@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, esc
+from cratrace.cli.options import Verbose
 from cratrace.errors import CratraceError
 
 
@@ -20,7 +21,7 @@ class RecordError(CratraceError):
 def record_cmd(
     out: Annotated[Path, typer.Option("-o", "--output", help="Raw capture directory to create.")],
     preset: Annotated[str, typer.Option(help="Question to capture for: kvm-sched, kvm-spin, postcopy, io-billing, energy, xen.")] = "kvm-sched",
-    events: Annotated[Optional[str], typer.Option(help="Custom comma-separated ftrace events (system:event) instead of the preset's.")] = None,
+    events: Annotated[Optional[list[str]], typer.Option("--event", "-e", "--events", help="An ftrace event (system:event) to record instead of the preset's; repeatable (-e sched:sched_switch -e kvm:kvm_exit), or a comma list.")] = None,
     duration: Annotated[float, typer.Option(help="Seconds to capture (upper bound).")] = 10.0,
     max_size: Annotated[str, typer.Option(help="Stop when the output exceeds this size (e.g. 500M, 2G).")] = "1G",
     perf_record: Annotated[bool, typer.Option("--perf-record", help="Record tracepoints with `perf record` instead of trace-cmd.")] = False,
@@ -29,6 +30,8 @@ def record_cmd(
     buffer_kb: Annotated[int, typer.Option(help="Per-CPU ftrace buffer size in KiB (raise it if events are lost).")] = 8192,
     force: Annotated[bool, typer.Option("--force", help="Overwrite a non-empty OUT.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the manifest as JSON.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No summary; the exit code says how it went (1: events were lost).")] = False,
+    verbose: Verbose = False,
     command: Annotated[Optional[list[str]], typer.Argument(help="Optional workload to run during the capture (after --).")] = None,
 ) -> None:
     """Capture ftrace/perf/xentrace with a host snapshot and VM inventory.
@@ -37,17 +40,19 @@ def record_cmd(
     or on Ctrl-C, always leaving an importable directory and restoring the
     kernel's tracing state. Then: `cratrace import OUT -o CAPTURE`.
     """
-    from cratrace_collect import CollectError, collect, lost_total
+    from cratrace_collect import CollectError, check_args, collect, lost_total, split_events
 
     if buffer_kb < 1:
         raise RecordError(f"--buffer-kb must be >= 1, got {buffer_kb}")
+    chosen = split_events(events)
     try:
-        m = collect(out, preset, events.split(",") if events else None, duration, max_size, not no_perf_stat, perf_record, xentrace, buffer_kb, force=force, command=command or None)
+        check_args(preset, chosen, duration, max_size, buffer_kb)  # before root is needed
+        m = collect(out, preset, chosen, duration, max_size, not no_perf_stat, perf_record, xentrace, buffer_kb, force=force, command=command or None)
     except CollectError as e:
         raise RecordError(str(e)) from None
     if as_json:
         print(json.dumps(m, indent=2))
-    else:
+    elif not quiet:
         _summary(out, m)
     if lost_total(m):  # the capture is usable but incomplete: exit 1 (see cli/main.py)
         raise typer.Exit(1)

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.options import ENV_THROUGHPUT_MARKER, Verbose
 from cratrace.errors import UsageError
 
 
@@ -24,6 +25,8 @@ def replay_cmd(
     add_vm: Annotated[Optional[list[str]], typer.Option("--add-vm", help="What-if: NAME[:COUNT] more copies of a recorded VM's demand, as VMs NAME+1, NAME+2, ..., each started later by an offset drawn from --seed (repeatable). With --set pcpus=N, cap.VM=PCT (a VM's CPU capped at PCT% of one CPU: cgroup cpu.max, Xen's credit cap) and weight.VM=W (its share, cgroup cpu.weight, default 100; Xen's credit weight 256 is 100), the capacity planner's questions.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the outputs and the exit code say how it went.")] = False,
+    throughput_marker: Annotated[Optional[str], typer.Option("--throughput-marker", envvar=ENV_THROUGHPUT_MARKER, help="The marker the guests write once per transaction (default txn_end); the same as --set throughput_marker=NAME, which wins over it.", show_default=False)] = None,
+    verbose: Verbose = False,
 ) -> None:
     """Replay the recorded demand under each policy and compare.
 
@@ -39,6 +42,8 @@ def replay_cmd(
             raise UsageError(f"--set {s!r}: expected key=value")
         k, v = s.split("=", 1)
         settings[k.strip()] = v.strip()
+    if throughput_marker is not None and scenario is None:
+        settings.setdefault("throughput_marker", throughput_marker.strip())
     if scenario is not None:
         if scenario != "postcopy":
             raise UsageError(f"--scenario {scenario!r}: allowed postcopy")

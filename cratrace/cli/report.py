@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, esc
+from cratrace.cli.options import Verbose
 
 
 def report_cmd(
@@ -24,6 +25,7 @@ def report_cmd(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No message when the report is written.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Also print the figures (summary, best run per column, per-VM throughput, energy, billing) as JSON.")] = False,
     evidence: Annotated[Optional[list[Path]], typer.Option("--evidence", help="The JSON of `python benchmarks/replay_fidelity.py --json` (the gate against the noise floor, per setting) or of `benchmarks/whatif_validation.py --json` (what-ifs against real recordings): shown in the report's Replay fidelity section (repeatable).")] = None,
+    verbose: Verbose = False,
 ) -> None:
     """Throughput, latency, energy and per-VM billing, recorded vs each replay."""
     from cratrace.errors import UsageError

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from cratrace.cli.options import Verbose
 from cratrace.errors import UsageError
 
 
@@ -21,6 +22,8 @@ def sql_cmd(
     capture: Annotated[Path, typer.Argument(help="Capture directory, or a sweep directory (`cratrace sweep -o SWEEP`).")],
     query: Annotated[str, typer.Argument(help="SQL; every event and model table is a view, e.g. `SELECT count(*) FROM sched_switch`; a sweep's views are metrics, hosts, vms, failures and timings.")],
     fmt: Annotated[OutputFormat, typer.Option("--format", "-f", help="Output format.")] = OutputFormat.table,
+    as_json: Annotated[bool, typer.Option("--json", help="The rows as JSON, as every command's --json (the same as -f json).")] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Run SQL (DuckDB) over the capture: one view per event and model
     table. Over a sweep: `metrics` (the hive-partitioned dataset, capture
@@ -31,6 +34,10 @@ def sql_cmd(
     import cratrace
     from cratrace.fleet.dataset import is_sweep, sweep_duckdb
 
+    if as_json:
+        if fmt not in (OutputFormat.table, OutputFormat.json):
+            raise UsageError(f"--json and -f {fmt.value}: give one output format")
+        fmt = OutputFormat.json
     if not query.strip():
         raise UsageError("empty query: give SQL, e.g. \"SELECT count(*) FROM sched_switch\"")
     con = sweep_duckdb(capture) if is_sweep(capture) else cratrace.open(capture).duckdb

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.options import ENV_THROUGHPUT_MARKER, Verbose
 
 
 def sweep_cmd(
@@ -26,6 +27,8 @@ def sweep_cmd(
     workers: Annotated[Optional[int], typer.Option("--workers", help="Worker processes of the local cluster (default: one per core).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the sweep's summary as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress or summary; the exit code says how it went.")] = False,
+    throughput_marker: Annotated[Optional[str], typer.Option("--throughput-marker", envvar=ENV_THROUGHPUT_MARKER, help="The marker the guests write once per transaction (default txn_end), as `cratrace replay --throughput-marker`; --set throughput_marker=NAME wins over it.", show_default=False)] = None,
+    verbose: Verbose = False,
 ) -> None:
     """Replay every capture under every policy, parameter and what-if, as
     tasks on Dask, into one Parquet dataset.
@@ -48,7 +51,10 @@ def sweep_cmd(
 
     refs = expand_captures(list(captures or []), list(globs or []))
     what_ifs = [parse_what_if(w) for w in what_if or []] + (headroom_what_ifs(headroom) if headroom else [])
-    plan = Plan(list(policy or []), parse_sets(list(sets or [])), parse_grid(list(grid or [])), what_ifs, seed)
+    settings = parse_sets(list(sets or []))
+    if throughput_marker is not None:
+        settings.setdefault("throughput_marker", throughput_marker.strip())
+    plan = Plan(list(policy or []), settings, parse_grid(list(grid or [])), what_ifs, seed)
     show = not (quiet or as_json)
     with dask_client(scheduler, workers) as client:
         link = dashboard_link(client)

@@ -14,6 +14,7 @@ from typing import Annotated, Optional
 import typer
 
 from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.options import Verbose
 from cratrace.errors import UsageError
 
 
@@ -40,6 +41,7 @@ def synth(
     raw: Annotated[bool, typer.Option("--raw", help="write -o DIR as a raw capture (manifest.json, host.json with the VM inventory, trace.dat or xentrace.bin, truth) for `cratrace import DIR`")] = False,
     json_: Annotated[bool, typer.Option("--json", help="print the summary as JSON")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress or summary")] = False,
+    verbose: Verbose = False,
 ) -> None:
     """Generate a synthetic trace with known ground truth.
 
