@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# the cratrace that setup.sh installed into the virtual environment
+export PATH="$PWD/${CRATRACE_VENV:-.venv}/bin:$PATH"
 out=${1:-demo-out}
 rm -rf "$out" && mkdir -p "$out"
 cratrace import sample-traces/lab-kvm-sched -o "$out/capture" --quiet
