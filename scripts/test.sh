@@ -60,8 +60,13 @@ cargo test --release --workspace --exclude cratrace-py 2>&1 | tee -a "$log" |
 status=${PIPESTATUS[0]}
 set -e
 if [ "$status" != 0 ]; then
-    echo "cargo test failed (exit $status); failures as the log has them:" >&2
-    sed -n '/^failures:$/,/^test result:/p' "$log" >&2
+    if grep -q '^failures:$' "$log"; then
+        echo "cargo test failed (exit $status); failures as the log has them:" >&2
+        sed -n '/^failures:$/,/^test result:/p' "$log" >&2
+    else  # it did not build (or died before a test binary finished)
+        echo "cargo test failed (exit $status); the end of its output:" >&2
+        tail -n 80 "$log" >&2
+    fi
     echo "full output: $log" >&2
     exit "$status"
 fi
