@@ -167,7 +167,10 @@ def _run(argv: list[str]) -> int:
         return 2
     except typer.Exit as e:
         if signals.received is not None:
-            sys.stderr.write(f"{signals.describe()}\n")
+            # a command that exits with the signal's status has said how
+            # it stopped (the sweep: where its finished runs are)
+            if e.exit_code != signals.exit_code():
+                sys.stderr.write(f"{signals.describe()}\n")
             return signals.exit_code()
         return e.exit_code
     except (typer.Abort, KeyboardInterrupt):

@@ -72,8 +72,10 @@ def sweep_cmd(
         for note in res.notes:
             err_console.print(f"note: {esc(note)}", highlight=False, soft_wrap=True)
     if res.interrupted:
-        err_console.print(f"[red]interrupted[/]: finished runs are kept in {esc(res.out)}; run the same command again to resume", highlight=False, soft_wrap=True)
-        raise typer.Exit(130)
+        from cratrace.cli import signals
+
+        err_console.print(f"[red]{signals.describe()}[/]: finished runs are kept in {esc(res.out)}; run the same command again to resume", highlight=False, soft_wrap=True)
+        raise typer.Exit(signals.exit_code())
     if res.failures:
         first = res.failures[0]
         what = f"{first['capture']}" + (f" {first['policy']}" if first["policy"] else " (scan)")

@@ -348,17 +348,17 @@ def _report(cap: Capture, replays: Path | None, rule: BillingRule, prices: dict 
     return report, tables
 
 
-def _table_paths(tables_dir: Path) -> dict[tuple[str, str], Path]:
-    return {(name, ext): tables_dir / f"{name}.{ext}" for name in TABLE_NAMES for ext in ("csv", "parquet")}
+def _table_paths(tables_dir: Path, names: tuple[str, ...] = TABLE_NAMES) -> dict[tuple[str, str], Path]:
+    return {(name, ext): tables_dir / f"{name}.{ext}" for name in names for ext in ("csv", "parquet")}
 
 
-def _check_tables(tables_dir: Path, force: bool) -> None:
+def _check_tables(tables_dir: Path, force: bool, names: tuple[str, ...] = TABLE_NAMES) -> None:
     """Refuse to replace an earlier report's tables without `force`, and
     with it any file there that cratrace did not write (not named in the
     directory's TABLES_MARK)."""
     from cratrace.errors import OutputExistsError
 
-    there = [p for p in _table_paths(tables_dir).values() if p.exists()]
+    there = [p for p in _table_paths(tables_dir, names).values() if p.exists()]
     if there and not force:
         raise OutputExistsError(f"{there[0]}: already exists; pass --force to replace the report's tables")
     try:
@@ -372,9 +372,12 @@ def _check_tables(tables_dir: Path, force: bool) -> None:
 
 def _write_tables(tables: dict[str, pl.DataFrame], tables_dir: Path, force: bool) -> None:
     """Each table as CSV and Parquet in `tables_dir` (checked again), all
-    replaced together; a file that appeared meanwhile is not replaced."""
-    _check_tables(tables_dir, force)
-    paths = _table_paths(tables_dir)
+    replaced together; a file that appeared meanwhile is not replaced.
+    The tables are the host report's or, given other names, any report's
+    (the fleet report's)."""
+    names = tuple(tables)
+    _check_tables(tables_dir, force, names)
+    paths = _table_paths(tables_dir, names)
     tables_dir.mkdir(parents=True, exist_ok=True)
     there = {p for p in paths.values() if p.exists()}
     # one set: written whole before any replaces an earlier report's
