@@ -167,9 +167,7 @@ def _run(argv: list[str]) -> int:
         return 2
     except typer.Exit as e:
         if signals.received is not None:
-            # a command that exits with the signal's status has said how
-            # it stopped (the sweep: where its finished runs are)
-            if e.exit_code != signals.exit_code():
+            if not signals.reported:  # else the command said how it stopped
                 sys.stderr.write(f"{signals.describe()}\n")
             return signals.exit_code()
         return e.exit_code
@@ -199,7 +197,8 @@ def _run(argv: list[str]) -> int:
         return 2
     if signals.received is not None:
         # typer returns 130 for any KeyboardInterrupt, without a word
-        sys.stderr.write(f"{signals.describe()}\n")
+        if not signals.reported:  # else the command said how it stopped
+            sys.stderr.write(f"{signals.describe()}\n")
         return signals.exit_code()
     return rc if isinstance(rc, int) else 0
 

@@ -28,6 +28,8 @@ received: int | None = None
 _count = 0
 #: before the command runs, a signal ends the process there and then
 _armed = False
+#: the command has said how it stopped (the entry point then adds nothing)
+reported = False
 
 NAMES = {_signal.SIGINT: "SIGINT", _signal.SIGTERM: "SIGTERM", _signal.SIGHUP: "SIGHUP"}
 SIGNALS = tuple(NAMES)

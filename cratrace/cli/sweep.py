@@ -75,6 +75,7 @@ def sweep_cmd(
         from cratrace.cli import signals
 
         err_console.print(f"[red]{signals.describe()}[/]: finished runs are kept in {esc(res.out)}; run the same command again to resume", highlight=False, soft_wrap=True)
+        signals.reported = True
         raise typer.Exit(signals.exit_code())
     if res.failures:
         first = res.failures[0]
