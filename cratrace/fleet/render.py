@@ -8,7 +8,7 @@ import math
 import plotly.graph_objects as go
 import polars as pl
 
-from cratrace.report.render import CSS, _fig_html, esc, table_html
+from cratrace.report.render import CSS, _fig_html, bars, esc, table_html
 
 #: the tables a fleet report has, in its order, with what each says
 SECTIONS = {
@@ -41,20 +41,10 @@ def _figures(rep: dict) -> list[go.Figure]:
             figs.append(f)
     t = rep["tenants"]
     if t.height:
-        f = go.Figure()
-        for scen in t["scenario"].unique(maintain_order=True):
-            d = t.filter(pl.col("scenario") == scen)
-            f.add_bar(name=scen, x=d["tenant"].to_list(), y=d["bill_cpu_s"].to_list())
-        f.update_layout(title="Tenant bills summed across hosts (CPU-seconds)", barmode="group")
-        figs.append(f)
+        figs.append(bars(t, "scenario", "tenant", "bill_cpu_s", title="Tenant bills summed across hosts (CPU-seconds)"))
     hr = rep["headroom"]
     if hr.height:
-        f = go.Figure()
-        for pol in hr["policy"].unique(maintain_order=True):
-            d = hr.filter(pl.col("policy") == pol)
-            f.add_bar(name=pol, x=d["host"].to_list(), y=d["headroom"].to_list())
-        f.update_layout(title=f"Headroom: more copies of the typical VM within a {rep['slo_drop_pct']:g}% throughput drop", barmode="group", yaxis_title="copies")
-        figs.append(f)
+        figs.append(bars(hr, "policy", "host", "headroom", title=f"Headroom: more copies of the typical VM within a {rep['slo_drop_pct']:g}% throughput drop", yaxis_title="copies"))
     return figs
 
 

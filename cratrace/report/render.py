@@ -88,16 +88,22 @@ def _fig_html(fig: go.Figure, i: int) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=i == 0, div_id=f"chart-{i}", config={"displaylogo": False, "responsive": True})
 
 
+def bars(df: pl.DataFrame, by: str, x: str, y: str, *, title: str, barmode: str = "group", **layout) -> go.Figure:
+    """One bar trace per value of `by` (in order of appearance), `x`
+    against `y`: the host and fleet reports' grouped and stacked bars."""
+    f = go.Figure()
+    for name in df[by].unique(maintain_order=True):
+        d = df.filter(pl.col(by) == name)
+        f.add_bar(name=name, x=d[x].to_list(), y=d[y].to_list())
+    f.update_layout(title=title, barmode=barmode, **layout)
+    return f
+
+
 def render_html(rep: dict) -> str:
     figs = []
     pv = rep["per_vm"]
     if pv.height:
-        f = go.Figure()
-        for run in pv["run"].unique(maintain_order=True):
-            d = pv.filter(pl.col("run") == run)
-            f.add_bar(name=run, x=d["vm"].to_list(), y=d["throughput_per_s"].to_list())
-        f.update_layout(title="Throughput per VM (transactions/s, or useful guest s/s)", barmode="group")
-        figs.append(f)
+        figs.append(bars(pv, "run", "vm", "throughput_per_s", title="Throughput per VM (transactions/s, or useful guest s/s)"))
     ser = rep["series"]
     if ser.height:
         f = go.Figure()
@@ -108,12 +114,7 @@ def render_html(rep: dict) -> str:
         figs.append(f)
     en = rep["energy"].filter(~pl.col("owner").str.starts_with("TOTAL"))
     if en.height:
-        f = go.Figure()
-        for owner in en["owner"].unique(maintain_order=True):
-            d = en.filter(pl.col("owner") == owner)
-            f.add_bar(name=owner, x=d["run"].to_list(), y=d["joules"].to_list())
-        f.update_layout(title="Energy by owner (J): VMs + idle + unattributed = host total", barmode="stack")
-        figs.append(f)
+        figs.append(bars(en, "owner", "run", "joules", title="Energy by owner (J): VMs + idle + unattributed = host total", barmode="stack"))
     es = rep.get("energy_series", pl.DataFrame())
     if es.height:
         f = go.Figure()
