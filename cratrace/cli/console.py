@@ -104,6 +104,18 @@ console = _LazyConsole()
 err_console = _LazyConsole(stderr=True)
 
 
+def print_outcomes(failed: dict[str, str], warnings: dict[str, list[str]]) -> bool:
+    """For a command run on many captures: one line per capture that
+    failed and per warning of those that ran, each led by the capture's
+    name. Whether there was any (the command then exits 1)."""
+    for name, err in failed.items():
+        err_console.print(f"[bold red]error:[/] {esc(name)}: {esc(err)}", highlight=False, soft_wrap=True)
+    for name, lines in warnings.items():
+        for line in lines:
+            err_console.print(f"[yellow]warning:[/] {esc(name)}: {esc(line)}", highlight=False, soft_wrap=True)
+    return bool(failed or warnings)
+
+
 @contextmanager
 def progress_bar(description: str, total: int, quiet: bool = False) -> Iterator[Callable[[int], None]]:
     """Yield a ``(done, total)`` callback; a no-op when quiet or not a TTY."""

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console, esc, progress_bar
+from cratrace.cli.console import console, esc, print_outcomes, progress_bar
 from cratrace.cli.options import ENV_COMPRESSION, ENV_CPU_HZ, verbose_option
 
 
@@ -73,7 +73,6 @@ def import_cmd(
 def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: str, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
     """One capture per raw capture directory, on Dask. Exit 1 when any
     failed or was damaged (each named in one line)."""
-    from cratrace.cli.console import err_console
     from cratrace.fleet.cluster import dask_client
     from cratrace.fleet.many import import_jobs, run_each
     from cratrace.fleet.tasks import import_one
@@ -91,12 +90,7 @@ def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: s
     elif not quiet:
         ok = len(results) - len(failed)
         console.print(f"[green]imported[/] {ok} of {len(results)} hosts into [bold]{esc(out)}[/]" + (f"; {len(skipped)} already there (kept; --force replaces them)" if skipped else ""), highlight=False, soft_wrap=True)
-    for name, err in failed.items():
-        err_console.print(f"[bold red]error:[/] {esc(name)}: {esc(err)}", highlight=False, soft_wrap=True)
-    for name, problems in damaged.items():
-        for p in problems:
-            err_console.print(f"[yellow]warning:[/] {esc(name)}: {esc(p)}", highlight=False, soft_wrap=True)
-    if failed or damaged:
+    if print_outcomes(failed, damaged):
         raise typer.Exit(1)
 def _bytes(text: str) -> int:
     """`--max-memory`'s size: a whole number of bytes, or with K, M, G or T

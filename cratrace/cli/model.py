@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console, err_console, esc
+from cratrace.cli.console import console, err_console, esc, print_outcomes
 from cratrace.cli.options import verbose_option
 
 
@@ -126,12 +126,7 @@ def _model_many(captures: list[Path], spin_gap_ns: int, window_ns: int, vm_patte
             if "ok" in r:
                 console.print(f"{esc(n)}: {sum(r['ok']['tables'].values()):,} rows in {len(r['ok']['tables'])} tables; VMs: {esc(', '.join(r['ok']['vms']) or 'none')}", highlight=False, soft_wrap=True)
         console.print(f"[green]modelled[/] {len(results) - len(failed)} of {len(results)} captures", highlight=False)
-    for n, err in failed.items():
-        err_console.print(f"[bold red]error:[/] {esc(n)}: {esc(err)}", highlight=False, soft_wrap=True)
-    for n, lines in guessed.items():
-        for line in lines:
-            err_console.print(f"[yellow]warning:[/] {esc(n)}: {esc(line)}", highlight=False, soft_wrap=True)
-    if failed or guessed:
+    if print_outcomes(failed, guessed):
         raise typer.Exit(1)
 
 
