@@ -212,6 +212,12 @@ def prepare_instance(name: str, scratch: Path, tracefs: Path = Path("/sys/kernel
             subprocess.run(["mount", "--bind", str(s), str(p)], check=False, capture_output=True)
 
 
+def mask_cpus(mask: str) -> set[int]:
+    """The CPUs of trace-cmd's `-M` hexadecimal CPU mask."""
+    bits = int(mask, 16)
+    return {c for c in range(bits.bit_length()) if bits >> c & 1}
+
+
 def record_lab_variants(out: Path, only: list[str] | None = None) -> list[Path]:
     """`LAB_VARIANTS` recorded with plain trace-cmd (root): a trace.dat each
     (no host.json). Holds the machine's tracing lock while recording."""
@@ -231,7 +237,13 @@ def record_lab_variants(out: Path, only: list[str] | None = None) -> list[Path]:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if "-B" in opts:
                 prepare_instance(opts[opts.index("-B") + 1], out / "scratch")
-            proc = start(params) if before else None
+            # `-M MASK` traces only those CPUs: the VMs run there too, as on
+            # a host of that many CPUs (else a vCPU that never ran on a
+            # traced CPU is not in the trace at all)
+            cpus = mask_cpus(opts[opts.index("-M") + 1]) if "-M" in opts else None
+            if cpus is not None and not before:
+                raise ValueError(f"{name}: -M needs the VMs started before the recording")
+            proc = start(params, cpus) if before else None
             if proc is not None:
                 time.sleep(0.5)  # the VMs' threads exist before the trace starts
             cmd = ["perf", "record", "-q", "-a", *opts[1:], "-o", str(f), "--"] if perf else ["trace-cmd", "record", "-q", *opts, "-o", str(f)]

@@ -127,6 +127,8 @@ def run(params: LabParams) -> subprocess.CompletedProcess:
     return subprocess.run(params.argv(executable()), capture_output=True, text=True, timeout=params.duration_s + 60)
 
 
-def start(params: LabParams) -> subprocess.Popen:
-    """Start the lab in the background."""
-    return subprocess.Popen(params.argv(executable()), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start(params: LabParams, cpus: set[int] | None = None) -> subprocess.Popen:
+    """Start the lab in the background; on `cpus` only, if given (its VMs
+    inherit the affinity)."""
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    return subprocess.Popen(params.argv(executable()), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=pin)
