@@ -57,7 +57,7 @@ from cratrace.importer import import_capture
 from cratrace.lab import LabParams, executable
 from cratrace.model import build_model
 from cratrace.replay import replay_capture
-from cratrace.replay.run import baseline_policy
+from cratrace.replay.plan import baseline_policy
 
 
 def stranded_wait(cap: Path, states: pl.DataFrame, step_ns: int = 20_000) -> tuple[float, float]:

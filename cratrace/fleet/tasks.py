@@ -98,7 +98,7 @@ def scan_capture(ref: str, sweep: str) -> dict:
         if (dest / "scan.json").is_file():
             return {**json.loads((dest / "scan.json").read_text()), **_timing(t0, cached=True)}
         from cratrace.capture import Capture
-        from cratrace.replay.run import baseline_policy
+        from cratrace.replay.plan import baseline_policy
         from cratrace.report.runs import recorded_run
 
         cap = Capture(local)

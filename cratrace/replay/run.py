@@ -1,6 +1,7 @@
-"""Run the engine once per policy and write the canonical tables and
-metrics (layout: ``OUT/<policy>/model/<table>.parquet``,
-``OUT/<policy>/metrics.json``, ``OUT/<policy>/run.json``).
+"""Run the engine once per policy, on the plan the policies share
+(`cratrace.replay.plan`), and write the canonical tables and metrics
+(layout: ``OUT/<policy>/model/<table>.parquet``, ``OUT/<policy>/metrics.json``,
+``OUT/<policy>/run.json``).
 
 metrics.json holds only what the inputs and seed determine, so two runs
 are byte-identical; wall-clock figures go to run.json.
@@ -10,7 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
@@ -21,49 +23,14 @@ from cratrace.errors import UsageError
 from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
-from cratrace.replay.costs import resolve_costs
 from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
-from cratrace.replay.settings import split_settings
-from cratrace.replay.workload import Workload, extract_workload
+from cratrace.replay.plan import ReplayPlan, plan_replay
+from cratrace.replay.workload import Workload
 
 #: the engine's state codes as vcpu_states names (from the engine, one
 #: source); a thread that has finished its demand ("done") is off CPU
 #: for the rest of the run, which vcpu_states calls blocked
 STATE_NAMES = {c: ("blocked" if n == "done" else n) for c, n in _native.replay_state_names().items()}
-
-
-def resolve_sched_groups(w: Workload, mode: str) -> str:
-    """`auto` → `recorded` when the capture's VMs were in different
-    scheduling groups (per-VM cgroups or sessions: the kernel then splits
-    CPUs between VMs by group weight, which one flat queue cannot), else
-    `off`. On this project's lab captures the hierarchy helped in the first
-    case and hurt in the second (docs/replay-policies.md)."""
-    if mode != "auto":
-        return mode
-    vm_groups: dict[int, set[int]] = {}
-    for vm, g in zip(w.vm_of, w.group_of):
-        if vm >= 0:
-            vm_groups.setdefault(vm, set()).add(g)
-    separate = len(vm_groups) > 1 and all(len(gs) == 1 and -1 not in gs for gs in vm_groups.values()) \
-        and len({next(iter(gs)) for gs in vm_groups.values()}) == len(vm_groups)
-    return "recorded" if separate else "off"
-
-
-#: settings that change the host or the demand: a replay under them is a
-#: what-if, not the recording replayed
-WHATIF_SETTINGS = ("pcpus", "freq_khz", "affinity", "sched_groups")
-WHATIF_PREFIXES = ("cap.", "weight.", "affinity.")
-
-
-def what_ifs(settings: dict[str, str], drop_vms, add_vms) -> dict:
-    """The what-ifs a replay asks (empty: the recording as it was)."""
-    as_recorded = {"affinity": ("recorded",), "sched_groups": ("auto", "recorded")}
-    out: dict = {k: v for k, v in settings.items() if (k in WHATIF_SETTINGS and v not in as_recorded.get(k, ())) or k.startswith(WHATIF_PREFIXES)}
-    if drop_vms:
-        out["drop_vm"] = list(drop_vms)
-    if add_vms:
-        out["add_vm"] = list(add_vms)
-    return out
 
 
 def thread_power(w: Workload, host: dict) -> list[float | None]:
@@ -218,55 +185,6 @@ def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFra
     return pl.concat([rec, domain_threads(th.filter(pl.col("tid") < 0))]).sort("tid")
 
 
-def baseline_policy(cap: Capture, w: Workload | None = None) -> str:
-    """The policy that produced the capture: the one host.json declares
-    (`scheduler.policy`: a generated capture's); else credit on Xen; on
-    Linux, eevdf from 6.6 on (host.json's kernel), fair (CFS) before or
-    when the kernel is unknown; with `+pv` when its vCPUs halted inside
-    spin episodes (paravirtual spinlocks). `w`: the capture's workload, if
-    already extracted."""
-    declared = (cap.meta.get("scheduler") or {}).get("policy")
-    kinds = {s["kind"] for s in cap.meta.get("sources", [])}
-    if declared:
-        sched = str(declared)
-    elif "xentrace" in kinds:
-        return "credit"
-    else:
-        release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
-        sched = "eevdf" if release is not None and release >= (6, 6) else "fair"
-    if w is None and "vcpu_states" in cap.model:
-        w = extract_workload(cap)
-    return f"{sched}+pv" if w is not None and w.pv_halts else sched
-
-
-def linux_release(uname: str) -> tuple[int, int, int] | None:
-    """(major, minor, patch) from `uname -srvm` text such as "Linux
-    6.18.44-fc #1 SMP ..." (patch 0 when absent, as in "Linux 6.19-rc4");
-    None when it does not name a Linux release."""
-    m = re.match(r"Linux (\d+)\.(\d+)(?:\.(\d+))?", uname.strip())
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
-
-
-def linux_newidle_odds(release: tuple[int, int, int] | None) -> float | None:
-    """0 when the recorded kernel balanced at every newidle: proportional
-    newidle balancing (NI_RANDOM) came with 6.18.5 and 6.19. Other stable
-    series may have it backported, which a release number cannot tell;
-    None (unknown or new enough): the engine's default, on."""
-    if release is None or release >= (6, 18, 5):
-        return None
-    return 0.0
-
-
-def linux_base_slice_ns(release: tuple[int, ...] | None, cpus: int) -> float | None:
-    """EEVDF's base slice on the recorded kernel when it differs from the
-    engine's default (0.75 ms scaled by 1 + log2 CPUs, CPUs capped at 8):
-    Linux 6.15 cut the unscaled slice to 0.70 ms (so that a slice no longer
-    ends just past a tick). None: the engine's default."""
-    if release is None or release < (6, 15):
-        return None
-    return 0.70e6 * (1 + (max(1, min(cpus, 8)).bit_length() - 1))
-
-
 def speed_summary(mode: str, profile: dict[int, list[tuple[int, float]]]) -> dict:
     """What metrics.json says of the CPUs' recorded speeds: the mode, and
     when read, how many changes and the range."""
@@ -277,68 +195,28 @@ def speed_summary(mode: str, profile: dict[int, list[tuple[int, float]]]) -> dic
     return out
 
 
-def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None, drop_vms: list[str] = (), add_vms: list[str] = ()) -> dict[str, dict]:
-    """Replay `cap` under each policy; returns metrics per policy.
-    `python_policies` maps extra policy names to objects implementing
-    :class:`cratrace.replay.policy.PythonPolicy`. `drop_vms` and `add_vms`
-    (`NAME[:COUNT]`) are consolidation what-ifs (`cratrace.replay.whatif`):
-    a what-if replay is no fidelity check."""
-    if not 0 <= seed < 2**64:
-        raise UsageError(f"--seed {seed}: expected a whole number from 0 to 2^64 - 1")
+@dataclass
+class PolicyReplay:
+    """One policy's replay: its metrics (what the inputs and seed
+    determine), its tables, and its wall-clock figures (run.json)."""
+
+    policy: str
+    metrics: dict
+    tables: dict[str, pl.DataFrame]
+    run: dict
+
+
+def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None, drop_vms: list[str] = (), add_vms: list[str] = (), jobs: int = 1) -> dict[str, dict]:
+    """Replay `cap` under each policy into ``out/<policy>/``; returns
+    metrics per policy. `python_policies` maps extra policy names to
+    objects implementing :class:`cratrace.replay.policy.PythonPolicy`.
+    `drop_vms` and `add_vms` (`NAME[:COUNT]`) are consolidation what-ifs
+    (`cratrace.replay.whatif`): a what-if replay is no fidelity check.
+    `jobs`: engine policies replayed at once (threads: the engine runs
+    without the GIL; the outputs do not depend on it)."""
     python_policies = dict(python_policies or {})
     policies = list(policies) + [p for p in python_policies if p not in policies]
-    cap = cap if isinstance(cap, Capture) else Capture(cap)
-    settings = dict(settings or {})
-    engine, costs, host, run = split_settings(settings)
-    # the declared host scheduler's own settings (a generated capture's:
-    # its slice, its switches' cost), under what --set gives
-    declared = {k: str(v) for k, v in ((cap.meta.get("scheduler") or {}).get("params") or {}).items()}
-    d_engine, d_costs, _, _ = split_settings(declared)
-    engine = {**d_engine, **engine}
-    host["affinity"] = run.affinity
-    marker = run.throughput_marker
-    tolerance = run.fidelity_tolerance_pct
-    limit_ns = int(run.limit_s * 1e9)
-    # --set, else host.json's, else the capture's own measurement, else the default
-    costs, cost_source = resolve_costs(cap, costs, d_costs, _native.replay_default_costs())
-    speed_mode = run.cpu_speed
-    w = extract_workload(cap, marker, switch_ns=costs["context_switch_ns"], migration_ns=costs["migration_ns"], cpu_speed=speed_mode)
-    if "throughput_marker" in run.given and marker not in w.marker_names:
-        # asked for by name: a typo would otherwise turn every VM's
-        # throughput into useful guest seconds without a word
-        known = ", ".join(w.marker_names) or "none"
-        raise UsageError(f"--set throughput_marker={marker}: no marker of that name in {cap.path} (its markers: {known})")
-    # the what-if's workload (the recorded one's figures stay beside it)
-    from cratrace.replay.whatif import add_vm, drop_vms as drop, parse_add_vm
-
-    if drop_vms:
-        w = drop(w, list(drop_vms))
-    for spec in add_vms:
-        w = add_vm(w, *parse_add_vm(spec), seed)
-    whatif = what_ifs(settings, drop_vms, add_vms)
-    groups_mode = resolve_sched_groups(w, run.sched_groups)
-    if groups_mode == "off":
-        w.group_of = [-1] * len(w.group_of)
-    elif groups_mode == "per-vm":
-        # a what-if: each VM a scheduling group of its own (a session or
-        # a libvirt cgroup per VM), host threads in the root group
-        w.group_names = [f"vm:{n}" for n in w.vm_names]
-        w.group_shares = [1024] * len(w.vm_names)
-        w.group_of = [v if v >= 0 else -1 for v in w.vm_of]
-    hz = (cap.meta.get("host") or {}).get("kernel_hz")
-    if isinstance(hz, (int, float)) and hz > 0:
-        # the recorded kernel's tick: when it noticed expired slices
-        engine.setdefault("tick_hz", float(hz))
-    release = linux_release(str((cap.meta.get("host") or {}).get("kernel") or ""))
-    slice_ns = linux_base_slice_ns(release, int(float(host.get("pcpus", w.pcpus))))
-    if slice_ns is not None:
-        engine.setdefault("base_slice_ns", slice_ns)
-    odds = linux_newidle_odds(release)
-    if odds is not None:
-        engine.setdefault("newidle_odds", odds)
-    if w.pv_spin_ns:
-        # how long this capture's guests spun before halting
-        engine.setdefault("pv_spin_ns", float(w.pv_spin_ns))
+    plan = plan_replay(cap, settings=settings, seed=seed, drop_vms=drop_vms, add_vms=add_vms)
     out = Path(out)
     # every policy's output checked (and locked, for the whole command:
     # issue 42) before any is replayed: a clash found after the first
@@ -346,7 +224,68 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     dests = {policy: out / policy.replace("/", "_") for policy in policies}
     with contextlib.ExitStack() as outputs:
         held = {policy: outputs.enter_context(atomic.Destination(d, force=force, ours=is_replay, what="replay output")) for policy, d in dests.items()}
-        return _replay_all(cap, w, policies, held, python_policies, engine, costs, host, limit_ns, seed, settings, tolerance, whatif, groups_mode, speed_mode, cost_source, marker)
+
+        def one(policy: str) -> dict:
+            r = replay_policy(plan, policy, python_policies.get(policy))
+            write_replay(held[policy], r)
+            return r.metrics
+
+        engine_policies = [p for p in policies if p not in python_policies]
+        if jobs > 1 and len(engine_policies) > 1:
+            with ThreadPoolExecutor(max_workers=min(jobs, len(engine_policies))) as pool:
+                done = dict(zip(engine_policies, pool.map(one, engine_policies)))
+        else:
+            done = {p: one(p) for p in engine_policies}
+        # a Python policy holds the GIL throughout: one at a time
+        done.update({p: one(p) for p in policies if p in python_policies})
+        return {p: done[p] for p in policies}
+
+
+def replay_policy(plan: ReplayPlan, policy: str, python_policy=None) -> PolicyReplay:
+    """Run one policy on the plan's workload: its metrics (with the
+    fidelity check when it is the capture's own policy and no what-if is
+    asked) and its model tables. An asymmetric policy also runs its
+    all-fast-core baseline, which its saving is measured against."""
+    w, engine, costs, host = plan.workload, plan.engine, plan.costs, plan.host
+    limit_ns = int(plan.run.limit_s * 1e9)
+    tolerance = plan.run.fidelity_tolerance_pct
+    if python_policy is not None:
+        from cratrace.replay.policy import run_python_policy
+
+        r = _as_tables(run_python_policy(w, python_policy, int(host.get("pcpus", w.pcpus)), costs["context_switch_ns"], limit_ns))
+    else:
+        r = _run_engine(w, policy, engine, costs, asymmetric_host(w, policy, engine, host), limit_ns, plan.seed)
+    gate = policy in (plan.baseline, f"{plan.baseline}+spin") and not plan.whatif
+    metrics = replay_metrics(w, r, policy, plan.seed, plan.settings, tolerance, gate)
+    metrics["host"]["sched_groups_mode"] = plan.groups_mode
+    metrics["whatif"] = plan.whatif
+    metrics["host"]["cpu_speed"] = speed_summary(plan.run.cpu_speed, w.cpu_speed)
+    metrics["host"]["costs"] = {k: {"ns": int(v), "source": plan.cost_source[k]} for k, v in sorted(costs.items())}
+    if any(p >= 0 for p in r.get("vcpu_pool", [])):
+        # the fast cores' frequency and voltage as the engine set them
+        f0 = r["core_pool"].index(0)
+        fast = {**engine, "volt": r["core_volt"][f0]}
+        hb = {**asymmetric_host(w, policy, engine, host), "freq_khz": r["core_khz"][f0]}
+        # same spin response, credit on a host of fast cores only
+        bp = "+".join(dict.fromkeys("credit" if part == "asymmetric" else part for part in policy.split("+")))
+        rb = _run_engine(w, bp, fast, costs, hb, limit_ns, plan.seed)
+        metrics["asymmetric"] = asymmetric_metrics(w, r, bp, metrics, replay_metrics(w, rb, bp, plan.seed, plan.settings, tolerance, False))
+    tables = _tables(w, r, plan.cap, plan.run.throughput_marker)
+    metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))
+    run = {"wall_s": r["wall_s"], "events_per_s": r["events"] / max(r["wall_s"], 1e-9)}
+    return PolicyReplay(policy, metrics, tables, run)
+
+
+def write_replay(dest: atomic.Destination, r: PolicyReplay) -> None:
+    """One policy's output, whole or not at all: model/<table>.parquet,
+    metrics.json (byte-identical for the same inputs and seed), run.json."""
+    tmp = dest.temp()
+    (tmp / "model").mkdir()
+    for name, df in r.tables.items():
+        df.write_parquet(tmp / "model" / f"{name}.parquet", compression="zstd", statistics=False)
+    (tmp / "metrics.json").write_text(json.dumps(r.metrics, indent=2, sort_keys=True))
+    (tmp / "run.json").write_text(json.dumps(r.run, indent=2))
+    dest.commit(tmp)
 
 
 def is_replay(p: Path) -> bool:
@@ -354,41 +293,3 @@ def is_replay(p: Path) -> bool:
     directory of an earlier replay (its metrics.json), or an empty one."""
     p = Path(p)
     return p.is_dir() and not p.is_symlink() and ((p / "metrics.json").is_file() or not any(p.iterdir()))
-
-
-def _replay_all(cap, w, policies, held, python_policies, engine, costs, host, limit_ns, seed, settings, tolerance, whatif, groups_mode, speed_mode, cost_source, marker) -> dict[str, dict]:
-    base = baseline_policy(cap, w)
-    results = {}
-    for policy in policies:
-        if policy in python_policies:
-            from cratrace.replay.policy import run_python_policy
-
-            r = _as_tables(run_python_policy(w, python_policies[policy], int(host.get("pcpus", w.pcpus)), costs["context_switch_ns"], limit_ns))
-        else:
-            r = _run_engine(w, policy, engine, costs, asymmetric_host(w, policy, engine, host), limit_ns, seed)
-        gate = policy in (base, f"{base}+spin") and not whatif
-        metrics = replay_metrics(w, r, policy, seed, settings, tolerance, gate)
-        metrics["host"]["sched_groups_mode"] = groups_mode
-        metrics["whatif"] = whatif
-        metrics["host"]["cpu_speed"] = speed_summary(speed_mode, w.cpu_speed)
-        metrics["host"]["costs"] = {k: {"ns": int(v), "source": cost_source[k]} for k, v in sorted(costs.items())}
-        if any(p >= 0 for p in r.get("vcpu_pool", [])):
-            # the fast cores' frequency and voltage as the engine set them
-            f0 = r["core_pool"].index(0)
-            fast = {**engine, "volt": r["core_volt"][f0]}
-            hb = {**asymmetric_host(w, policy, engine, host), "freq_khz": r["core_khz"][f0]}
-            # same spin response, credit on a host of fast cores only
-            bp = "+".join(dict.fromkeys("credit" if part == "asymmetric" else part for part in policy.split("+")))
-            rb = _run_engine(w, bp, fast, costs, hb, limit_ns, seed)
-            metrics["asymmetric"] = asymmetric_metrics(w, r, bp, metrics, replay_metrics(w, rb, bp, seed, settings, tolerance, False))
-        tables = _tables(w, r, cap, marker)
-        metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(tables["vcpu_states"]))
-        tmp = held[policy].temp()
-        (tmp / "model").mkdir()
-        for name, df in tables.items():
-            df.write_parquet(tmp / "model" / f"{name}.parquet", compression="zstd", statistics=False)
-        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True))
-        (tmp / "run.json").write_text(json.dumps({"wall_s": r["wall_s"], "events_per_s": r["events"] / max(r["wall_s"], 1e-9)}, indent=2))
-        held[policy].commit(tmp)
-        results[policy] = metrics
-    return results

@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from cratrace.replay import extract_workload, replay_capture
-from cratrace.replay.run import baseline_policy
+from cratrace.replay.plan import baseline_policy
 from cratrace.replay.workload import BLOCK, mark_lock_waits, pv_halt_stats
 from tests.model.conftest import record_lab_capture
 

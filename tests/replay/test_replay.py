@@ -10,7 +10,7 @@ import pytest
 
 from cratrace.errors import UsageError
 from cratrace.replay import extract_workload, replay_capture
-from cratrace.replay.run import baseline_policy, linux_base_slice_ns, linux_newidle_odds, linux_release
+from cratrace.replay.plan import baseline_policy, linux_base_slice_ns, linux_newidle_odds, linux_release
 from cratrace.replay.workload import ACQUIRE, MARK, RELEASE, WORK
 from cratrace.tables import MODEL_TABLES
 from tests.helpers import cratrace as run_cli
@@ -72,13 +72,18 @@ def test_every_transaction_is_replayed_and_vcpu_timelines_are_gap_free(replays, 
 
 
 def test_same_inputs_and_seed_give_byte_identical_outputs(lab_capture, tmp_path):  # noqa: F811
+    # also when the policies are replayed at once (threads sharing the
+    # plan and its workload): one at a time, then all three together
+    policies = ["wapd", "credit", "asymmetric+yield"]
     a, b = tmp_path / "a", tmp_path / "b"
-    replay_capture(lab_capture, ["wapd", "credit"], a, seed=7)
-    replay_capture(lab_capture, ["wapd", "credit"], b, seed=7)
-    for p in ("wapd", "credit"):
-        for f in sorted((a / p).rglob("*")):
-            if f.is_file() and f.name != "run.json":
-                assert f.read_bytes() == (b / p / f.relative_to(a / p)).read_bytes(), f
+    ma = replay_capture(lab_capture, policies, a, seed=7, jobs=1)
+    mb = replay_capture(lab_capture, policies, b, seed=7, jobs=3)
+    assert list(mb) == policies and ma == mb
+    for p in policies:
+        files = sorted(f for f in (a / p).rglob("*") if f.is_file() and f.name != "run.json")
+        assert len(files) >= 10, p
+        for f in files:
+            assert f.read_bytes() == (b / p / f.relative_to(a / p)).read_bytes(), f
 
 
 def test_the_seed_drives_the_policies_random_draws(lab_capture, tmp_path):  # noqa: F811
@@ -380,7 +385,7 @@ def test_a_throughput_marker_asked_for_by_name_must_be_in_the_capture(lab_captur
 
 
 def test_auto_groups_only_when_each_vm_has_a_group_of_its_own():
-    from cratrace.replay.run import resolve_sched_groups
+    from cratrace.replay.plan import resolve_sched_groups
     from cratrace.replay.workload import Workload
 
     def w(vm_of, group_of):
