@@ -4,7 +4,8 @@ Generates (or reuses, from a cache directory in /tmp) a kvm-heavy-spin
 trace scaled to about --events events (`cratrace synth kvm-heavy-spin
 --set duration_ms=...`: 2 VMs x 4 vCPUs on 2 pCPUs, about 146 events per
 simulated ms), then runs `cratrace import`, `model`, `replay -p fair -p
-wapd` and `report` on it, each a command of its own. Prints per stage
+wapd` and `report` on it, each a command of its own, on every core this
+process may use and then pinned to one (the 1 -> N core speed-up). Prints per stage
 the wall time, events/s, peak RSS, bytes of peak RSS per event, and its
 time per event as a multiple of the import's (the import is the peer:
 issue #47 asks every later stage for at most 3x its time per event), and
@@ -40,10 +41,12 @@ EVENTS_PER_MS = 145.9
 CACHE = Path(tempfile.gettempdir()) / "cratrace-production-scale"
 
 
-def run(cmd: list[str]) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one command."""
+def run(cmd: list[str], cpus: set[int] | None = None) -> tuple[float, int]:
+    """Wall seconds and peak RSS (bytes) of one command, on `cpus` only
+    if given."""
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=pin)
     _, status, usage = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t
     if os.waitstatus_to_exitcode(status):
@@ -92,6 +95,7 @@ def measure(events: float, runs: int, cache: Path, keep: bool) -> None:
     stages = [
         ("import", cratrace("import", str(trace), "-o", str(cap), "-q", "--force")),
         ("model", cratrace("model", str(cap), "-q")),
+        # the two policies replayed at once when there are two cores
         ("replay -p fair -p wapd", cratrace("replay", str(cap), "-o", str(rep), "-p", "fair", "-p", "wapd", "--force")),
         ("report", cratrace("report", str(cap), "--replays", str(rep), "-o", str(work / "report.html"), "-q", "--force")),
     ]
@@ -99,16 +103,21 @@ def measure(events: float, runs: int, cache: Path, keep: bool) -> None:
     if made:
         rows.append(("synth (generate + write)", *made))
     try:
-        times: dict[str, list[float]] = {name: [] for name, _ in stages}
-        rss: dict[str, list[int]] = {name: [] for name, _ in stages}
+        # each stage on every core this process may use, then pinned to
+        # one (in turns: the machine's other load hits both alike)
+        one = {min(os.sched_getaffinity(0))}
+        times: dict[tuple[str, bool], list[float]] = {}
+        rss: dict[tuple[str, bool], list[int]] = {}
         for _ in range(runs):
-            for name, cmd in stages:
-                if name == "model":
-                    shutil.rmtree(cap / "model", ignore_errors=True)
-                dt, peak = run(cmd)
-                times[name].append(dt)
-                rss[name].append(peak)
-        rows += [(name, statistics.median(times[name]), int(statistics.median(rss[name]))) for name, _ in stages]
+            for pinned in (False, True):
+                for name, cmd in stages:
+                    if name == "model":
+                        shutil.rmtree(cap / "model", ignore_errors=True)
+                    dt, peak = run(cmd, one if pinned else None)
+                    times.setdefault((name, pinned), []).append(dt)
+                    rss.setdefault((name, pinned), []).append(peak)
+        rows += [(name, statistics.median(times[name, False]), int(statistics.median(rss[name, False]))) for name, _ in stages]
+        pinned_t = {name: statistics.median(times[name, True]) for name, _ in stages}
     finally:
         if keep:
             print(f"outputs kept in {work}")
@@ -119,6 +128,11 @@ def measure(events: float, runs: int, cache: Path, keep: bool) -> None:
     for name, t, peak in rows:
         print(f"  {name}: {t:.2f} s, {n / t / 1e6:.2f} M events/s, peak RSS {peak / 2**20:.0f} MiB "
               f"({peak / n:.0f} bytes/event), {t / import_t:.2f}x the import", flush=True)
+    cores = len(os.sched_getaffinity(0))
+    print(f"speed-up from 1 core to {cores} (time pinned to one core / time on {cores}):")
+    for name, t, _ in rows:
+        if name in pinned_t:
+            print(f"  {name}: {pinned_t[name]:.2f} s -> {t:.2f} s, {pinned_t[name] / t:.2f}x", flush=True)
 
 
 def main() -> None:
