@@ -92,12 +92,21 @@ def with_what_ifs(w: Workload, drop_vms: list[str], add_vms: list[str], seed: in
     return w
 
 
+#: the share of the host's CPU time threads of other scheduling groups
+#: than the VMs' must have used for `sched_groups=auto` to replay groups
+#: when the VMs share one: far from both kinds of lab capture measured
+#: (under 3% quiet, 45-51% beside a busy session; docs/replay-policies.md)
+OTHER_GROUPS_SHARE = 0.10
+
+
 def resolve_sched_groups(w: Workload, mode: str) -> str:
-    """`auto` → `recorded` when the capture's VMs were in different
-    scheduling groups (per-VM cgroups or sessions: the kernel then splits
-    CPUs between VMs by group weight, which one flat queue cannot), else
-    `off`. On this project's lab captures the hierarchy helped in the first
-    case and hurt in the second (docs/replay-policies.md)."""
+    """`auto` → `recorded` when the kernel split the CPUs by group weight
+    in a way one flat queue cannot: the capture's VMs were in different
+    scheduling groups (per-VM cgroups or sessions), or threads of other
+    groups than the VMs' used at least `OTHER_GROUPS_SHARE` of the host's
+    CPU time (a busy session beside the VMs' gets half the CPUs as a
+    group, where a flat queue gives it one thread's share); else `off`.
+    Measured on this project's lab captures (docs/replay-policies.md)."""
     if mode != "auto":
         return mode
     vm_groups: dict[int, set[int]] = {}
@@ -106,7 +115,18 @@ def resolve_sched_groups(w: Workload, mode: str) -> str:
             vm_groups.setdefault(vm, set()).add(g)
     separate = len(vm_groups) > 1 and all(len(gs) == 1 and -1 not in gs for gs in vm_groups.values()) \
         and len({next(iter(gs)) for gs in vm_groups.values()}) == len(vm_groups)
-    return "recorded" if separate else "off"
+    return "recorded" if separate or other_groups_share(w, vm_groups) >= OTHER_GROUPS_SHARE else "off"
+
+
+def other_groups_share(w: Workload, vm_groups: dict[int, set[int]]) -> float:
+    """The share of the host's CPU time (its CPUs × the capture's span)
+    that threads of no VM, in scheduling groups other than the VMs' (not
+    the root group), used as recorded."""
+    if not vm_groups or not w.recorded_cpu_ns:
+        return 0.0
+    theirs = set().union(*vm_groups.values())
+    ns = sum(cpu for vm, g, cpu in zip(w.vm_of, w.group_of, w.recorded_cpu_ns) if vm < 0 and g >= 0 and g not in theirs)
+    return ns / max(1, w.duration_ns * w.pcpus)
 
 
 #: settings that change the host or the demand: a replay under them is a

@@ -364,8 +364,22 @@ def test_sched_groups_are_replayed_when_asked_and_bad_values_are_refused(lab_cap
     auto = replay_capture(lab_capture, ["eevdf"], tmp_path / "auto")["eevdf"]
     assert on["host"]["sched_groups"] == len(set(extract_workload(lab_capture).group_of) - {-1})
     assert on["params"] == {"sched_groups": "recorded"} and on["host"]["sched_groups_mode"] == "recorded"
-    # the lab's VMs shared one session: one group for all of them, so auto is off
-    assert auto["host"]["sched_groups_mode"] == "off" and auto["host"]["sched_groups"] == 0
+    # the lab's VMs shared one session: one group for all of them, so auto
+    # replays groups only if other sessions were busy beside it (this
+    # machine's other load), measured here from the tables themselves
+    from cratrace.replay.plan import OTHER_GROUPS_SHARE
+
+    th = lab_capture.model["threads"].collect()
+    vm_groups = th.filter(pl.col("role") == "vcpu")["sched_group"].unique().to_list()
+    others = th.filter(pl.col("role").ne_missing("vcpu") & pl.col("sched_group").is_not_null() & ~pl.col("sched_group").is_in(vm_groups))["tid"]
+    busy = lab_capture.model["cpu_slices"].collect().filter(pl.col("tid").is_in(others.implode()))["dur"].sum()
+    lo, hi = lab_capture.meta["time_range_ns"]
+    share = busy / ((hi - lo + 1) * extract_workload(lab_capture).pcpus)
+    assert len(vm_groups) == 1
+    if share < OTHER_GROUPS_SHARE:
+        assert auto["host"]["sched_groups_mode"] == "off" and auto["host"]["sched_groups"] == 0
+    else:
+        assert auto["host"]["sched_groups_mode"] == "recorded" and auto["host"]["sched_groups"] >= 2
     bad = run_cli("replay", lab_capture.path, "-o", tmp_path / "bad", "--set", "sched_groups=flat")
     assert bad.returncode == 2 and "sched_groups=flat" in bad.stderr and bad.stderr.strip().count("\n") == 0
 
@@ -397,6 +411,23 @@ def test_auto_groups_only_when_each_vm_has_a_group_of_its_own():
     assert resolve_sched_groups(w([0, 1], [-1, -1]), "auto") == "off"  # nothing recorded
     assert resolve_sched_groups(w([0, 0], [0, 0]), "auto") == "off"  # one VM: no split to decide
     assert resolve_sched_groups(w([0, 1], [-1, -1]), "recorded") == "recorded"
+
+
+def test_auto_groups_when_another_group_was_busy_beside_the_vms():
+    # both VMs in one session (group 0); a host thread in another (1) and
+    # one in the root group (-1); 2 CPUs for 1 s: 2e9 ns of CPU time
+    from cratrace.replay.plan import OTHER_GROUPS_SHARE, resolve_sched_groups
+    from cratrace.replay.workload import Workload
+
+    def w(other_ns, root_ns=0):
+        return Workload(t0=0, duration_ns=10**9, pcpus=2, vm_of=[0, 0, 1, 1, -1, -1], group_of=[0, 0, 0, 0, 1, -1], recorded_cpu_ns=[4 * 10**8] * 4 + [other_ns, root_ns])
+
+    edge = int(OTHER_GROUPS_SHARE * 2e9)
+    assert resolve_sched_groups(w(edge), "auto") == "recorded"
+    assert resolve_sched_groups(w(edge - 1), "auto") == "off"
+    # the root group's threads compete one by one, as in a flat queue
+    assert resolve_sched_groups(w(0, root_ns=10**9), "auto") == "off"
+    assert resolve_sched_groups(w(edge), "off") == "off"
 
 
 def test_recorded_placement_runs_work_where_the_capture_ran_it(lab_capture, tmp_path):  # noqa: F811
