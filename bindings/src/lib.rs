@@ -14,6 +14,7 @@ mod perfstat;
 mod postcopy;
 mod replay;
 mod synth_spin;
+mod timelines;
 mod to_parquet;
 mod tracedat;
 mod tracedat_writer;
@@ -97,6 +98,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay::replay_param_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(replay::thermal_profile, m)?)?;
     m.add_function(wrap_pyfunction!(workload::vcpu_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(timelines::overlay_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(workload::host_phases, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;

@@ -119,56 +119,6 @@ def strictly_inside(points: pl.DataFrame, intervals: pl.DataFrame, by: str | lis
     )
 
 
-def overlay(base: pl.DataFrame, over: pl.DataFrame, keys: list[str], state: str) -> pl.DataFrame:
-    """Replace `base` segments' state by `state` wherever an `over`
-    interval (same keys) covers them, splitting segments at the boundaries.
-    Both frames have keys + start + end; base also has `state`, `pcpu`.
-    A key's base segments must not overlap (a timeline's); its `over`
-    intervals may.
-
-    Segments and intervals meet in sorted as-of joins, so time and memory
-    follow the rows: joining each segment with every interval of its key
-    grew with the square of the trace (8.4 GB for a second of
-    kvm-heavy-spin)."""
-    if over.height == 0 or base.height == 0:
-        return base
-    over = over.select(*keys, "start", "end").unique()
-    cuts = pl.concat([over.select(*keys, pl.col("start").alias("t")), over.select(*keys, pl.col("end").alias("t"))])
-    # Splitting and coverage work on narrow frames (row, keys, start, end);
-    # the other columns join back once (sorting the wide pieces took 50 MB
-    # more of the build's peak on 10 s of kvm-heavy-spin).
-    b = base.with_row_index("_seg")
-    narrow = ["_seg", *keys, "start", "end"]
-    bn = b.select(narrow)
-    # split base segments at every overlay boundary strictly inside them
-    inner = strictly_inside(cuts, bn, keys).select("_seg", "t")
-    # only segments with a cut inside are split; the others are one piece
-    is_split = pl.col("_seg").is_in(inner["_seg"].implode())
-    split = bn.filter(is_split)
-    bounds = pl.concat([split.select("_seg", pl.col("start").alias("t")), inner, split.select("_seg", pl.col("end").alias("t"))]).unique().sort("_seg", "t")
-    nxt = shift_within("t", "_seg", -1)
-    pieces = pl.concat(
-        [
-            bn.filter(~is_split),
-            bounds.with_columns(nxt.alias("end")).drop_nulls("end").rename({"t": "start"}).join(split.select("_seg", *keys), on="_seg").select(narrow),
-        ]
-    )
-    # No boundary lies inside a piece, so an interval that covers any of a
-    # piece covers all of it: a piece is covered when the union of its
-    # key's intervals is, which the last union interval to begin at or
-    # before the piece says.
-    covered = (
-        pieces.sort("start")
-        .join_asof(_union(over, keys).sort("o_start"), left_on="start", right_on="o_start", by=keys, strategy="backward", check_sortedness=False)
-        .select("_seg", "start", "end", (pl.col("o_end") >= pl.col("end")).fill_null(False).alias("_cov"))
-    )
-    out = covered.join(b.drop("start", "end"), on="_seg").with_columns(
-        pl.when(pl.col("_cov")).then(pl.lit(state, base.schema["state"])).otherwise(pl.col("state")).alias("state"),
-        (pl.col("end") - pl.col("start")).alias("dur"),
-    )
-    return out.select(base.columns)
-
-
 def _union(iv: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Per key, the union of intervals (start, end) as disjoint intervals
     (o_start, o_end); touching intervals merge."""

@@ -6,10 +6,19 @@ import json
 
 import polars as pl
 
-from cratrace.model.frames import empty, overlay
+from cratrace.model.frames import empty
 from cratrace.model.markers import markers
 from cratrace.model.spin_episodes import from_pause_exits
-from cratrace.model.vcpu_states import vcpu_states
+from cratrace.model.vcpu_states import STATE, _overlay_spins, vcpu_states
+
+
+def overlay(base: pl.DataFrame, over: pl.DataFrame) -> pl.DataFrame:
+    """The model's spin overlay (`vcpu_states._overlay_spins`) on frames
+    keyed by vm and vcpu: each (vm, vcpu) numbered, as the model does."""
+    order = pl.concat([base.select("vm", "vcpu"), over.select("vm", "vcpu")]).unique().sort("vm", "vcpu").with_row_index("_key")
+    segs = base.join(order, on=["vm", "vcpu"]).with_columns(pl.col("state").cast(STATE)).sort("_key", "start")
+    out = _overlay_spins(segs.select("_key", "tid", "state", "start", "end", "pcpu"), over.join(order, on=["vm", "vcpu"]))
+    return out.join(order, on="_key").with_columns(pl.col("state").cast(pl.String))
 
 
 def _lf(**cols) -> pl.LazyFrame:
@@ -47,7 +56,7 @@ def test_kvm_vcpu_timeline_guest_vmm_preempted_halted():
 def test_overlay_splits_segments_at_episode_bounds():
     base = pl.DataFrame({"vm": ["a"], "vcpu": [0], "tid": [1], "state": ["guest"], "start": [0], "end": [100], "dur": [100], "pcpu": [0]})
     over = pl.DataFrame({"vm": ["a", "a"], "vcpu": [0, 0], "start": [10, 60], "end": [20, 200]})
-    out = overlay(base, over, ["vm", "vcpu"], "spinning").sort("start")
+    out = overlay(base, over).sort("start")
     assert list(zip(out["start"], out["end"], out["state"])) == [(0, 10, "guest"), (10, 20, "spinning"), (20, 60, "guest"), (60, 100, "spinning")]
 
 
@@ -140,14 +149,18 @@ def test_overlay_matches_a_brute_force_reference_with_overlapping_intervals():
         (pl.col("end") - pl.col("start")).alias("dur"), pl.lit(0, pl.Int32).alias("pcpu"), pl.lit(1, pl.Int64).alias("tid")
     )
     o = pl.DataFrame(over, schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64, "end": pl.Int64}, orient="row")
-    out = overlay(b, o, ["vm", "vcpu"], "spinning")
+    out = overlay(b, o)
     got = sorted(zip(out["vm"], out["vcpu"], out["start"], out["end"], out["state"]))
     want = []
     for vm, vcpu, state, s, e in base:
         ivs = [(a, z) for v, c, a, z in over if (v, c) == (vm, vcpu)]
         cuts = sorted({s, e} | {x for a, z in ivs for x in (a, z) if s < x < e})
         for lo, hi in zip(cuts, cuts[1:]):
+            # spinning replaces guest time only; other states pass whole
             covered = any(a <= lo and z >= hi for a, z in ivs)
+            if state != "guest":
+                want.append((vm, vcpu, s, e, state))
+                break
             want.append((vm, vcpu, lo, hi, "spinning" if covered else state))
     assert got == sorted(want)
     assert any(st == "spinning" for *_, st in got) and any(st != "spinning" for *_, st in got)
