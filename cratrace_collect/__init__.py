@@ -845,7 +845,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: Optional[List[str
     """Run a capture into `out`; returns the manifest. Raises CollectError."""
     if os.geteuid() != 0:
         raise CollectError("recording needs root (tracefs, perf system-wide counters, xentrace)")
-    if duration <= 0 or duration > 24 * 3600:
+    if not (0 < duration <= 24 * 3600):  # NaN is refused too
         raise CollectError(f"--duration {duration}: must be between 0 and 86400 seconds")
     preset = load_preset(preset_name, preset_dir)
     wanted = validate_events(list(events) if events else list(preset.get("ftrace_events", [])))

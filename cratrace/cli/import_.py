@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -40,6 +41,10 @@ def import_cmd(
     from cratrace.importer import data_problems, write_capture
 
     budget = _bytes(max_memory) if max_memory is not None else None
+    if cpu_hz is not None and not (math.isfinite(cpu_hz) and cpu_hz > 0):
+        from cratrace.errors import UsageError
+
+        raise UsageError(f"--cpu-hz {cpu_hz:g}: expected a frequency in Hz above 0, e.g. 2.4e9 (--cpu-hz or ${ENV_CPU_HZ})")
     if fleet:
         _import_fleet(sources, out, force=force, compression=compression, max_memory=budget, scheduler=scheduler, workers=workers, quiet=quiet, as_json=as_json)
         return

@@ -283,6 +283,17 @@ def test_bad_options_are_one_line_errors(tmp_path, monkeypatch):
     assert p.returncode == 2 and p.stderr.count("\n") == 1 and "unknown preset" in p.stderr
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_a_duration_that_is_not_finite_is_refused_before_anything_runs(tmp_path, monkeypatch, value):
+    # issue 42: collect(duration=nan) passed its range check (every
+    # comparison with NaN is false) and captured for 0.6 s
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(cc, "tracefs", lambda: pytest.fail("tracefs was looked at"))
+    with pytest.raises(cc.CollectError, match=r"^--duration -?(nan|inf): must be between 0 and 86400 seconds$"):
+        cc.collect(tmp_path / "raw", duration=value, perf_stat=False)
+    assert not (tmp_path / "raw").exists()
+
+
 def test_missing_events_are_reported_and_skipped(tracing_lock, tmp_path):
     m = cc.collect(tmp_path / "raw", "kvm-sched", events=["sched:sched_switch", "nosuchsys:nosuchevent"], duration=0.5, perf_stat=False)
     assert m["events"]["missing"] == ["nosuchsys:nosuchevent"] and m["events"]["recorded"] == ["sched:sched_switch"]
