@@ -46,7 +46,7 @@ def import_cmd(
 
         raise UsageError(f"--cpu-hz {cpu_hz:g}: expected a frequency in Hz above 0, e.g. 2.4e9 (--cpu-hz or ${ENV_CPU_HZ})")
     if fleet:
-        _import_fleet(sources, out, force=force, compression=compression, max_memory=budget, scheduler=scheduler, workers=workers, quiet=quiet, as_json=as_json)
+        _import_fleet(sources, out, force=force, compression=compression, max_memory=budget, cpu_hz=cpu_hz, scheduler=scheduler, workers=workers, quiet=quiet, as_json=as_json)
         return
     if scheduler or workers:
         from cratrace.errors import UsageError
@@ -76,7 +76,7 @@ def import_cmd(
         raise typer.Exit(1)
 
 
-def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: str, max_memory: int | None, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
+def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: str, max_memory: int | None, cpu_hz: float | None, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
     """One capture per raw capture directory, on Dask. Exit 1 when any
     failed or was damaged (each named in one line); 2 when every host
     failed, as a single import that could not run."""
@@ -84,7 +84,7 @@ def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: s
     from cratrace.fleet.many import import_jobs, run_each
     from cratrace.fleet.tasks import import_one
 
-    jobs, skipped = import_jobs(sources, out, force, compression, max_memory)
+    jobs, skipped = import_jobs(sources, out, force, compression, max_memory, cpu_hz)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     if jobs:

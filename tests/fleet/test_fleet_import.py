@@ -69,3 +69,19 @@ def test_fleet_import_passes_max_memory_to_every_host(fixtures_dir, tmp_path):
     p = cratrace("import", "--fleet", zstd, "-o", tmp_path / "caps4", "--max-memory", "lots")
     assert p.returncode == 2 and _error_lines(p.stderr) == ["error: --max-memory lots: expected a size such as 512M or 4G"], p.stderr
     assert not (tmp_path / "caps4").exists()
+
+
+def test_fleet_import_passes_cpu_hz_to_every_host(fixtures_dir, tmp_path):
+    # the same gap as --max-memory: a xentrace host without host.json was
+    # refused on the worker although --cpu-hz was given
+    d = tmp_path / "raw" / "xen"
+    d.mkdir(parents=True)
+    shutil.copyfile(fixtures_dir / "xen_credit2.bin", d / "xentrace.bin")
+    (d / "manifest.json").write_text(json.dumps({"format": "cratrace-raw", "files": [{"path": "xentrace.bin", "kind": "xentrace"}]}))
+    single = cratrace("import", d, "-o", tmp_path / "single", "--cpu-hz", "2.4e9", "--json")
+    assert single.returncode == 0, single.stderr
+    p = cratrace("import", "--fleet", d, "-o", tmp_path / "caps", "--cpu-hz", "2.4e9", "--workers", "1", "--json")
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["captures"]["xen"]["events"] == sum(json.loads(single.stdout)["events"].values())
+    meta = json.loads((tmp_path / "caps" / "xen" / "capture.json").read_text())
+    assert meta["events"] == json.loads((tmp_path / "single" / "capture.json").read_text())["events"]
