@@ -107,6 +107,10 @@ def split_available(events: List[str], tfs: Path) -> Tuple[List[str], List[str]]
 
 
 def snapshot_state(tfs: Path) -> dict:
+    """What a capture may change in tracefs: the STATE_FILES, the enabled
+    events, the instances, and every event filter and trigger that is set
+    (a subsystem's filter under its name, an event's under system/event:
+    trace-cmd clears them all when it starts)."""
     state = {}
     for f in STATE_FILES:
         try:
@@ -123,13 +127,107 @@ def snapshot_state(tfs: Path) -> dict:
         state["set_event"] = (tfs / "set_event").read_text()
     except OSError:
         pass
+    # set_event also lists the events a trigger keeps in soft mode, whose
+    # enable file reads "0*" (hooked, recording nothing) where a really
+    # enabled event reads "1"
+    state["enable"] = {}
+    for line in state.get("set_event", "").splitlines():
+        sys_, _, ev = line.partition(":")
+        text = _read(tfs / "events" / sys_ / ev / "enable")
+        if text is not None:
+            state["enable"][line] = text
     inst = tfs / "instances"
     state["instances"] = sorted(p.name for p in inst.iterdir()) if inst.is_dir() else []
+    state["filters"], state["triggers"] = {}, {}
+    for key, d in _event_dirs(tfs):
+        text = _read(d / "filter")
+        if text and not _no_filter(text):
+            state["filters"][key] = text
+        lines = _triggers(_read(d / "trigger"))
+        if lines:
+            state["triggers"][key] = lines
     return state
 
 
+def _event_dirs(tfs: Path) -> List[Tuple[str, Path]]:
+    """(key, directory) of every subsystem (key "sched") and event (key
+    "sched/sched_switch") that has a filter file, subsystems first."""
+    events = tfs / "events"
+    if not events.is_dir():
+        return []
+    systems, each = [], []
+    for sys_dir in sorted(events.iterdir()):
+        if not sys_dir.is_dir():
+            continue
+        if (sys_dir / "filter").is_file():
+            systems.append((sys_dir.name, sys_dir))
+        for ev in sorted(sys_dir.iterdir()):
+            if (ev / "filter").is_file():
+                each.append((sys_dir.name + "/" + ev.name, ev))
+    return systems + each
+
+
+def _no_filter(text: str) -> bool:
+    # an event without a filter reads "none"; a subsystem's, a comment
+    return text.strip() == "none" or text.lstrip().startswith("#")
+
+
+def _triggers(text: Optional[str]) -> List[str]:
+    """A trigger file's triggers as it lists them ("traceoff:unlimited",
+    "stacktrace:count=7 if prev_pid == 0"); without any it lists only
+    comments."""
+    return sorted(line.strip() for line in (text or "").splitlines() if line.strip() and not line.startswith("#"))
+
+
+def _trigger_command(listed: str) -> str:
+    """What to write to a trigger file to set a trigger as it is listed:
+    "traceoff:unlimited" -> "traceoff", "stacktrace:count=7 if x == 0" ->
+    "stacktrace:7 if x == 0", "hist:keys=pid:size=2048 [paused]" ->
+    "hist:keys=pid:size=2048:pause"."""
+    head, sep, cond = listed.partition(" if ")
+    state = re.search(r" \[(active|paused)\]$", cond or head)
+    if state:
+        if cond:
+            cond = cond[:state.start()]
+        else:
+            head = head[:state.start()]
+        if state.group(1) == "paused":
+            head += ":pause"
+    head = re.sub(r":unlimited$", "", head)
+    head = re.sub(r":count=(\d+)$", r":\1", head)
+    return head + sep + cond
+
+
+def _trigger_removal(listed: str) -> str:
+    """What to write to a trigger file to remove a trigger: "!" and the
+    trigger without its count or filter (the kernel ignores both)."""
+    head = _trigger_command(listed).partition(" if ")[0]
+    return "!" + re.sub(r":\d+$", "", head)
+
+
+def _write_tracefs(path: Path, text: str) -> None:
+    # one write(2) of the whole command: tracefs parses each write alone
+    fd = os.open(str(path), os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, (text + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def _append_tracefs(path: Path, text: str) -> None:
+    # O_APPEND without a seek: Python's "a" mode seeks to the end, which
+    # tracefs rejects (EINVAL); a trigger file adds a trigger per write
+    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, (text + "\n").encode())
+    finally:
+        os.close(fd)
+
+
 def restore_state(tfs: Path, state: dict) -> List[str]:
-    """Put tracing back as it was; returns what could not be restored."""
+    """Put tracing back as it was, then read back everything `state`
+    holds; returns what could not be restored and what still differs
+    (empty: the state is as saved)."""
     problems = []
     for f in STATE_FILES:
         if f not in state:
@@ -148,16 +246,15 @@ def restore_state(tfs: Path, state: dict) -> List[str]:
         try:
             if (tfs / "set_event").read_text() != state["set_event"]:
                 (tfs / "set_event").write_text("")  # O_TRUNC disables every event
-                # O_APPEND without a seek: Python's "a" mode seeks to the end,
-                # which tracefs rejects (EINVAL); one event per write.
-                fd = os.open(tfs / "set_event", os.O_WRONLY | os.O_APPEND)
-                try:
-                    for line in state["set_event"].splitlines():
-                        os.write(fd, (line + "\n").encode())
-                finally:
-                    os.close(fd)
+                for line in state["set_event"].splitlines():
+                    # writing a soft-mode event here would make it record;
+                    # its trigger, restored below, puts it back in soft mode
+                    if state.get("enable", {}).get(line) != "0*":
+                        _append_tracefs(tfs / "set_event", line)
         except OSError as e:
             problems.append(f"set_event: {e}")
+    if "filters" in state:
+        problems += _restore_filters_and_triggers(tfs, state)
     inst = tfs / "instances"
     if inst.is_dir():
         for p in inst.iterdir():
@@ -166,7 +263,70 @@ def restore_state(tfs: Path, state: dict) -> List[str]:
                     p.rmdir()
                 except OSError as e:
                     problems.append(f"instance {p.name}: {e}")
+    # the check: every saved file read back (one that could not be
+    # written is said once, by its error)
+    failed = {p.split(": ")[0] for p in problems}
+    return problems + [d for d in state_differences(state, snapshot_state(tfs)) if d.split(": ")[0] not in failed]
+
+
+def _restore_filters_and_triggers(tfs: Path, state: dict) -> List[str]:
+    """Each subsystem's and event's filter and triggers as saved (a
+    subsystem's filter first: writing it sets its events' filters)."""
+    problems = []
+    saved_filters, saved_triggers = state.get("filters", {}), state.get("triggers", {})
+    for key, d in _event_dirs(tfs):
+        where = "events/" + key
+        want = saved_filters.get(key)
+        try:
+            text = _read(d / "filter")
+            now = None if text is None or _no_filter(text) else text
+            if now != want:
+                _write_tracefs(d / "filter", want if want is not None else "0")
+        except OSError as e:
+            problems.append(f"{where}/filter: {e}")
+        if "/" not in key:
+            continue
+        want_t = saved_triggers.get(key, [])
+        try:
+            now_t = _triggers(_read(d / "trigger"))
+            for t in now_t:
+                if t not in want_t:
+                    _append_tracefs(d / "trigger", _trigger_removal(t))
+            now_t = _triggers(_read(d / "trigger"))
+            for t in want_t:
+                if t not in now_t:
+                    _append_tracefs(d / "trigger", _trigger_command(t))
+        except OSError as e:
+            problems.append(f"{where}/trigger: {e}")
     return problems
+
+
+def state_differences(saved: dict, now: dict) -> List[str]:
+    """One line per file whose content differs between two snapshots:
+    "events/sched/sched_switch/filter: 'none' after restoring, was 'prev_pid != 0'"."""
+    def show(v) -> str:
+        if v is None:
+            return "none"
+        return repr(v.strip() if isinstance(v, str) else "; ".join(v) or "none")
+
+    out = []
+    for f in STATE_FILES + ("set_event",):
+        if f in saved and saved[f] != now.get(f):
+            out.append(f"{f}: {show(now.get(f))} after restoring, was {show(saved[f])}")
+    for line, text in saved.get("enable", {}).items():
+        if now.get("enable", {}).get(line) != text:
+            sys_, _, ev = line.partition(":")
+            out.append(f"events/{sys_}/{ev}/enable: {show(now.get('enable', {}).get(line))} after restoring, was {show(text)}")
+    if "instances" in saved and saved["instances"] != now.get("instances"):
+        out.append(f"instances: {show(now.get('instances'))} after restoring, was {show(saved['instances'])}")
+    for kind in ("filters", "triggers"):
+        if kind not in saved:
+            continue
+        was, got = saved[kind], now.get(kind, {})
+        for key in sorted(set(was) | set(got)):
+            if was.get(key) != got.get(key):
+                out.append(f"events/{key}/{kind[:-1]}: {show(got.get(key))} after restoring, was {show(was.get(key))}")
+    return out
 
 
 # ---------------------------------------------------------- host snapshot
@@ -685,7 +845,7 @@ def collect(out: Path, preset_name: str = "kvm-sched", events: Optional[List[str
     """Run a capture into `out`; returns the manifest. Raises CollectError."""
     if os.geteuid() != 0:
         raise CollectError("recording needs root (tracefs, perf system-wide counters, xentrace)")
-    if duration <= 0 or duration > 24 * 3600:
+    if not (0 < duration <= 24 * 3600):  # NaN is refused too
         raise CollectError(f"--duration {duration}: must be between 0 and 86400 seconds")
     preset = load_preset(preset_name, preset_dir)
     wanted = validate_events(list(events) if events else list(preset.get("ftrace_events", [])))
@@ -914,6 +1074,8 @@ def main(argv: Optional[List[str]] = None) -> int:
           f"overruns: {m['lost_events']['trace_cmd_overruns']}; collector CPU {m['collector_overhead']['pct_of_one_cpu']}% of one CPU")
     for gap in m["not_captured"]:
         print(f"cratrace-collect: note: not captured: {gap}", file=sys.stderr)
+    for problem in m["restore_problems"]:
+        print(f"cratrace-collect: warning: tracing state not restored: {problem}", file=sys.stderr)
     if lost_total(m):
         print(f"cratrace-collect: warning: {lost_total(m)} events lost; raise --buffer-kb", file=sys.stderr)
         return 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -39,8 +40,13 @@ def import_cmd(
     from cratrace.cli.console import err_console
     from cratrace.importer import data_problems, write_capture
 
+    budget = _bytes(max_memory) if max_memory is not None else None
+    if cpu_hz is not None and not (math.isfinite(cpu_hz) and cpu_hz > 0):
+        from cratrace.errors import UsageError
+
+        raise UsageError(f"--cpu-hz {cpu_hz:g}: expected a frequency in Hz above 0, e.g. 2.4e9 (--cpu-hz or ${ENV_CPU_HZ})")
     if fleet:
-        _import_fleet(sources, out, force=force, compression=compression, scheduler=scheduler, workers=workers, quiet=quiet, as_json=as_json)
+        _import_fleet(sources, out, force=force, compression=compression, max_memory=budget, cpu_hz=cpu_hz, scheduler=scheduler, workers=workers, quiet=quiet, as_json=as_json)
         return
     if scheduler or workers:
         from cratrace.errors import UsageError
@@ -50,7 +56,7 @@ def import_cmd(
     def bar(name: str, total: int):
         return progress_bar(f"importing {name}", total, quiet=quiet or as_json)
 
-    meta = write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=bar, compression=compression, max_memory=_bytes(max_memory) if max_memory is not None else None)
+    meta = write_capture(sources, out, force=force, cpu_hz=cpu_hz, progress=bar, compression=compression, max_memory=budget)
     problems = data_problems(meta)
     if as_json:
         print(json.dumps({"capture": str(out), "events": meta["events"], "lost_events": meta["lost_events"]["total"], "warnings": meta["warnings"]}, indent=2))
@@ -70,14 +76,15 @@ def import_cmd(
         raise typer.Exit(1)
 
 
-def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: str, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
+def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: str, max_memory: int | None, cpu_hz: float | None, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
     """One capture per raw capture directory, on Dask. Exit 1 when any
-    failed or was damaged (each named in one line)."""
+    failed or was damaged (each named in one line); 2 when every host
+    failed, as a single import that could not run."""
     from cratrace.fleet.cluster import dask_client
     from cratrace.fleet.many import import_jobs, run_each
     from cratrace.fleet.tasks import import_one
 
-    jobs, skipped = import_jobs(sources, out, force, compression)
+    jobs, skipped = import_jobs(sources, out, force, compression, max_memory, cpu_hz)
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     if jobs:
@@ -91,7 +98,9 @@ def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: s
         ok = len(results) - len(failed)
         console.print(f"[green]imported[/] {ok} of {len(results)} hosts into [bold]{esc(out)}[/]" + (f"; {len(skipped)} already there (kept; --force replaces them)" if skipped else ""), highlight=False, soft_wrap=True)
     if print_outcomes(failed, damaged):
-        raise typer.Exit(1)
+        raise typer.Exit(2 if failed and len(failed) == len(results) else 1)
+
+
 def _bytes(text: str) -> int:
     """`--max-memory`'s size: a whole number of bytes, or with K, M, G or T
     (powers of 1,024)."""

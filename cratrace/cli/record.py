@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from cratrace.cli.console import console, esc
+from cratrace.cli.console import console, err_console, esc
 from cratrace.cli.options import Verbose
 from cratrace.errors import CratraceError
 
@@ -54,6 +54,8 @@ def record_cmd(
         print(json.dumps(m, indent=2))
     elif not quiet:
         _summary(out, m)
+    for problem in m.get("restore_problems", []):
+        err_console.print(f"[yellow]warning:[/] tracing state not restored: {esc(problem)}", highlight=False, soft_wrap=True)
     if lost_total(m):  # the capture is usable but incomplete: exit 1 (see cli/main.py)
         raise typer.Exit(1)
 

@@ -30,6 +30,7 @@ packet sequence, so a name costs its bytes once.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Iterator
@@ -468,7 +469,7 @@ def export_perfetto(
     trace `out`; see the module's doc for the tracks."""
     from cratrace import atomic
 
-    if not bin_ms > 0:
+    if not (math.isfinite(bin_ms) and bin_ms > 0):
         raise UsageError(f"--bin-ms {bin_ms}: expected a bin width in ms > 0")
     _protos()
     out = Path(out)

@@ -54,8 +54,11 @@ def run_each(client: Any, fn: Callable, jobs: dict[str, tuple], progress: Callab
     return {name: out[name] for name in jobs if name in out}
 
 
-def import_jobs(sources: list[Path], out: Path, force: bool, compression: str) -> tuple[dict[str, tuple], list[str]]:
-    """(name → import_one's arguments, the names skipped as already imported)."""
+def import_jobs(sources: list[Path], out: Path, force: bool, compression: str, max_memory: int | None = None, cpu_hz: float | None = None) -> tuple[dict[str, tuple], list[str]]:
+    """(name → import_one's arguments, the names skipped as already
+    imported). `max_memory`: each import's decompression budget in bytes
+    (None: the importer's default for each file); `cpu_hz`: xentrace's TSC
+    frequency where a host's host.json lacks it."""
     for s in sources:
         if not s.is_dir() or not (s / "manifest.json").is_file():
             raise UsageError(f"{s}: --fleet imports raw capture directories (from `cratrace record` or `cratrace synth --raw`), one per host")
@@ -68,5 +71,5 @@ def import_jobs(sources: list[Path], out: Path, force: bool, compression: str) -
         if dest.exists() and not force:
             skipped.append(name)
             continue
-        jobs[name] = (str(s.resolve()), str(dest.resolve()), force, compression)
+        jobs[name] = (str(s.resolve()), str(dest.resolve()), force, compression, max_memory, cpu_hz)
     return jobs, skipped

@@ -167,13 +167,14 @@ def run_replay(spec: dict, sweep: str, recorded: dict) -> dict:
         raise TaskError(one_line(e)) from None
 
 
-def import_one(source: str, out: str, force: bool, compression: str) -> dict:
-    """`cratrace import SOURCE -o OUT` for one host of a fleet import."""
+def import_one(source: str, out: str, force: bool, compression: str, max_memory: int | None = None, cpu_hz: float | None = None) -> dict:
+    """`cratrace import SOURCE -o OUT [--max-memory BYTES] [--cpu-hz HZ]`
+    for one host of a fleet import."""
     t0 = time.perf_counter()
     try:
         from cratrace.importer import data_problems, write_capture
 
-        meta = write_capture([Path(source)], Path(out), force=force, compression=compression)
+        meta = write_capture([Path(source)], Path(out), force=force, compression=compression, max_memory=max_memory, cpu_hz=cpu_hz)
         return _timing(t0, events=sum(meta["events"].values()), problems=data_problems(meta))
     except Exception as e:  # noqa: BLE001
         raise TaskError(one_line(e)) from None

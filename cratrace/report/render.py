@@ -1,6 +1,7 @@
 """Renderers: self-contained HTML (plotly.js inlined once, works offline),
 a terminal Markdown summary, and the figures as JSON for scripts. Every
-string from a trace is escaped in HTML."""
+string from a trace is escaped in HTML, and in the charts from plotly's
+own markup (`escape_figure`)."""
 
 from __future__ import annotations
 
@@ -81,7 +82,47 @@ def _template() -> go.layout.Template:
     return pio.templates["plotly_white"]
 
 
+def plot_text(v):
+    """A string as plotly should show it: plotly reads its own markup
+    (<a href>, <b>, <br>...) in labels, hover text and titles, so a VM
+    named `<a href=...>` became a link; `&`, `<` and `>` as entities,
+    which it shows as the characters. Anything else unchanged."""
+    if not isinstance(v, str) or not any(c in v for c in "&<>"):
+        return v
+    return v.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+#: the trace attributes that plotly shows as text (as a label, a legend
+#: entry, a category on an axis or in the hover box)
+_TEXT_ATTRIBUTES = ("name", "text", "hovertext", "x", "y", "labels")
+
+
+def escape_figure(fig: go.Figure) -> go.Figure:
+    """Every string of `fig` that plotly shows, through plot_text: each
+    trace's name, texts and category values, the titles of the figure,
+    its axes and legend, and its annotations. Templates (hovertemplate)
+    are ours and keep their markup."""
+    for trace in fig.data:
+        for attr in _TEXT_ATTRIBUTES:
+            if attr not in trace:
+                continue
+            v = trace[attr]
+            if isinstance(v, str):
+                trace[attr] = plot_text(v)
+            elif isinstance(v, (tuple, list)) and any(isinstance(x, str) and plot_text(x) is not x for x in v):
+                trace[attr] = [plot_text(x) for x in v]
+    lay = fig.layout
+    titled = [lay] + [lay[k] for k in lay if k.startswith(("xaxis", "yaxis"))] + [lay.legend]
+    for obj in titled:
+        if obj.title is not None and obj.title.text is not None:
+            obj.title.text = plot_text(obj.title.text)
+    for note in lay.annotations:
+        note.text = plot_text(note.text)
+    return fig
+
+
 def _fig_html(fig: go.Figure, i: int) -> str:
+    escape_figure(fig)
     fig.update_layout(height=360, margin={"l": 50, "r": 20, "t": 40, "b": 40}, template=_template())
     # each chart's element named by its place, not a fresh random id, so
     # that the same runs give the same report, byte for byte

@@ -65,6 +65,8 @@ def test_help_and_argument_checks(python):
     # each bad option is refused in one line, exit 2, before root is needed
     for args, msg in ((["--duration", "5"], "-o/--output is required"),
                       (["-o", "/tmp/never-made", "--duration", "0"], "--duration 0.0: must be between 0 and 86400 seconds"),
+                      (["-o", "/tmp/never-made", "--duration", "nan"], "--duration nan: must be between 0 and 86400 seconds"),
+                      (["-o", "/tmp/never-made", "--duration=-inf"], "--duration -inf: must be between 0 and 86400 seconds"),
                       (["-o", "/tmp/never-made", "--preset", "nope"], "unknown preset 'nope' (known: "),
                       (["-o", "/tmp/never-made", "-e", "sched:sched_switch", "-e", "bad;name"], "invalid event name(s): 'bad;name'"),
                       (["-o", "/tmp/never-made", "--max-size", "lots"], "--max-size 'lots': expected a size like 500M or 2G"),
