@@ -103,7 +103,8 @@ def model_cmd(
 
 def _model_many(captures: list[Path], spin_gap_ns: int, window_ns: int, vm_pattern: str | None, scheduler: str | None, workers: int | None, quiet: bool, as_json: bool) -> None:
     """Each capture's model as a task on Dask; exit 1 when any failed or
-    had its VMs guessed (each said in one line)."""
+    had its VMs guessed (each said in one line), 2 when every one failed
+    (as `import --fleet`: nothing was done)."""
     from cratrace.cli.console import progress_bar
     from cratrace.errors import UsageError
     from cratrace.fleet.cluster import dask_client
@@ -127,7 +128,7 @@ def _model_many(captures: list[Path], spin_gap_ns: int, window_ns: int, vm_patte
                 console.print(f"{esc(n)}: {sum(r['ok']['tables'].values()):,} rows in {len(r['ok']['tables'])} tables; VMs: {esc(', '.join(r['ok']['vms']) or 'none')}", highlight=False, soft_wrap=True)
         console.print(f"[green]modelled[/] {len(results) - len(failed)} of {len(results)} captures", highlight=False)
     if print_outcomes(failed, guessed):
-        raise typer.Exit(1)
+        raise typer.Exit(2 if failed and len(failed) == len(results) else 1)
 
 
 def register(app: typer.Typer) -> None:

@@ -85,3 +85,24 @@ def test_fleet_import_passes_cpu_hz_to_every_host(fixtures_dir, tmp_path):
     assert json.loads(p.stdout)["captures"]["xen"]["events"] == sum(json.loads(single.stdout)["events"].values())
     meta = json.loads((tmp_path / "caps" / "xen" / "capture.json").read_text())
     assert meta["events"] == json.loads((tmp_path / "single" / "capture.json").read_text())["events"]
+
+
+def test_model_of_many_captures_exits_2_when_every_one_failed(fleet, tmp_path):
+    # a capture whose event tables are gone cannot be modelled: alone among
+    # good ones the command goes on (exit 1); when every one fails nothing
+    # was done (exit 2, as import --fleet)
+    from tests.fleet.conftest import copy_capture
+
+    good = copy_capture(sorted(fleet["caps"].iterdir())[0], tmp_path / "good")
+    broken = []
+    for name in ("b1", "b2"):
+        c = copy_capture(good, tmp_path / name)
+        shutil.rmtree(c / "events")
+        broken.append(c)
+    some = cratrace("model", good, broken[0], "--workers", "1")
+    assert some.returncode == 1, some.stderr
+    assert any("b1" in line for line in _error_lines(some.stderr))
+    assert (good / "model" / "vcpu_states.parquet").is_file()
+    every = cratrace("model", *broken, "--workers", "1")
+    assert every.returncode == 2, every.stderr
+    assert sum(("b1" in line) or ("b2" in line) for line in _error_lines(every.stderr)) >= 2
