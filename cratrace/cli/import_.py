@@ -85,6 +85,7 @@ def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: s
     from cratrace.fleet.tasks import import_one
 
     jobs, skipped = import_jobs(sources, out, force, compression, max_memory, cpu_hz)
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     if jobs:
@@ -92,6 +93,9 @@ def _import_fleet(sources: list[Path], out: Path, *, force: bool, compression: s
             results = run_each(client, import_one, jobs, lambda done, total: cb(done))
     failed = {n: r["error"] for n, r in results.items() if "error" in r}
     damaged = {n: r["ok"]["problems"] for n, r in results.items() if "ok" in r and r["ok"]["problems"]}
+    if made and not any(out.iterdir()):
+        # every host failed: no empty directory left where none was
+        out.rmdir()
     if as_json:
         print(json.dumps({"captures": {n: ({"capture": str(out / n), "events": r["ok"]["events"], "problems": r["ok"]["problems"]} if "ok" in r else {"error": r["error"]}) for n, r in results.items()}, "skipped": skipped}, indent=2))
     elif not quiet:
