@@ -153,12 +153,12 @@ impl fmt::Display for ReadError {
                 budget,
             } => write!(
                 f,
-                "{}: at byte {}: {} would hold {} MiB in memory at once, over the budget of {} MiB (raise it with --max-memory if the file is genuine) (ERR:over-budget)",
+                "{}: at byte {}: {} would hold {} in memory at once, over the budget of {} (raise it with --max-memory if the file is genuine) (ERR:over-budget)",
                 path.display(),
                 offset,
                 what,
-                need.div_ceil(1 << 20),
-                budget >> 20
+                Size(*need, Round::Up),
+                Size(*budget, Round::Down)
             ),
             ReadError::Sink { what } => write!(f, "writing output: {} (ERR:sink)", what),
             ReadError::Interrupted => write!(f, "interrupted (ERR:interrupted)"),
@@ -172,5 +172,58 @@ impl std::error::Error for ReadError {
             ReadError::Io { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// Which way a [`Size`] rounds to its unit.
+#[derive(Clone, Copy)]
+enum Round {
+    Up,
+    Down,
+}
+
+/// A byte count in the largest unit (bytes, KiB, MiB, GiB) it fills, as
+/// a whole number rounded the given way: a need rounds up and a budget
+/// down, so a 4 KiB budget never reads as "0 MiB".
+struct Size(u64, Round);
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Size(n, round) = *self;
+        let (unit, name) = match n {
+            n if n >= 1 << 30 => (1u64 << 30, "GiB"),
+            n if n >= 1 << 20 => (1 << 20, "MiB"),
+            n if n >= 1 << 10 => (1 << 10, "KiB"),
+            _ => return write!(f, "{n} bytes"),
+        };
+        let whole = match round {
+            Round::Up => n.div_ceil(unit),
+            Round::Down => n / unit,
+        };
+        write!(f, "{whole} {name}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_read_in_the_unit_they_fill_need_up_budget_down() {
+        let e = ReadError::OverBudget {
+            path: "t.dat".into(),
+            offset: 7,
+            what: "a zstd chunk".into(),
+            need: (1 << 20) + 1,
+            budget: 4096,
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("would hold 2 MiB in memory at once, over the budget of 4 KiB"),
+            "{text}"
+        );
+        assert_eq!(Size(1023, Round::Down).to_string(), "1023 bytes");
+        assert_eq!(Size((3 << 30) - 1, Round::Down).to_string(), "2 GiB");
+        assert_eq!(Size((3 << 30) - 1, Round::Up).to_string(), "3 GiB");
     }
 }
