@@ -12,7 +12,8 @@
   per record follows the mix;
 * perf.data: a trace recorded here with `perf record -a` of sched
   tracepoints under `perf bench sched messaging` (--perf-loops), against
-  `perf script > /dev/null` (target: at least 10x).
+  `perf script > /dev/null` (target: at least 10x), on every core this
+  process may use and again with both sides pinned to one.
 
 For each file, records/s of our side measured two ways, medians of --runs
 rounds that each time ours and the peer's in turn: ``cli`` is `cratrace
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -58,31 +60,37 @@ print(dt, s.get("records") if isinstance(s.get("records"), int) else sum(meta["e
 """
 
 
-def timed(cmd: list[str]) -> float:
+def pinned(cpus: set[int] | None):
+    """A `preexec_fn` keeping a command (and its threads) on `cpus`."""
+    return (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+
+
+def timed(cmd: list[str], cpus: set[int] | None = None) -> float:
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=pinned(cpus))
     return time.perf_counter() - t
 
 
-def compare(path: Path, runs: int, peer: list[str] | None, peer_name: str, cpu_hz: str | None = None) -> dict:
+def compare(path: Path, runs: int, peer: list[str] | None, peer_name: str, cpu_hz: str | None = None, cpus: set[int] | None = None) -> dict:
     """Medians over `runs` rounds, each timing our command, our in-process
     import and the peer one after the other: the machine's slow and fast
     phases (seconds long here) then fall on all three alike. `peer` None
-    (not installed, a quick run): ours only."""
+    (not installed, a quick run): ours only. `cpus`: every command pinned
+    to those CPUs (one core: the readers' own pace, no second thread)."""
     cap = OUT / "bench-import.capture"
     cli, api, theirs, n = [], [], [], 0
     extra = ["--cpu-hz", cpu_hz] if cpu_hz else []
     for _ in range(runs):
         shutil.rmtree(cap, ignore_errors=True)
-        cli.append(timed([sys.executable, "-m", "cratrace", "import", str(path), "-o", str(cap), "-q", *extra]))
+        cli.append(timed([sys.executable, "-m", "cratrace", "import", str(path), "-o", str(cap), "-q", *extra], cpus))
         # into a new directory too: replacing the command's capture (--force)
         # would time deleting it as well
         shutil.rmtree(cap, ignore_errors=True)
-        out = subprocess.run([sys.executable, "-c", API, str(path), str(cap), cpu_hz or ""], check=True, capture_output=True, text=True).stdout.split()
+        out = subprocess.run([sys.executable, "-c", API, str(path), str(cap), cpu_hz or ""], check=True, capture_output=True, text=True, preexec_fn=pinned(cpus)).stdout.split()
         api.append(float(out[0]))
         n = int(out[1])
         if peer:
-            theirs.append(timed(peer))
+            theirs.append(timed(peer, cpus))
     shutil.rmtree(cap, ignore_errors=True)
     cli_s, api_s = statistics.median(cli), statistics.median(api)
     peer_s = statistics.median(theirs) if theirs else None
@@ -166,6 +174,8 @@ def measure_all(a: argparse.Namespace, xenalyze: bool, perf: bool) -> dict[str, 
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
     res["perf.data"] = compare(pd, a.runs, ["perf", "script", "-i", str(pd)], "perf script")
+    # the target is per core: both sides pinned to one CPU
+    res["perf.data (one core)"] = compare(pd, a.runs, ["perf", "script", "-i", str(pd)], "perf script", cpus={min(os.sched_getaffinity(0))})
     return res
 
 

@@ -67,6 +67,9 @@ def check_import_xen_perf(out: str) -> None:
     if shutil.which("perf") and can_trace() is None:
         [(records, ratio_cli, ratio_api)] = _floats(r"perf\.data: ([\d,]+) records: .*; perf script .*ratio ([\d.]+)x / ([\d.]+)x", out)
         assert records > 0 and ratio_cli > 0 and ratio_api > 0
+        # the same file, both sides pinned to one core
+        [(pinned, ratio_cli, ratio_api)] = _floats(r"perf\.data \(one core\): ([\d,]+) records: .*; perf script .*ratio ([\d.]+)x / ([\d.]+)x", out)
+        assert pinned == records and ratio_cli > 0 and ratio_api > 0
     else:
         assert "perf.data not recorded" in out or "perf is not installed" in out
 
