@@ -96,3 +96,33 @@ def test_a_capture_pinned_with_taskset_replays_on_its_cpu(tmp_path):
     p = cratrace("replay", cap, "-o", tmp_path / "free", "-p", policy, "--set", "affinity=off", "--json")
     free = pl.read_parquet(tmp_path / "free" / policy / "model" / "cpu_slices.parquet").join(threads.select("tid"), on="tid")
     assert set(free["cpu"].unique()) == {0, 1}
+
+
+def test_overlap_of_two_interval_sets_matches_a_brute_force_sum():
+    # the time a vCPU waited while CPUs outside its set idled: two sets of
+    # disjoint intervals, each pair's overlap summed by brute force
+    import random
+
+    from cratrace.model.affinity import _overlap
+
+    rng = random.Random(3)
+
+    def disjoint(n: int) -> list[tuple[int, int]]:
+        t, out = rng.randint(-5, 5), []
+        for _ in range(n):
+            t += rng.randint(0, 6)
+            d = rng.randint(1, 8)
+            out.append((t, t + d))
+            t += d
+        return out
+
+    def frame(iv: list[tuple[int, int]]) -> pl.DataFrame:
+        return pl.DataFrame(iv, schema={"start": pl.Int64, "end": pl.Int64}, orient="row").sample(fraction=1.0, shuffle=True, seed=rng.randint(0, 99))
+
+    seen = 0
+    for _ in range(300):
+        a, b = disjoint(rng.randint(0, 8)), disjoint(rng.randint(0, 8))
+        want = sum(max(0, min(e, f) - max(s, g)) for s, e in a for g, f in b)
+        assert _overlap(frame(a), frame(b)) == want, (a, b)
+        seen += want > 0
+    assert seen > 100
