@@ -1,17 +1,19 @@
-//! `overlay_timeline`: intervals laid over a timeline's segments in one
-//! sorted pass (cratrace-timelines), for `cratrace.model.vcpu_states`'s
-//! spin overlay. Columns are read in place (copied only when polars hands
+//! `overlay_timeline` and `split_runs`: one sorted pass each
+//! (cratrace-timelines) for `cratrace.model.vcpu_states`: the spin
+//! overlay, and running stretches cut at KVM entries and exits. Columns are read in place (copied only when polars hands
 //! over more than one chunk) and the pieces' columns become Arrow arrays
 //! without a copy.
 
 use crate::arrow_stream::{read_stream, ArrowTable};
 use arrow::compute::{cast, concat};
 use arrow_array::cast::AsArray;
-use arrow_array::types::{ArrowPrimitiveType, Int64Type, UInt32Type};
-use arrow_array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
+use arrow_array::types::{ArrowPrimitiveType, Int64Type, UInt32Type, UInt8Type};
+use arrow_array::{
+    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array, UInt8Array,
+};
 use arrow_buffer::ScalarBuffer;
 use arrow_schema::{DataType, Field, Schema};
-use cratrace_timelines::{overlay, Intervals, Segments};
+use cratrace_timelines::{overlay, split_runs as split, Intervals, Marks, Runs, Segments};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -116,5 +118,66 @@ pub fn overlay_timeline(
     ];
     let batch = RecordBatch::try_new(Arc::new(schema), columns)
         .map_err(|e| PyValueError::new_err(format!("overlay: {e}")))?;
+    Ok(ArrowTable::new(batch))
+}
+
+/// `runs` (a polars frame of `tid`, `start`, `end`: sorted by thread and
+/// start, a thread's runs disjoint) cut at `marks` (`tid`, `ts`, `state`: a
+/// u8 code; in time order): a frame of `run` (the run's row), `start`,
+/// `end` and `state`, in the runs' order. A run begins in the state of its
+/// thread's last mark at or before it (`initial` if none).
+#[pyfunction]
+#[pyo3(signature = (*, runs, marks, initial))]
+pub fn split_runs(
+    py: Python<'_>,
+    runs: &Bound<'_, PyAny>,
+    marks: &Bound<'_, PyAny>,
+    initial: u8,
+) -> PyResult<ArrowTable> {
+    let (rb, mb) = (read_stream(runs, "runs")?, read_stream(marks, "marks")?);
+    let w = "runs";
+    let (tid, start, end) = (
+        values::<Int64Type>(&rb, w, "tid")?,
+        values::<Int64Type>(&rb, w, "start")?,
+        values::<Int64Type>(&rb, w, "end")?,
+    );
+    let w = "marks";
+    let (mtid, ts, state) = (
+        values::<Int64Type>(&mb, w, "tid")?,
+        values::<Int64Type>(&mb, w, "ts")?,
+        values::<UInt8Type>(&mb, w, "state")?,
+    );
+    let pieces = py
+        .detach(|| {
+            split(
+                Runs {
+                    tid: &tid,
+                    start: &start,
+                    end: &end,
+                },
+                Marks {
+                    tid: &mtid,
+                    ts: &ts,
+                    state: &state,
+                },
+                initial,
+            )
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    drop((rb, mb));
+    let schema = Schema::new(vec![
+        Field::new("run", DataType::UInt32, false),
+        Field::new("start", DataType::Int64, false),
+        Field::new("end", DataType::Int64, false),
+        Field::new("state", DataType::UInt8, false),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(UInt32Array::from(pieces.run)),
+        Arc::new(Int64Array::from(pieces.start)),
+        Arc::new(Int64Array::from(pieces.end)),
+        Arc::new(UInt8Array::from(pieces.state)),
+    ];
+    let batch = RecordBatch::try_new(Arc::new(schema), columns)
+        .map_err(|e| PyValueError::new_err(format!("split_runs: {e}")))?;
     Ok(ArrowTable::new(batch))
 }

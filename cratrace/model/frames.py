@@ -106,19 +106,6 @@ def vm_batches(vcpus: pl.DataFrame, rows: float, limit: float) -> list[list[str]
     return batches
 
 
-def strictly_inside(points: pl.DataFrame, intervals: pl.DataFrame, by: str | list[str]) -> pl.DataFrame:
-    """`points` (by + `t`) that fall strictly inside an interval of theirs
-    (by + `start` + `end`), each with that interval's columns. A key's
-    intervals must not overlap: a point's is the last to begin before it,
-    an as-of join, so rows meet in time order instead of every point with
-    every interval of its key."""
-    return (
-        points.sort("t")
-        .join_asof(intervals.sort("start"), left_on="t", right_on="start", by=by, strategy="backward", check_sortedness=False)
-        .filter((pl.col("t") > pl.col("start")) & (pl.col("t") < pl.col("end")))
-    )
-
-
 def _union(iv: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
     """Per key, the union of intervals (start, end) as disjoint intervals
     (o_start, o_end); touching intervals merge."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from cratrace import _native
-from cratrace.model.frames import conform, empty, shift_within, strictly_inside, top_buffer, vm_batches
+from cratrace.model.frames import conform, empty, top_buffer, vm_batches
 
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
@@ -189,31 +189,25 @@ def _split_at_wakeups(gaps: pl.DataFrame, ev: dict[str, pl.LazyFrame], tids: lis
 
 
 def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.DataFrame:
-    plain = runs.filter(~pl.col("tid").is_in(list(kvm_tids))).with_columns(pl.lit("guest", STATE).alias("state"))
-    k = runs.filter(pl.col("tid").is_in(list(kvm_tids)))
+    """Running time split by KVM entry/exit (`runs`: tid, start, end, pcpu,
+    sorted by tid and start; `marks`: in time order): a thread without KVM
+    marks is guest throughout; a run of one with them begins in the state
+    of its last mark at or before it (vmm if none) and changes at each
+    mark inside it. One sorted pass in Rust (cratrace-timelines); as-of
+    joins and sorts of every mark were a quarter of the model build."""
+    kvm = pl.col("tid").is_in(list(kvm_tids))
+    plain = runs.filter(~kvm).with_columns(pl.lit("guest", STATE).alias("state"))
+    k = runs.filter(kvm)
     if k.height == 0:
         return plain.select("tid", "start", "end", "state", pl.col("pcpu").cast(pl.Int32))
-    k = k.with_row_index("_run")
-    # each mark inside a run of its thread (joining every run with every
-    # mark of its thread grew with the square of the trace: 8.4 GB for a
-    # second of kvm-heavy-spin)
-    points = marks.select("tid", pl.col("ts").alias("t"), "state")
-    inner = strictly_inside(points, k.select("_run", "tid", "start", "end"), "tid").select("_run", "t", "state")
-    # state at a run's start: the last mark before it (vmm if none)
-    at_start = (
-        k.select("_run", "tid", pl.col("start").alias("t"))
-        .sort("t")
-        .join_asof(points.sort("t"), on="t", by="tid", strategy="backward", check_sortedness=False)
-        .with_columns(pl.col("state").fill_null(pl.lit("vmm", STATE)))
-        .select("_run", "t", "state")
-    )
-    pts = pl.concat([at_start, inner]).sort("_run", "t")
-    # _run is k's row number: its columns are gathered, in the points' order
-    run = pts["_run"]
-    pts = pts.with_columns(k["tid"].gather(run), k["end"].gather(run), k["pcpu"].gather(run))
-    # a piece ends at the next point of its run, the last at the run's end
-    pts = pts.with_columns(shift_within("t", "_run", -1).fill_null(pl.col("end")).alias("end2"))
-    split = pts.select("tid", pl.col("t").alias("start"), pl.col("end2").alias("end"), "state", "pcpu")
+    names = STATE.categories
+    pieces = pl.DataFrame(_native.split_runs(
+        runs=k.select("tid", "start", "end"),
+        marks=marks.select("tid", "ts", pl.col("state").to_physical().cast(pl.UInt8)),
+        initial=names.index_of("vmm"),
+    ))
+    run = pieces["run"]
+    split = pl.DataFrame({"tid": k["tid"].gather(run), "start": pieces["start"], "end": pieces["end"], "state": pl.Series(names, dtype=STATE).gather(pieces["state"]), "pcpu": k["pcpu"].gather(run)})
     return pl.concat([plain.select(split.columns), split]).with_columns(pl.col("pcpu").cast(pl.Int32))
 
 

@@ -6,7 +6,11 @@
 //! strictly inside it, and each piece is marked covered when the union of
 //! its key's intervals covers it. The pieces come out in the timeline's
 //! order, so the caller gathers its other columns by segment index and
-//! needs no sort; one pass over the segments, a binary search per cut.
+//! needs no sort; one pass over the segments and the cuts.
+//!
+//! [`split_runs`] cuts a thread's running stretches at its state marks
+//! (KVM entry and exit): each stretch begins in the state of the last mark
+//! at or before it and changes at every mark inside it.
 #![deny(missing_docs)]
 
 use std::fmt;
@@ -224,6 +228,141 @@ pub fn overlay(seg: Segments<'_>, over: Intervals<'_>) -> Result<Pieces, Overlay
     Ok(out)
 }
 
+/// Running stretches, column by column: sorted by thread, then start; a
+/// thread's do not overlap.
+#[derive(Clone, Copy, Debug)]
+pub struct Runs<'a> {
+    /// The thread, non-decreasing.
+    pub tid: &'a [i64],
+    /// Start (ns), increasing within a thread.
+    pub start: &'a [i64],
+    /// End (ns), after the start.
+    pub end: &'a [i64],
+}
+
+/// State marks (a thread entered `state` at `ts`), in time order; marks of
+/// threads with no runs are ignored.
+#[derive(Clone, Copy, Debug)]
+pub struct Marks<'a> {
+    /// The thread.
+    pub tid: &'a [i64],
+    /// When (ns), non-decreasing.
+    pub ts: &'a [i64],
+    /// The state entered (the caller's code).
+    pub state: &'a [u8],
+}
+
+/// The stretches' pieces in the runs' order (the run each is part of: its
+/// index in [`Runs`]), each in one state.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Split {
+    /// The run each piece is part of.
+    pub run: Vec<u32>,
+    /// Start (ns).
+    pub start: Vec<i64>,
+    /// End (ns).
+    pub end: Vec<i64>,
+    /// The state (the marks' code).
+    pub state: Vec<u8>,
+}
+
+/// Why runs cannot be split.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SplitError {
+    /// The columns of one input differ in length.
+    Lengths(&'static str),
+    /// Run `i` breaks the order (thread, then start after the thread's
+    /// previous run ended) or ends before it starts.
+    RunOrder(usize),
+    /// Mark `i` is earlier than the one before it.
+    MarkOrder(usize),
+    /// More runs than a `u32` index counts.
+    TooMany,
+}
+
+impl fmt::Display for SplitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SplitError::Lengths(what) => write!(f, "{what}: columns of different lengths"),
+            SplitError::RunOrder(i) => write!(
+                f,
+                "run {i}: not in thread and start order, or ends before it starts"
+            ),
+            SplitError::MarkOrder(i) => write!(f, "mark {i}: not in time order"),
+            SplitError::TooMany => write!(f, "more than 2^32 runs"),
+        }
+    }
+}
+
+impl std::error::Error for SplitError {}
+
+/// Each run cut at the marks of its thread strictly inside it: a piece
+/// from the run's start in the state of the thread's last mark at or
+/// before it (`initial` if none), then one from each such mark in its
+/// state. Marks at the same instant of one thread apply in their order
+/// (the earlier gives an empty piece).
+pub fn split_runs(runs: Runs<'_>, marks: Marks<'_>, initial: u8) -> Result<Split, SplitError> {
+    let n = runs.tid.len();
+    if runs.start.len() != n || runs.end.len() != n {
+        return Err(SplitError::Lengths("runs"));
+    }
+    if marks.ts.len() != marks.tid.len() || marks.state.len() != marks.tid.len() {
+        return Err(SplitError::Lengths("marks"));
+    }
+    if u32::try_from(n).is_err() {
+        return Err(SplitError::TooMany);
+    }
+    for i in 0..n {
+        // a thread's runs one after another (a CPU runs it once at a time)
+        let ordered = i == 0
+            || runs.tid[i - 1] < runs.tid[i]
+            || (runs.tid[i - 1] == runs.tid[i] && runs.end[i - 1] <= runs.start[i]);
+        if !ordered || runs.end[i] <= runs.start[i] {
+            return Err(SplitError::RunOrder(i));
+        }
+    }
+    if let Some(i) = (1..marks.ts.len()).find(|&i| marks.ts[i] < marks.ts[i - 1]) {
+        return Err(SplitError::MarkOrder(i));
+    }
+    // each run thread's marks, in time order (a bucket per thread keeps it)
+    let mut tids: Vec<i64> = runs.tid.to_vec();
+    tids.dedup();
+    let mut per: Vec<Vec<(i64, u8)>> = vec![Vec::new(); tids.len()];
+    for i in 0..marks.tid.len() {
+        if let Ok(k) = tids.binary_search(&marks.tid[i]) {
+            per[k].push((marks.ts[i], marks.state[i]));
+        }
+    }
+    let mut out = Split::default();
+    let mut push = |run: usize, start: i64, end: i64, state: u8| {
+        out.run.push(run as u32);
+        out.start.push(start);
+        out.end.push(end);
+        out.state.push(state);
+    };
+    let mut i = 0;
+    for (k, mine) in per.iter().enumerate() {
+        // the thread's state as of the marks passed so far
+        let (mut state, mut next) = (initial, 0usize);
+        while i < n && runs.tid[i] == tids[k] {
+            let (start, end) = (runs.start[i], runs.end[i]);
+            while next < mine.len() && mine[next].0 <= start {
+                state = mine[next].1;
+                next += 1;
+            }
+            let mut from = start;
+            while next < mine.len() && mine[next].0 < end {
+                push(i, from, mine[next].0, state);
+                (from, state) = mine[next];
+                next += 1;
+            }
+            push(i, from, end, state);
+            i += 1;
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -314,6 +453,82 @@ mod tests {
         assert_eq!(r, Err(OverlayError::Order(1)));
     }
 
+    fn split(runs: &[(i64, i64, i64)], marks: &[(i64, i64, u8)]) -> Vec<(u32, i64, i64, u8)> {
+        let col = |f: fn(&(i64, i64, i64)) -> i64| runs.iter().map(f).collect::<Vec<_>>();
+        let (t, s, e) = (col(|r| r.0), col(|r| r.1), col(|r| r.2));
+        let mt: Vec<i64> = marks.iter().map(|m| m.0).collect();
+        let ms: Vec<i64> = marks.iter().map(|m| m.1).collect();
+        let mc: Vec<u8> = marks.iter().map(|m| m.2).collect();
+        let p = split_runs(
+            Runs {
+                tid: &t,
+                start: &s,
+                end: &e,
+            },
+            Marks {
+                tid: &mt,
+                ts: &ms,
+                state: &mc,
+            },
+            9,
+        )
+        .unwrap();
+        (0..p.run.len())
+            .map(|i| (p.run[i], p.start[i], p.end[i], p.state[i]))
+            .collect()
+    }
+
+    #[test]
+    fn runs_begin_in_the_last_state_before_them_and_change_at_marks_inside() {
+        // thread 5: exit (1) at 3, entry (0) at 12 and exit at 15 inside the
+        // run 10-20, entry at 20 (its end: the next run's state), a mark of
+        // thread 6 (no runs) ignored; thread 7 has no marks: initial (9)
+        let marks = [(5, 3, 1), (6, 11, 0), (5, 12, 0), (5, 15, 1), (5, 20, 0)];
+        let got = split(&[(5, 10, 20), (5, 20, 30), (7, 0, 4)], &marks);
+        assert_eq!(
+            got,
+            vec![
+                (0, 10, 12, 1),
+                (0, 12, 15, 0),
+                (0, 15, 20, 1),
+                (1, 20, 30, 0),
+                (2, 0, 4, 9)
+            ]
+        );
+    }
+
+    #[test]
+    fn runs_and_marks_out_of_order_are_refused() {
+        let r = split_runs(
+            Runs {
+                tid: &[1, 1],
+                start: &[5, 0],
+                end: &[9, 4],
+            },
+            Marks {
+                tid: &[],
+                ts: &[],
+                state: &[],
+            },
+            0,
+        );
+        assert_eq!(r, Err(SplitError::RunOrder(1)));
+        let r = split_runs(
+            Runs {
+                tid: &[1],
+                start: &[0],
+                end: &[9],
+            },
+            Marks {
+                tid: &[1, 1],
+                ts: &[5, 4],
+                state: &[0, 1],
+            },
+            0,
+        );
+        assert_eq!(r, Err(SplitError::MarkOrder(1)));
+    }
+
     proptest! {
         /// Against a brute force: the pieces tile each segment, and a
         /// piece is covered exactly when every point of it lies in some
@@ -344,6 +559,42 @@ mod tests {
                     // a piece [a, b) is covered when each unit step in it is
                     let all = (p.1..p.2).all(|x| over.iter().any(|&(ok, os, oe)| ok == k && os <= x && x < oe));
                     prop_assert_eq!(p.3, g && all, "segment {:?} piece {:?}", (k, s, e, g), p);
+                }
+            }
+        }
+
+        /// Against a brute force: every instant of a run is in the state of
+        /// its thread's last mark at or before that instant.
+        #[test]
+        fn each_instant_is_in_the_last_marks_state(
+            lens in proptest::collection::vec((0i64..3, 1i64..20, 0i64..5), 1..15),
+            marks in proptest::collection::vec((0i64..4, 0i64..120, 0u8..3), 0..30),
+        ) {
+            let mut lens = lens;
+            lens.sort_by_key(|x| x.0);
+            let (mut tid, mut t, mut runs) = (-1, 0i64, Vec::new());
+            for (k, len, gap) in lens {
+                if k != tid { tid = k; t = 0; }
+                t += gap + 1;
+                runs.push((k, t, t + len));
+                t += len;
+            }
+            let mut marks = marks;
+            marks.sort_by_key(|m| m.1);
+            // one mark per thread and instant: ties have no single answer
+            marks.dedup_by_key(|m| (m.0, m.1));
+            let got = split(&runs, &marks);
+            for (i, &(k, s, e)) in runs.iter().enumerate() {
+                let pieces: Vec<_> = got.iter().filter(|p| p.0 == i as u32).collect();
+                prop_assert_eq!(pieces.first().unwrap().1, s);
+                prop_assert_eq!(pieces.last().unwrap().2, e);
+                for w in pieces.windows(2) { prop_assert_eq!(w[0].2, w[1].1); }
+                for p in pieces {
+                    prop_assert!(p.1 < p.2);
+                    for x in p.1..p.2 {
+                        let want = marks.iter().rfind(|m| m.0 == k && m.1 <= x).map_or(9, |m| m.2);
+                        prop_assert_eq!(p.3, want, "run {:?} piece {:?} at {}", (k, s, e), p, x);
+                    }
                 }
             }
         }
