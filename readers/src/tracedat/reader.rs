@@ -18,6 +18,7 @@
 use super::header::{read_metadata_with, TraceDatMeta};
 use super::pages::{read_ahead_for, PageSource, TraceFile};
 use super::records::{Missed, PageCursor, Record};
+use super::stats;
 use crate::bytes::Endian;
 use crate::error::{ReadError, ReadResult};
 use crate::ftrace::field::{FieldDecoder, FieldKind};
@@ -325,7 +326,10 @@ impl Stream {
                     }
                     Ok(None) => self.cursor = None,
                     Err(e) => {
-                        *summary.stats.entry("corrupt_records".into()).or_default() += 1;
+                        *summary
+                            .stats
+                            .entry(stats::CORRUPT_RECORDS.into())
+                            .or_default() += 1;
                         let w = format!(
                             "{}: at byte {}: instance {inst:?} cpu {}: bad record ({e:?}); rest of page skipped",
                             summary_path(summary),
@@ -362,7 +366,10 @@ impl Stream {
                     // An all-zero page is what trace-cmd leaves for empty
                     // space; anything else is corruption worth reporting.
                     if self.source.page().iter().any(|&b| b != 0) {
-                        *summary.stats.entry("corrupt_pages".into()).or_default() += 1;
+                        *summary
+                            .stats
+                            .entry(stats::CORRUPT_PAGES.into())
+                            .or_default() += 1;
                         let w = format!(
                             "{}: at byte {}: instance {inst:?} cpu {}: corrupt page header ({e:?}); page skipped",
                             summary_path(summary),
@@ -414,7 +421,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     };
     if meta.bad_formats > 0 {
         s.stats
-            .insert("unparseable_formats".into(), meta.bad_formats);
+            .insert(stats::UNPARSEABLE_FORMATS.into(), meta.bad_formats);
     }
     let names: Vec<String> = meta.buffers.iter().map(|b| b.name.clone()).collect();
     sink.set_instances(&names);
@@ -522,7 +529,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
                 Some(plan) => {
                     let ts = to_ns(rec.ts);
                     if ts < last_ts {
-                        *s.stats.entry("ts_out_of_order".into()).or_default() += 1;
+                        *s.stats.entry(stats::TS_OUT_OF_ORDER.into()).or_default() += 1;
                     }
                     last_ts = last_ts.max(ts);
                     first_ts = first_ts.min(ts);
@@ -563,8 +570,9 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
                                     long,
                                 )),
                                 None => {
-                                    *s.stats.entry("bprint_unknown_format".into()).or_default() +=
-                                        1;
+                                    *s.stats
+                                        .entry(stats::BPRINT_UNKNOWN_FORMAT.into())
+                                        .or_default() += 1;
                                     None
                                 }
                             },
@@ -629,7 +637,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         // Records no format describes are events lost to the capture, as
         // the kernel's lost events are (issue 42: they were counted only
         // in capture.json, and the import exited 0).
-        *s.stats.entry("unknown_event_id".into()).or_default() += n;
+        *s.stats.entry(stats::UNKNOWN_EVENT_ID.into()).or_default() += n;
         s.skipped_records += n;
         let id_text = if id == u32::MAX {
             "(a record too short to hold one)".to_string()
@@ -647,7 +655,7 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     for st in &streams {
         s.truncated_bytes += st.source.missing_bytes;
         if st.pages > 0 {
-            *s.stats.entry("pages".into()).or_default() += st.pages;
+            *s.stats.entry(stats::PAGES.into()).or_default() += st.pages;
         }
         if st.good_pages > 0 {
             let lost = s
@@ -692,7 +700,8 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
         );
         s.warnings.push(w.clone());
         s.problems.push(w);
-        s.stats.insert("truncated_bytes".into(), s.truncated_bytes);
+        s.stats
+            .insert(stats::TRUNCATED_BYTES.into(), s.truncated_bytes);
     }
     s.formats = meta
         .formats
