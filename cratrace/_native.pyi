@@ -17,6 +17,23 @@ Progress = Callable[[int, int], object]  # (bytes done, bytes total); raising st
 
 def tracedat_kallsyms(path: str | Path) -> str: ...
 def read_tracedat(path: str | Path, out_dir: str | Path, *, batch_rows: int = 4096, compression: str = "lz4", progress: Progress | None = None) -> dict[str, Any]: ...
+class _TraceDatStats:
+    """The submodule `tracedat_stats`: the trace.dat reader's stats keys,
+    declared once in readers/src/tracedat/stats.rs (issue 46); each
+    attribute is named as its Rust constant."""
+
+    PAGES: str
+    CORRUPT_PAGES: str
+    CORRUPT_RECORDS: str
+    UNPARSEABLE_FORMATS: str
+    TS_OUT_OF_ORDER: str
+    BPRINT_UNKNOWN_FORMAT: str
+    UNKNOWN_EVENT_ID: str
+    TRUNCATED_BYTES: str
+    ALL: dict[str, str]  # every key, with what it counts
+
+tracedat_stats: _TraceDatStats
+
 def read_xentrace(path: str | Path, out_dir: str | Path, *, cpu_hz: float, batch_rows: int = 4096, compression: str = "lz4", progress: Progress | None = None) -> dict[str, Any]: ...
 def read_perfdata(path: str | Path, out_dir: str | Path, *, batch_rows: int = 4096, compression: str = "lz4", progress: Progress | None = None) -> dict[str, Any]: ...
 def read_perfstat(path: str | Path, out_dir: str | Path, *, start_ns: int | None = None, batch_rows: int = 4096, compression: str = "lz4") -> dict[str, Any]: ...

@@ -137,7 +137,7 @@ def _merge_tables(staged: list[tuple[Path, dict]], events_dir: Path, compression
     by_name: dict[str, list[Path]] = {}
     needs_sort: set[str] = set()
     for stage, summary in staged:
-        unsorted = summary.get("stats", {}).get("ts_out_of_order", 0) > 0
+        unsorted = summary.get("stats", {}).get(_native.tracedat_stats.TS_OUT_OF_ORDER, 0) > 0
         for p in sorted(stage.glob("*.parquet")):
             by_name.setdefault(p.stem, []).append(p)
             if unsorted:
@@ -287,9 +287,14 @@ def _allow_open_files() -> None:
             pass  # the import may still fit; if not, it says so
 
 
-#: damage a trace.dat read counts in its stats; every reader's summary
-#: says how many bytes a cut file lacked in `truncated_bytes`
-DATA_PROBLEM_STATS = ("corrupt_pages", "corrupt_records", "unparseable_formats")
+#: damage a trace.dat read counts in its stats, by the reader's own key
+#: names (`_native.tracedat_stats`, declared once in Rust: issue 46); every
+#: reader's summary says how many bytes a cut file lacked in `truncated_bytes`
+DATA_PROBLEM_STATS = (
+    _native.tracedat_stats.CORRUPT_PAGES,
+    _native.tracedat_stats.CORRUPT_RECORDS,
+    _native.tracedat_stats.UNPARSEABLE_FORMATS,
+)
 
 
 def data_problems(meta: dict) -> list[str]:

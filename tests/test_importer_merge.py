@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from cratrace import _native
 from cratrace.importer import _merge_tables
 
 
@@ -18,7 +19,7 @@ def test_a_single_source_out_of_order_is_sorted_in_place(tmp_path):
     events.mkdir()
     _table(events / "sched_switch.parquet", [30, 10, 20])
     _table(events / "sched_wakeup.parquet", [5, 6])
-    rows = _merge_tables([(events, {"stats": {"ts_out_of_order": 1}})], events, "lz4")
+    rows = _merge_tables([(events, {"stats": {_native.tracedat_stats.TS_OUT_OF_ORDER: 1}})], events, "lz4")
     assert rows == {"sched_switch": 3, "sched_wakeup": 2}
     assert sorted(p.name for p in events.iterdir()) == ["sched_switch.parquet", "sched_wakeup.parquet"]
     got = pl.read_parquet(events / "sched_switch.parquet")

@@ -1,10 +1,27 @@
 //! `read_tracedat`: trace.dat → one Parquet file per event table.
 
 use crate::to_parquet::read_to_parquet;
-use cratrace_format::tracedat::{read_tracedat as read, ReadOptions, TraceDatSummary};
+use cratrace_format::tracedat::{read_tracedat as read, stats, ReadOptions, TraceDatSummary};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+
+/// The trace.dat reader's stats keys (`cratrace_format::tracedat::stats`)
+/// as the submodule `_native.tracedat_stats`: one attribute per key, named
+/// as its Rust constant (`TS_OUT_OF_ORDER = "ts_out_of_order"`), and `ALL`,
+/// every key with what it counts. The importer reads the summary's
+/// `stats` through these names, never by a string of its own (issue 46).
+pub fn stats_module(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    let m = PyModule::new(py, "tracedat_stats")?;
+    let mut all = BTreeMap::new();
+    for k in stats::ALL {
+        m.add(k.ident, k.name)?;
+        all.insert(k.name, k.about.trim());
+    }
+    m.add("ALL", all)?;
+    Ok(m)
+}
 
 /// The kernel symbol table (kallsyms text) a trace.dat holds, "" when none:
 /// `cratrace import` names the addresses `%ps` formats print with it.

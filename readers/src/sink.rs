@@ -135,8 +135,9 @@ pub enum Value<'a> {
 }
 
 /// Named counters of recoverable problems and volumes (Perfetto-style
-/// stats): e.g. `lost_events`, `truncated_pages`, `unknown_event_id`.
-/// Keys are stable; values add up over the read.
+/// stats): e.g. `corrupt_pages`, `unknown_event_id` (trace.dat's keys are
+/// declared in [`crate::tracedat::stats`]). Keys are stable; values add up
+/// over the read.
 pub type Stats = BTreeMap<String, u64>;
 
 /// Where decoded rows go. Implemented by `cratrace-arrow`'s Parquet sink

@@ -11,12 +11,14 @@
 //!   lays them out, for the scenario generator;
 //! * [`reader`] merges all CPUs of all buffer instances by timestamp (the
 //!   sorter) and decodes payloads into rows for an [`EventSink`](crate::EventSink)
-//!   (the parser).
+//!   (the parser);
+//! * [`stats`] names the counters a read keeps, once for Rust and Python.
 
 pub mod header;
 pub mod pages;
 pub mod reader;
 pub mod records;
+pub mod stats;
 pub mod writer;
 
 pub use header::{read_kallsyms, read_metadata, BufferInfo, CpuData, TraceDatMeta};
