@@ -71,6 +71,22 @@ def vcpu_phases(
     barriers: Any | None = None,
 ) -> tuple[list[int | None], tuple[bytes, bytes, bytes, bytes]]: ...
 def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int, first_thread: int = 0) -> tuple[bytes, bytes, bytes, bytes]: ...
+def overlay_timeline(*, segments: Any, over: Any) -> ArrowTable: ...
+def thermal_profile(
+    *,
+    cpu: Sequence[int],
+    start: Sequence[int],
+    end: Sequence[int],
+    watts: Sequence[float],
+    idle_w: float,
+    cores: int,
+    t0: int,
+    t1: int,
+    throttle_c: float,
+    params: dict[str, float],
+    bin_ns: int = 1_000_000,
+) -> tuple[list[float], list[int]]: ...  # each core's peak °C, ns above throttle_c
+def split_runs(*, runs: Any, marks: Any, initial: int) -> ArrowTable: ...
 def replay(
     *,
     thread_tid: Sequence[int],
