@@ -205,9 +205,12 @@ def _trigger_removal(listed: str) -> str:
     return "!" + re.sub(r":\d+$", "", head)
 
 
-def _write_tracefs(path: Path, text: str) -> None:
-    # one write(2) of the whole command: tracefs parses each write alone
-    fd = os.open(str(path), os.O_WRONLY | os.O_TRUNC)
+def _write_tracefs(path: Path, text: str, append: bool = False) -> None:
+    # one write(2) of the whole command: tracefs parses each write alone.
+    # Appending is O_APPEND without a seek: Python's "a" mode seeks to the
+    # end, which tracefs rejects (EINVAL); a trigger file adds a trigger
+    # per write
+    fd = os.open(str(path), os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC))
     try:
         os.write(fd, (text + "\n").encode())
     finally:
@@ -215,13 +218,7 @@ def _write_tracefs(path: Path, text: str) -> None:
 
 
 def _append_tracefs(path: Path, text: str) -> None:
-    # O_APPEND without a seek: Python's "a" mode seeks to the end, which
-    # tracefs rejects (EINVAL); a trigger file adds a trigger per write
-    fd = os.open(str(path), os.O_WRONLY | os.O_APPEND)
-    try:
-        os.write(fd, (text + "\n").encode())
-    finally:
-        os.close(fd)
+    _write_tracefs(path, text, append=True)
 
 
 def restore_state(tfs: Path, state: dict) -> List[str]:

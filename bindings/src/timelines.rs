@@ -104,20 +104,25 @@ pub fn overlay_timeline(
         })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     drop((sb, ob));
-    let schema = Schema::new(vec![
-        Field::new("seg", DataType::UInt32, false),
-        Field::new("start", DataType::Int64, false),
-        Field::new("end", DataType::Int64, false),
-        Field::new("covered", DataType::Boolean, false),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(UInt32Array::from(pieces.seg)),
-        Arc::new(Int64Array::from(pieces.start)),
-        Arc::new(Int64Array::from(pieces.end)),
-        Arc::new(BooleanArray::from(pieces.covered)),
-    ];
-    let batch = RecordBatch::try_new(Arc::new(schema), columns)
-        .map_err(|e| PyValueError::new_err(format!("overlay: {e}")))?;
+    table(vec![
+        ("seg", Arc::new(UInt32Array::from(pieces.seg))),
+        ("start", Arc::new(Int64Array::from(pieces.start))),
+        ("end", Arc::new(Int64Array::from(pieces.end))),
+        ("covered", Arc::new(BooleanArray::from(pieces.covered))),
+    ])
+}
+
+/// Named columns (none null) as one table for Python.
+fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<ArrowTable> {
+    let fields: Vec<Field> = columns
+        .iter()
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), false))
+        .collect();
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(fields)),
+        columns.into_iter().map(|(_, a)| a).collect(),
+    )
+    .map_err(|e| PyValueError::new_err(format!("timeline table: {e}")))?;
     Ok(ArrowTable::new(batch))
 }
 
@@ -165,19 +170,10 @@ pub fn split_runs(
         })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     drop((rb, mb));
-    let schema = Schema::new(vec![
-        Field::new("run", DataType::UInt32, false),
-        Field::new("start", DataType::Int64, false),
-        Field::new("end", DataType::Int64, false),
-        Field::new("state", DataType::UInt8, false),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(UInt32Array::from(pieces.run)),
-        Arc::new(Int64Array::from(pieces.start)),
-        Arc::new(Int64Array::from(pieces.end)),
-        Arc::new(UInt8Array::from(pieces.state)),
-    ];
-    let batch = RecordBatch::try_new(Arc::new(schema), columns)
-        .map_err(|e| PyValueError::new_err(format!("split_runs: {e}")))?;
-    Ok(ArrowTable::new(batch))
+    table(vec![
+        ("run", Arc::new(UInt32Array::from(pieces.run))),
+        ("start", Arc::new(Int64Array::from(pieces.start))),
+        ("end", Arc::new(Int64Array::from(pieces.end))),
+        ("state", Arc::new(UInt8Array::from(pieces.state))),
+    ])
 }
