@@ -28,6 +28,19 @@ fn parquet_rows(path: std::path::PathBuf) -> PyResult<u64> {
     cratrace_arrow::parquet_row_count(&path).map_err(errors::damaged_table)
 }
 
+/// The distinct values of the first of `names` a Parquet file has (an
+/// integer column), as unsigned 64-bit patterns; None if it has none.
+#[pyfunction]
+fn parquet_distinct_u64(
+    py: Python<'_>,
+    path: std::path::PathBuf,
+    names: Vec<String>,
+) -> PyResult<Option<Vec<u64>>> {
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    py.detach(|| cratrace_arrow::parquet_distinct_u64(&path, &names))
+        .map_err(errors::damaged_table)
+}
+
 /// Codec of a Parquet file's first column chunk (`lz4`, `zstd`,
 /// `uncompressed`, ...), None when it has no rows: lets the model write its
 /// tables as the events were written without importing pyarrow.
@@ -108,6 +121,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(postcopy::postcopy, m)?)?;
     m.add_function(wrap_pyfunction!(postcopy::postcopy_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(parquet_distinct_u64, m)?)?;
     m.add_function(wrap_pyfunction!(parquet_codec, m)?)?;
     m.add_function(wrap_pyfunction!(file_blake3, m)?)?;
     m.add_function(wrap_pyfunction!(build_info, m)?)?;

@@ -134,6 +134,53 @@ pub fn parquet_codec(path: &Path) -> Result<Option<&'static str>, String> {
     }))
 }
 
+/// The distinct values of an integer column of a Parquet file, as 64-bit
+/// patterns (a signed value sign-extended, as a kernel address printed from
+/// a `long` is), read a batch at a time: the import resolves the symbols
+/// `%ps` prints without holding the column or loading a dataframe library.
+/// The first of `names` the file has is read; None if it has none of them.
+pub fn parquet_distinct_u64(path: &Path, names: &[&str]) -> Result<Option<Vec<u64>>, String> {
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Int64Type, UInt64Type};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use parquet::arrow::ProjectionMask;
+
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let f = File::open(path).map_err(|e| at(&e))?;
+    let b = ParquetRecordBatchReaderBuilder::try_new(f).map_err(|e| at(&e))?;
+    let Some(name) = names.iter().find(|n| b.schema().index_of(n).is_ok()) else {
+        return Ok(None);
+    };
+    let leaf = b
+        .parquet_schema()
+        .columns()
+        .iter()
+        .position(|c| c.path().parts() == [name.to_string()])
+        .ok_or_else(|| at(&format!("column {name} is not a flat column")))?;
+    let mask = ProjectionMask::leaves(b.parquet_schema(), [leaf]);
+    let reader = b.with_projection(mask).build().map_err(|e| at(&e))?;
+    let mut seen = std::collections::HashSet::new();
+    for batch in reader {
+        let batch = batch.map_err(|e| at(&e))?;
+        let col = batch.column(0);
+        if let DataType::UInt64 = col.data_type() {
+            seen.extend(col.as_primitive::<UInt64Type>().iter().flatten());
+            continue;
+        }
+        let wide = arrow_cast::cast(col, &DataType::Int64)
+            .map_err(|e| at(&format!("column {name}: {e}")))?;
+        seen.extend(
+            wide.as_primitive::<Int64Type>()
+                .iter()
+                .flatten()
+                .map(|v| v as u64),
+        );
+    }
+    let mut out: Vec<u64> = seen.into_iter().collect();
+    out.sort_unstable();
+    Ok(Some(out))
+}
+
 /// Writes one Parquet file per table into a directory.
 pub struct ParquetSink {
     dir: PathBuf,

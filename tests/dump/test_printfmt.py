@@ -80,3 +80,22 @@ def test_what_cannot_be_evaluated_is_refused_at_compile_time():
 
 def test_raw_fields_are_trace_cmd_report_R_pairs():
     assert raw_fields({"a": 1, "b": b"\x01\xff", "c": [1, 2]}, ["a", "b", "c"]) == "a=1 b=01ff c=[1,2]"
+
+
+def test_distinct_pointer_values_are_read_as_64_bit_patterns(tmp_path):
+    # what formats.json resolves to symbols: each pointer field's distinct
+    # values, a signed column's sign-extended (a `long` address), nulls
+    # left out; the column by its name or as field_<name>
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from cratrace import _native
+
+    signed = [-1, 5, None, 5, -(2**63), 2**63 - 1] * 5000
+    unsigned = [2**64 - 1, 0, 2**63, 0]
+    pq.write_table(pa.table({"field_ip": pa.array(signed, pa.int64())}), tmp_path / "a.parquet", row_group_size=4096)
+    pq.write_table(pa.table({"ip": pa.array(unsigned, pa.uint64()), "small": pa.array([-2, 3, 3, -2], pa.int32())}), tmp_path / "b.parquet")
+    assert _native.parquet_distinct_u64(str(tmp_path / "a.parquet"), ["ip", "field_ip"]) == sorted({2**64 - 1, 5, 2**63, 2**63 - 1})
+    assert _native.parquet_distinct_u64(str(tmp_path / "b.parquet"), ["ip", "field_ip"]) == [0, 2**63, 2**64 - 1]
+    assert _native.parquet_distinct_u64(str(tmp_path / "b.parquet"), ["small"]) == [3, 2**64 - 2]
+    assert _native.parquet_distinct_u64(str(tmp_path / "b.parquet"), ["nothing"]) is None
