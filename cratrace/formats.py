@@ -19,7 +19,6 @@ then prints raw fields.
 
 from __future__ import annotations
 
-import bisect
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +50,11 @@ def collect(sources: list[tuple[str, Path, dict]], events_dir: Path) -> dict[str
     if symbol_fields and kallsyms_from:
         addresses = _addresses(events_dir, symbol_fields)
         if addresses:
+            from cratrace import _native
+
             for path in kallsyms_from:
-                symbols.update(_resolve(addresses - {int(a) for a in symbols}, _kallsyms(path)))
+                left = sorted(addresses - {int(a) for a in symbols})
+                symbols.update((str(a), name) for a, name in _native.tracedat_symbols(str(path), left))
     return {"events": events, "symbols": symbols}
 
 
@@ -60,24 +62,6 @@ def _pointer_fields(print_fmt: str) -> list[str]:
     from cratrace.dump.printfmt import pointer_fields
 
     return pointer_fields(print_fmt)
-
-
-def _kallsyms(path: Path) -> tuple[list[int], list[str]]:
-    """The trace's symbol table, as sorted addresses and their names."""
-    from cratrace import _native
-
-    table: list[tuple[int, str]] = []
-    for line in _native.tracedat_kallsyms(str(path)).splitlines():
-        parts = line.split()
-        if len(parts) < 3:
-            continue
-        try:
-            addr = int(parts[0], 16)
-        except ValueError:
-            continue
-        table.append((addr, parts[2]))
-    table.sort()
-    return [a for a, _ in table], [n for _, n in table]
 
 
 def _addresses(events_dir: Path, fields: dict[str, list[str]]) -> set[int]:
@@ -97,15 +81,3 @@ def _addresses(events_dir: Path, fields: dict[str, list[str]]) -> set[int]:
     return out
 
 
-def _resolve(addresses: set[int], kallsyms: tuple[list[int], list[str]]) -> dict[str, str]:
-    """Each address's function, as libtraceevent's `%ps` names it: the
-    symbol at or below it (``name+0xoff`` kept for `%pS` as the offset)."""
-    addrs, names = kallsyms
-    out: dict[str, str] = {}
-    for a in sorted(addresses):
-        i = bisect.bisect_right(addrs, a) - 1
-        if i < 0 or not addrs:
-            continue
-        off = a - addrs[i]
-        out[str(a)] = names[i] if off == 0 else f"{names[i]}+0x{off:x}"
-    return out
