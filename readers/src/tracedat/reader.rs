@@ -450,7 +450,9 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
             if c.size == 0 {
                 continue;
             }
-            total += c.size;
+            // the size is the file's claim: count what the file holds of
+            // it, so hostile sizes neither overflow nor inflate the total
+            total = total.saturating_add(c.size.min(meta.file_size.saturating_sub(c.offset)));
             let source = PageSource::new(&file, c, b.page_size, b.compressed, read_ahead)?;
             streams.push(Stream {
                 source,
@@ -645,7 +647,8 @@ pub fn read_tracedat<S: EventSink + ?Sized>(
     }
     let consumed: u64 = streams.iter().map(|x| x.source.consumed).sum();
     for st in &streams {
-        s.truncated_bytes += st.source.missing_bytes;
+        // a CPU's missing bytes are what its size claims beyond the file
+        s.truncated_bytes = s.truncated_bytes.saturating_add(st.source.missing_bytes);
         if st.pages > 0 {
             *s.stats.entry("pages".into()).or_default() += st.pages;
         }
