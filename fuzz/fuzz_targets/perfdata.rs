@@ -12,4 +12,5 @@ fuzz_target!(|data: &[u8]| {
     let path = common::scratch(data, "data");
     let mut sink = common::CountingSink::default();
     let _ = read_perfdata(&path, &mut sink, &mut |_, _| true);
+    std::fs::remove_file(&path).ok();
 });

@@ -14,4 +14,5 @@ fuzz_target!(|data: &[u8]| {
     let path = common::scratch(data, "dat");
     let mut sink = common::CountingSink::default();
     let _ = read_tracedat(&path, &mut sink, &ReadOptions::default(), &mut |_, _| true);
+    std::fs::remove_file(&path).ok();
 });

@@ -20,4 +20,5 @@ fuzz_target!(|data: &[u8]| {
     };
     let mut sink = common::CountingSink::default();
     let _ = read_xentrace(&path, 2.4e9, exits, &mut sink, &mut |_, _| true);
+    std::fs::remove_file(&path).ok();
 });
