@@ -497,7 +497,9 @@ impl Streams {
                 continue;
             }
             for c in b.cpus.iter().filter(|c| c.size > 0) {
-                total += c.size;
+                // the size is the file's claim: count what the file holds of
+                // it, so hostile sizes neither overflow nor inflate the total
+                total = total.saturating_add(c.size.min(meta.file_size.saturating_sub(c.offset)));
                 let source = PageSource::new(&file, c, b.page_size, b.compressed, read_ahead)?;
                 list.push(Stream {
                     source,
@@ -552,7 +554,8 @@ impl Streams {
     /// allocation each.
     fn finish(&self, s: &mut TraceDatSummary) {
         for st in &self.list {
-            s.truncated_bytes += st.source.missing_bytes;
+            // a CPU's missing bytes are what its size claims beyond the file
+            s.truncated_bytes = s.truncated_bytes.saturating_add(st.source.missing_bytes);
             if st.pages > 0 {
                 *s.stats.entry(stats::PAGES.into()).or_default() += st.pages;
             }
