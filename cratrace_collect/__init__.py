@@ -439,6 +439,16 @@ def _vm_name(vmm: str, flags, args: list) -> Optional[str]:
     return None
 
 
+def _tasks(pdir: Path) -> list:
+    """A process's thread directories (/proc/PID/task/TID) in thread id
+    order; none when it exited while we looked (a host's processes come
+    and go between listing /proc and reading it)."""
+    try:
+        return sorted((t for t in (pdir / "task").iterdir() if t.name.isdigit()), key=lambda t: int(t.name))
+    except OSError:
+        return []
+
+
 def vmm_vms(proc: Path = Path("/proc")) -> list:
     """Each VMM process (QEMU, Firecracker, Cloud Hypervisor, crosvm,
     kvmtool: VMMS): its VM's name from the command line (QEMU's -name and
@@ -462,7 +472,7 @@ def vmm_vms(proc: Path = Path("/proc")) -> list:
         name = _vm_name(vmm, flags, args)
         uuid = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-uuid"), None) if vmm == "qemu" else None
         vcpus, iothreads = [], []
-        for t in sorted((pdir / "task").iterdir(), key=lambda p: int(p.name)) if (pdir / "task").is_dir() else []:
+        for t in _tasks(pdir):
             comm = _read(t / "comm", "") or ""
             m = re.fullmatch(thread_re, comm)
             if m:
@@ -475,7 +485,7 @@ def vmm_vms(proc: Path = Path("/proc")) -> list:
         for pdir in proc.iterdir():
             if not pdir.name.isdigit():
                 continue
-            for t in (pdir / "task").iterdir() if (pdir / "task").is_dir() else []:
+            for t in _tasks(pdir):
                 m = re.fullmatch(r"vhost-(\d+)", _read(t / "comm", "") or "")
                 if m and int(m.group(1)) in by_pid:
                     by_pid[int(m.group(1))]["vhost_tids"].append(int(t.name))
@@ -500,8 +510,7 @@ def vm_affinity(vms, proc=Path("/proc")):
         pid = vm.get("pid")
         if pid is None:
             continue
-        task = proc / str(pid) / "task"
-        for t in sorted(task.iterdir(), key=lambda p: int(p.name)) if task.is_dir() else []:
+        for t in _tasks(proc / str(pid)):
             cpus = allowed_cpus(_read(t / "status"))
             if cpus and cpus != online:
                 out[t.name] = cpus
@@ -575,9 +584,8 @@ def sched_groups(proc: Path = Path("/proc"), cgroup_root: Path = Path("/sys/fs/c
             key, kind, shares = m.group(1), "autogroup", NICE_TO_WEIGHT[nice + 20]
         else:
             continue
-        try:
-            tids = [int(t.name) for t in (pdir / "task").iterdir() if t.name.isdigit()]
-        except OSError:
+        tids = [int(t.name) for t in _tasks(pdir)]
+        if not tids:
             continue  # exited while we looked
         g = groups.setdefault(key, {"kind": kind, "shares": shares, "tids": []})
         g["tids"].extend(tids)

@@ -117,3 +117,36 @@ def test_this_hosts_autogroups_follow_the_labs_vm_sessions():
     assert all(len(g) == 1 and None not in g for g in vm_groups), vm_groups
     if all(not k.startswith("cgroup:") for g in vm_groups for k in g):
         assert vm_groups[0] != vm_groups[1]
+
+
+def test_a_process_that_exits_while_proc_is_read_is_left_out(tmp_path, monkeypatch):
+    # /proc/PID/task vanishes between listing /proc and reading it when the
+    # process exits meanwhile (seen in CI: the collector's inventory refresh
+    # died with FileNotFoundError); the VMs still there are all found
+    proc = tmp_path / "proc"
+    for pid, name in ((500, "vm-a"), (600, "vm-b")):
+        d = proc / str(pid)
+        (d / "task").mkdir(parents=True)
+        (d / "cmdline").write_bytes(b"\0".join([b"qemu-system-x86_64", b"-name", name.encode(), b""]))
+        (d / "comm").write_text("qemu-system-x86\n")
+        (d / "cgroup").write_text(V1_ROOT)
+        (d / "autogroup").write_text("/autogroup-3 nice 0\n")
+        for i, tid in enumerate((pid + 1, pid + 2)):
+            (d / "task" / str(tid)).mkdir()
+            (d / "task" / str(tid) / "comm").write_text(f"CPU {i}/KVM\n")
+            (d / "task" / str(tid) / "status").write_text("Cpus_allowed_list:\t0\n")
+    gone = proc / "600" / "task"
+    real = Path.iterdir
+
+    def iterdir(self):
+        if self == gone:
+            raise FileNotFoundError(2, "No such file or directory", str(self))
+        return real(self)
+
+    monkeypatch.setattr(Path, "iterdir", iterdir)
+    vms = cc.vmm_vms(proc)
+    assert [(v["name"], [c["tid"] for c in v["vcpus"]]) for v in vms] == [("vm-a", [501, 502]), ("vm-b", [])]
+    assert cc.vm_affinity(vms, proc) == {"501": "0", "502": "0"}
+    (proc / "sys" / "kernel").mkdir(parents=True)
+    (proc / "sys" / "kernel" / "sched_autogroup_enabled").write_text("1\n")
+    assert cc.sched_groups(proc, tmp_path / "no-cgroup-tree")["groups"]["autogroup-3"]["tids"] == [501, 502]
