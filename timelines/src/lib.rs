@@ -580,8 +580,10 @@ mod tests {
                 t += len;
             }
             let mut marks = marks;
-            marks.sort_by_key(|m| m.1);
-            // one mark per thread and instant: ties have no single answer
+            // in time order; one mark per thread and instant (ties have no
+            // single answer): a thread's marks at one instant made adjacent
+            // by the order, then all but one dropped
+            marks.sort_by_key(|m| (m.1, m.0));
             marks.dedup_by_key(|m| (m.0, m.1));
             let got = split(&runs, &marks);
             for (i, &(k, s, e)) in runs.iter().enumerate() {
