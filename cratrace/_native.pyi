@@ -14,6 +14,7 @@ class CorruptTraceError(CratraceError): ...
 class UnsupportedFormatError(CratraceError): ...
 
 Progress = Callable[[int, int], object]  # (bytes done, bytes total); raising stops the read
+VCPU_STATES: list[str]  # a vCPU timeline's states, indexed by their codes (cratrace-timelines)
 
 def tracedat_kallsyms(path: str | Path) -> str: ...
 def tracedat_symbols(path: str | Path, addresses: Sequence[int]) -> list[tuple[int, str]]: ...  # %ps names from the trace's kallsyms
@@ -73,6 +74,7 @@ def vcpu_phases(
     barriers: Any | None = None,
 ) -> tuple[list[int | None], tuple[bytes, bytes, bytes, bytes]]: ...
 def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int, first_thread: int = 0) -> tuple[bytes, bytes, bytes, bytes]: ...
+def enclosing_interval(*, instants: Any, over: Any) -> ArrowTable: ...  # start of the merged run of `over` holding each instant, or null
 def overlay_timeline(*, segments: Any, over: Any) -> ArrowTable: ...
 def thermal_profile(
     *,
@@ -88,7 +90,9 @@ def thermal_profile(
     params: dict[str, float],
     bin_ns: int = 1_000_000,
 ) -> tuple[list[float], list[int]]: ...  # each core's peak °C, ns above throttle_c
-def split_runs(*, runs: Any, marks: Any, initial: int) -> ArrowTable: ...
+def vcpu_timelines(
+    *, threads: Any, runs: Any, outs: Any, entries: Any, exits: Any, wakeups: Any, span: tuple[int, int], halts: Sequence[int]
+) -> ArrowTable: ...  # _key, tid, state (a VCPU_STATES code), start, end, pcpu
 def replay(
     *,
     thread_tid: Sequence[int],

@@ -114,7 +114,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(replay::thermal_profile, m)?)?;
     m.add_function(wrap_pyfunction!(workload::vcpu_phases, m)?)?;
     m.add_function(wrap_pyfunction!(timelines::overlay_timeline, m)?)?;
-    m.add_function(wrap_pyfunction!(timelines::split_runs, m)?)?;
+    m.add_function(wrap_pyfunction!(timelines::vcpu_timelines, m)?)?;
+    m.add_function(wrap_pyfunction!(timelines::enclosing_interval, m)?)?;
+    m.add(
+        "VCPU_STATES",
+        cratrace_timelines::vcpu::STATE_NAMES.to_vec(),
+    )?;
     m.add_function(wrap_pyfunction!(workload::host_phases, m)?)?;
     m.add_function(wrap_pyfunction!(xentrace::read_xentrace, m)?)?;
     m.add_function(wrap_pyfunction!(perfdata::read_perfdata, m)?)?;

@@ -1,19 +1,20 @@
-//! `overlay_timeline` and `split_runs`: one sorted pass each
-//! (cratrace-timelines) for `cratrace.model.vcpu_states`: the spin
-//! overlay, and running stretches cut at KVM entries and exits. Columns are read in place (copied only when polars hands
+//! `vcpu_timelines` and `overlay_timeline`: one pass each
+//! (cratrace-timelines) for `cratrace.model.vcpu_states`: the vCPU
+//! threads' timelines, then the spin overlay; `enclosing_interval` for the
+//! replay's reading of them (which wait a segment began in). Columns are read in place (copied only when polars hands
 //! over more than one chunk) and the pieces' columns become Arrow arrays
 //! without a copy.
 
 use crate::arrow_stream::{read_stream, ArrowTable};
 use arrow::compute::{cast, concat};
 use arrow_array::cast::AsArray;
-use arrow_array::types::{ArrowPrimitiveType, Int64Type, UInt32Type, UInt8Type};
+use arrow_array::types::{ArrowPrimitiveType, Int32Type, Int64Type, UInt32Type};
 use arrow_array::{
-    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array, UInt8Array,
+    Array, ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array,
 };
 use arrow_buffer::ScalarBuffer;
 use arrow_schema::{DataType, Field, Schema};
-use cratrace_timelines::{overlay, split_runs as split, Intervals, Marks, Runs, Segments};
+use cratrace_timelines::{enclosing, overlay, vcpu, Instants, Intervals, Segments};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -112,11 +113,52 @@ pub fn overlay_timeline(
     ])
 }
 
-/// Named columns (none null) as one table for Python.
+/// For each instant of `instants` (a polars frame of `_key`, `at`; sorted
+/// by key and time), the start of the run of `over`'s intervals (`_key`,
+/// `start`, `end`; overlapping and touching ones merged) holding it: a
+/// frame of `start`, null where no run holds the instant.
+#[pyfunction]
+#[pyo3(signature = (*, instants, over))]
+pub fn enclosing_interval(
+    py: Python<'_>,
+    instants: &Bound<'_, PyAny>,
+    over: &Bound<'_, PyAny>,
+) -> PyResult<ArrowTable> {
+    let (ib, ob) = (
+        read_stream(instants, "instants")?,
+        read_stream(over, "over")?,
+    );
+    let (key, at) = (
+        values::<UInt32Type>(&ib, "instants", "_key")?,
+        values::<Int64Type>(&ib, "instants", "at")?,
+    );
+    let w = "over";
+    let (okey, ostart, oend) = (
+        values::<UInt32Type>(&ob, w, "_key")?,
+        values::<Int64Type>(&ob, w, "start")?,
+        values::<Int64Type>(&ob, w, "end")?,
+    );
+    drop((ib, ob));
+    let starts = py
+        .detach(|| {
+            enclosing(
+                Instants { key: &key, at: &at },
+                Intervals {
+                    key: &okey,
+                    start: &ostart,
+                    end: &oend,
+                },
+            )
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    table(vec![("start", Arc::new(Int64Array::from(starts)))])
+}
+
+/// Named columns as one table for Python.
 fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<ArrowTable> {
     let fields: Vec<Field> = columns
         .iter()
-        .map(|(name, a)| Field::new(*name, a.data_type().clone(), false))
+        .map(|(name, a)| Field::new(*name, a.data_type().clone(), a.null_count() > 0))
         .collect();
     let batch = RecordBatch::try_new(
         Arc::new(Schema::new(fields)),
@@ -126,54 +168,106 @@ fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<ArrowTable> {
     Ok(ArrowTable::new(batch))
 }
 
-/// `runs` (a polars frame of `tid`, `start`, `end`: sorted by thread and
-/// start, a thread's runs disjoint) cut at `marks` (`tid`, `ts`, `state`: a
-/// u8 code; in time order): a frame of `run` (the run's row), `start`,
-/// `end` and `state`, in the runs' order. A run begins in the state of its
-/// thread's last mark at or before it (`initial` if none).
+/// The vCPU threads' timelines before spin episodes, in one pass
+/// (cratrace-timelines' `vcpu::vcpu_timelines`, which documents the
+/// rules): `threads` (`tid`, `_key`), `runs` (`tid`, `start`, `end`, `cpu`;
+/// sorted by thread and start), `outs` (`tid`, `ts`, `prev_state`),
+/// `entries` (`tid`, `ts`; time order), `exits` (`tid`, `ts`, `reason`;
+/// time order), `wakeups` (`tid`, `ts`). A frame of `_key`, `tid`,
+/// `state` (a code of `VCPU_STATES`), `start`, `end` and `pcpu` (null off
+/// any CPU), sorted by key and start.
 #[pyfunction]
-#[pyo3(signature = (*, runs, marks, initial))]
-pub fn split_runs(
+#[pyo3(signature = (*, threads, runs, outs, entries, exits, wakeups, span, halts))]
+#[allow(clippy::too_many_arguments)]
+pub fn vcpu_timelines(
     py: Python<'_>,
+    threads: &Bound<'_, PyAny>,
     runs: &Bound<'_, PyAny>,
-    marks: &Bound<'_, PyAny>,
-    initial: u8,
+    outs: &Bound<'_, PyAny>,
+    entries: &Bound<'_, PyAny>,
+    exits: &Bound<'_, PyAny>,
+    wakeups: &Bound<'_, PyAny>,
+    span: (i64, i64),
+    halts: Vec<i64>,
 ) -> PyResult<ArrowTable> {
-    let (rb, mb) = (read_stream(runs, "runs")?, read_stream(marks, "marks")?);
-    let w = "runs";
-    let (tid, start, end) = (
-        values::<Int64Type>(&rb, w, "tid")?,
-        values::<Int64Type>(&rb, w, "start")?,
-        values::<Int64Type>(&rb, w, "end")?,
+    let i64s = |b: &[RecordBatch], what: &str, name: &str| values::<Int64Type>(b, what, name);
+    let (tb, rb) = (read_stream(threads, "threads")?, read_stream(runs, "runs")?);
+    let (ttid, tkey) = (
+        i64s(&tb, "threads", "tid")?,
+        values::<UInt32Type>(&tb, "threads", "_key")?,
     );
-    let w = "marks";
-    let (mtid, ts, state) = (
-        values::<Int64Type>(&mb, w, "tid")?,
-        values::<Int64Type>(&mb, w, "ts")?,
-        values::<UInt8Type>(&mb, w, "state")?,
+    let (rtid, rstart, rend) = (
+        i64s(&rb, "runs", "tid")?,
+        i64s(&rb, "runs", "start")?,
+        i64s(&rb, "runs", "end")?,
     );
-    let pieces = py
+    let rcpu = values::<Int32Type>(&rb, "runs", "cpu")?;
+    let ob = read_stream(outs, "outs")?;
+    let (otid, ots, ostate) = (
+        i64s(&ob, "outs", "tid")?,
+        i64s(&ob, "outs", "ts")?,
+        i64s(&ob, "outs", "prev_state")?,
+    );
+    let nb = read_stream(entries, "entries")?;
+    let (ntid, nts) = (i64s(&nb, "entries", "tid")?, i64s(&nb, "entries", "ts")?);
+    let xb = read_stream(exits, "exits")?;
+    let (xtid, xts, xreason) = (
+        i64s(&xb, "exits", "tid")?,
+        i64s(&xb, "exits", "ts")?,
+        i64s(&xb, "exits", "reason")?,
+    );
+    let wb = read_stream(wakeups, "wakeups")?;
+    let (wtid, wts) = (i64s(&wb, "wakeups", "tid")?, i64s(&wb, "wakeups", "ts")?);
+    drop((tb, rb, ob, nb, xb, wb));
+    let tl = py
         .detach(|| {
-            split(
-                Runs {
-                    tid: &tid,
-                    start: &start,
-                    end: &end,
+            vcpu::vcpu_timelines(vcpu::Inputs {
+                threads: vcpu::Threads {
+                    tid: &ttid,
+                    key: &tkey,
                 },
-                Marks {
-                    tid: &mtid,
-                    ts: &ts,
-                    state: &state,
+                runs: vcpu::Stretches {
+                    tid: &rtid,
+                    start: &rstart,
+                    end: &rend,
+                    cpu: &rcpu,
                 },
-                initial,
-            )
+                outs: vcpu::Events {
+                    tid: &otid,
+                    ts: &ots,
+                    value: &ostate,
+                },
+                entries: vcpu::Events {
+                    tid: &ntid,
+                    ts: &nts,
+                    value: &[],
+                },
+                exits: vcpu::Events {
+                    tid: &xtid,
+                    ts: &xts,
+                    value: &xreason,
+                },
+                wakeups: vcpu::Events {
+                    tid: &wtid,
+                    ts: &wts,
+                    value: &[],
+                },
+                span,
+                halts: &halts,
+            })
         })
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
-    drop((rb, mb));
+    let pcpu: Int32Array = tl
+        .cpu
+        .iter()
+        .map(|&c| (c != vcpu::NO_CPU).then_some(c))
+        .collect();
     table(vec![
-        ("run", Arc::new(UInt32Array::from(pieces.run))),
-        ("start", Arc::new(Int64Array::from(pieces.start))),
-        ("end", Arc::new(Int64Array::from(pieces.end))),
-        ("state", Arc::new(UInt8Array::from(pieces.state))),
+        ("_key", Arc::new(UInt32Array::from(tl.key))),
+        ("tid", Arc::new(Int64Array::from(tl.tid))),
+        ("state", Arc::new(UInt8Array::from(tl.state))),
+        ("start", Arc::new(Int64Array::from(tl.start))),
+        ("end", Arc::new(Int64Array::from(tl.end))),
+        ("pcpu", Arc::new(pcpu)),
     ])
 }

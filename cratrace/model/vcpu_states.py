@@ -20,22 +20,9 @@ HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
 
 #: a KVM timeline's states while it is built: an integer a row, not a
-#: string (the table's column is a string, cast at the end)
-STATE = pl.Enum(["guest", "vmm", "preempted", "blocked", "halted", "spinning"])
-
-
-def _kvm_marks(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
-    parts = []
-    if "kvm_entry" in ev:
-        parts.append(top_buffer(ev["kvm_entry"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("guest", STATE).alias("state"), pl.lit(None, pl.UInt32).alias("reason")))
-    if "kvm_exit" in ev:
-        parts.append(top_buffer(ev["kvm_exit"]).select("ts", pl.col("pid").cast(pl.Int64).alias("tid"), pl.lit("vmm", STATE).alias("state"), pl.col("exit_reason").cast(pl.UInt32).alias("reason")))
-    if not parts:
-        return pl.DataFrame(schema={"ts": pl.Int64, "tid": pl.Int64, "state": STATE, "reason": pl.UInt32})
-    # in time order, which is how every use reads them (each as-of join
-    # sorts by time): sorting by thread first cost 0.4 s of 30 s of
-    # kvm-heavy-spin's build, for an order no one read
-    return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("ts")
+#: string (the table's column is a string, cast at the end); the codes are
+#: cratrace-timelines'
+STATE = pl.Enum(_native.VCPU_STATES)
 
 
 # offline (paused, not yet up) is not runnable: blocked in the canonical vocabulary
@@ -118,97 +105,33 @@ def _vm_batches(ev: dict[str, pl.LazyFrame], order: pl.DataFrame) -> list[list[s
 
 def _segments(ev: dict[str, pl.LazyFrame], vc: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
     """The vCPU threads' (`vc`: tid, _key) timelines before spin episodes:
-    _key, tid, state, start, end, pcpu, sorted by _key and start. Its own
-    function so that the events and pieces it reads are let go before the
-    overlay, the build's peak."""
-    start, end = span
-    tids = vc["tid"].to_list()
-    runs = slices.filter(pl.col("tid").is_in(tids)).select("tid", "start", "end", pl.col("cpu").alias("pcpu")).sort("tid", "start")
-    # off-CPU gaps and how the thread left the CPU
-    out_state = pl.DataFrame(schema={"tid": pl.Int64, "start": pl.Int64, "prev_state": pl.Int64})
-    if "sched_switch" in ev:
-        out_state = (
-            top_buffer(ev["sched_switch"])
-            .select(pl.col("prev_pid").cast(pl.Int64).alias("tid"), pl.col("ts").alias("start"), pl.col("prev_state").cast(pl.Int64))
-            .filter(pl.col("tid").is_in(tids))
-            .collect()
-        )
-    marks = _kvm_marks(ev, tids)
-    kvm_tids = set(marks["tid"].unique().to_list())
-    gaps = runs.select("tid", pl.col("end").alias("start"), pl.col("start").shift(-1).over("tid").fill_null(pl.lit(end, pl.Int64)).alias("end"))
-    firsts = runs.group_by("tid").agg(pl.col("start").min().alias("end")).with_columns(pl.lit(start, pl.Int64).alias("start"))
-    never = vc.filter(~pl.col("tid").is_in(runs["tid"].unique().to_list())).select("tid", pl.lit(start, pl.Int64).alias("start"), pl.lit(end, pl.Int64).alias("end"))
-    gaps = gaps.join(out_state, on=["tid", "start"], how="left")
-    # halted: last exit before the gap was HLT
-    if marks.height:
-        last_exit = marks.filter(pl.col("state") == "vmm").select("tid", pl.col("ts").alias("start"), "reason")
-        gaps = gaps.sort("start").join_asof(last_exit.sort("start"), on="start", by="tid", strategy="backward", check_sortedness=False).sort("tid", "start")
-    else:
-        gaps = gaps.with_columns(pl.lit(None, pl.UInt32).alias("reason"))
-    runnable = (pl.col("prev_state") & 0xFF) == 0
-    gaps = gaps.with_columns(
-        pl.when(runnable).then(pl.lit("preempted", STATE)).when(pl.col("reason").is_in(HLT_EXITS)).then(pl.lit("halted", STATE)).otherwise(pl.lit("blocked", STATE)).alias("state"),
-        pl.lit(None, pl.Int32).alias("pcpu"),
-    ).select("tid", "start", "end", "state", "pcpu")
-    gaps = _split_at_wakeups(gaps, ev, tids)
-    pre = pl.concat([firsts.select("tid", "start", "end"), never]).with_columns(pl.lit("blocked", STATE).alias("state"), pl.lit(None, pl.Int32).alias("pcpu"))
-    # running time split by KVM entry/exit
-    run_segs = _split_runs(runs, marks, kvm_tids)
-    segs = pl.concat([run_segs, gaps, pre.select(run_segs.columns)], how="vertical_relaxed").filter(pl.col("end") > pl.col("start"))
-    return segs.join(vc, on="tid").select("_key", "tid", "state", "start", "end", "pcpu").sort("_key", "start")
+    _key, tid, state, start, end, pcpu, sorted by _key and start. One pass
+    per thread in Rust (cratrace-timelines, `vcpu_timelines`, which states
+    the rules) over the events read here: the polars form (as-of joins,
+    then a sort of every segment by vCPU and start) was half the build."""
+    tids = vc["tid"].implode()
+    runs = slices.filter(pl.col("tid").is_in(tids)).select("tid", "start", "end", pl.col("cpu").cast(pl.Int32)).sort("tid", "start")
 
-
-def _wakeups(ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
-    parts = []
-    for name in ("sched_wakeup", "sched_waking", "kvm_vcpu_wakeup"):
+    def of(name: str, *cols: pl.Expr, who: str = "pid") -> pl.DataFrame:
+        """Event `name`'s (tid, ts, *cols) rows of the threads, in time
+        order; `who`: the column naming the thread."""
         if name not in ev:
-            continue
+            return pl.DataFrame(schema={"tid": pl.Int64, "ts": pl.Int64} | {c.meta.output_name(): pl.Int64 for c in cols})
         lf = top_buffer(ev[name])
-        cols = lf.collect_schema().names()
-        # the woken thread: the event's own pid field, or the writer for kvm_vcpu_wakeup
-        who = "field_pid" if "field_pid" in cols else "pid"
-        parts.append(lf.select(pl.col(who).cast(pl.Int64).alias("tid"), pl.col("ts").alias("wake")))
-    if not parts:
-        return pl.DataFrame(schema={"tid": pl.Int64, "wake": pl.Int64})
-    return pl.concat(parts).filter(pl.col("tid").is_in(tids)).collect().sort("wake")
+        return lf.select(pl.col(who).cast(pl.Int64).alias("tid"), "ts", *cols).filter(pl.col("tid").is_in(tids)).collect()
 
+    def woken(name: str) -> pl.DataFrame:
+        # the event's own pid field, or the writer for kvm_vcpu_wakeup
+        return of(name, who="field_pid" if name in ev and "field_pid" in ev[name].collect_schema().names() else "pid")
 
-def _split_at_wakeups(gaps: pl.DataFrame, ev: dict[str, pl.LazyFrame], tids: list[int]) -> pl.DataFrame:
-    """A blocked or halted gap ends at the thread's first wakeup inside it;
-    from there to its next run it was runnable: preempted (waiting for a
-    CPU). Without wakeup events the whole gap stays blocked."""
-    wk = _wakeups(ev, tids)
-    if wk.height == 0:
-        return gaps
-    sleepy = gaps.filter(pl.col("state") != "preempted").sort("start")
-    j = sleepy.join_asof(wk, left_on="start", right_on="wake", by="tid", strategy="forward", check_sortedness=False)
-    inside = (pl.col("wake") > pl.col("start")) & (pl.col("wake") < pl.col("end"))
-    first = j.with_columns(pl.when(inside).then(pl.col("wake")).otherwise(pl.col("end")).alias("end")).select(gaps.columns)
-    second = j.filter(inside).with_columns(pl.col("wake").alias("start"), pl.lit("preempted", STATE).alias("state")).select(gaps.columns)
-    return pl.concat([gaps.filter(pl.col("state") == "preempted"), first, second]).sort("tid", "start")
-
-
-def _split_runs(runs: pl.DataFrame, marks: pl.DataFrame, kvm_tids: set) -> pl.DataFrame:
-    """Running time split by KVM entry/exit (`runs`: tid, start, end, pcpu,
-    sorted by tid and start; `marks`: in time order): a thread without KVM
-    marks is guest throughout; a run of one with them begins in the state
-    of its last mark at or before it (vmm if none) and changes at each
-    mark inside it. One sorted pass in Rust (cratrace-timelines); as-of
-    joins and sorts of every mark were a quarter of the model build."""
-    kvm = pl.col("tid").is_in(list(kvm_tids))
-    plain = runs.filter(~kvm).with_columns(pl.lit("guest", STATE).alias("state"))
-    k = runs.filter(kvm)
-    if k.height == 0:
-        return plain.select("tid", "start", "end", "state", pl.col("pcpu").cast(pl.Int32))
-    names = STATE.categories
-    pieces = pl.DataFrame(_native.split_runs(
-        runs=k.select("tid", "start", "end"),
-        marks=marks.select("tid", "ts", pl.col("state").to_physical().cast(pl.UInt8)),
-        initial=names.index_of("vmm"),
+    # a null reason or prev_state says nothing: neither a halt nor runnable
+    outs = of("sched_switch", pl.col("prev_state").cast(pl.Int64).fill_null(-1), who="prev_pid")
+    exits = of("kvm_exit", pl.col("exit_reason").cast(pl.Int64).fill_null(-1).alias("reason"))
+    wakeups = pl.concat([woken(n) for n in ("sched_wakeup", "sched_waking", "kvm_vcpu_wakeup")])
+    t = pl.DataFrame(_native.vcpu_timelines(
+        threads=vc.select("tid", "_key"), runs=runs, outs=outs, entries=of("kvm_entry"), exits=exits, wakeups=wakeups, span=span, halts=list(HLT_EXITS),
     ))
-    run = pieces["run"]
-    split = pl.DataFrame({"tid": k["tid"].gather(run), "start": pieces["start"], "end": pieces["end"], "state": pl.Series(names, dtype=STATE).gather(pieces["state"]), "pcpu": k["pcpu"].gather(run)})
-    return pl.concat([plain.select(split.columns), split]).with_columns(pl.col("pcpu").cast(pl.Int32))
+    return t.with_columns(pl.Series(STATE.categories, dtype=STATE).gather(t["state"]).alias("state"))
 
 
 def _overlay_spins(segs: pl.DataFrame, spins: pl.DataFrame) -> pl.DataFrame:

@@ -8,10 +8,12 @@
 //! order, so the caller gathers its other columns by segment index and
 //! needs no sort; one pass over the segments and the cuts.
 //!
-//! [`split_runs`] cuts a thread's running stretches at its state marks
-//! (KVM entry and exit): each stretch begins in the state of the last mark
-//! at or before it and changes at every mark inside it.
+//! [`vcpu::vcpu_timelines`] builds the timelines themselves from the vCPU
+//! threads' running stretches, switches, KVM entries and exits and
+//! wakeups.
 #![deny(missing_docs)]
+
+pub mod vcpu;
 
 use std::fmt;
 
@@ -228,137 +230,67 @@ pub fn overlay(seg: Segments<'_>, over: Intervals<'_>) -> Result<Pieces, Overlay
     Ok(out)
 }
 
-/// Running stretches, column by column: sorted by thread, then start; a
-/// thread's do not overlap.
+/// Instants on timelines, sorted by key, then time.
 #[derive(Clone, Copy, Debug)]
-pub struct Runs<'a> {
-    /// The thread, non-decreasing.
-    pub tid: &'a [i64],
-    /// Start (ns), increasing within a thread.
-    pub start: &'a [i64],
-    /// End (ns), after the start.
-    pub end: &'a [i64],
+pub struct Instants<'a> {
+    /// The timeline each instant is on, non-decreasing.
+    pub key: &'a [u32],
+    /// When (ns), non-decreasing within a key.
+    pub at: &'a [i64],
 }
 
-/// State marks (a thread entered `state` at `ts`), in time order; marks of
-/// threads with no runs are ignored.
-#[derive(Clone, Copy, Debug)]
-pub struct Marks<'a> {
-    /// The thread.
-    pub tid: &'a [i64],
-    /// When (ns), non-decreasing.
-    pub ts: &'a [i64],
-    /// The state entered (the caller's code).
-    pub state: &'a [u8],
-}
-
-/// The stretches' pieces in the runs' order (the run each is part of: its
-/// index in [`Runs`]), each in one state.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Split {
-    /// The run each piece is part of.
-    pub run: Vec<u32>,
-    /// Start (ns).
-    pub start: Vec<i64>,
-    /// End (ns).
-    pub end: Vec<i64>,
-    /// The state (the marks' code).
-    pub state: Vec<u8>,
-}
-
-/// Why runs cannot be split.
-#[derive(Debug, PartialEq, Eq)]
-pub enum SplitError {
-    /// The columns of one input differ in length.
-    Lengths(&'static str),
-    /// Run `i` breaks the order (thread, then start after the thread's
-    /// previous run ended) or ends before it starts.
-    RunOrder(usize),
-    /// Mark `i` is earlier than the one before it.
-    MarkOrder(usize),
-    /// More runs than a `u32` index counts.
-    TooMany,
-}
-
-impl fmt::Display for SplitError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SplitError::Lengths(what) => write!(f, "{what}: columns of different lengths"),
-            SplitError::RunOrder(i) => write!(
-                f,
-                "run {i}: not in thread and start order, or ends before it starts"
-            ),
-            SplitError::MarkOrder(i) => write!(f, "mark {i}: not in time order"),
-            SplitError::TooMany => write!(f, "more than 2^32 runs"),
+/// For each instant, the start of the run of its key's intervals (their
+/// union, touching ones merged) that holds it, `start <= at < end`; None
+/// when none does. The model's timelines ask it of each segment's start:
+/// which stretch of waiting (overlapping spin episodes merged) it began
+/// in. One pass over the instants and the runs; the polars form (an as-of
+/// join after sorting every segment by time, then sorting them back) took
+/// two sorts of the whole timeline.
+pub fn enclosing(
+    inst: Instants<'_>,
+    over: Intervals<'_>,
+) -> Result<Vec<Option<i64>>, OverlayError> {
+    let n = inst.key.len();
+    if inst.at.len() != n {
+        return Err(OverlayError::Lengths("instants"));
+    }
+    if over.start.len() != over.key.len() || over.end.len() != over.key.len() {
+        return Err(OverlayError::Lengths("intervals"));
+    }
+    if let Some(i) = (1..n).find(|&i| (inst.key[i], inst.at[i]) < (inst.key[i - 1], inst.at[i - 1]))
+    {
+        return Err(OverlayError::Order(i));
+    }
+    let mut by_key: Vec<(u32, i64, i64)> = (0..over.key.len())
+        .map(|i| (over.key[i], over.start[i], over.end[i]))
+        .collect();
+    by_key.sort_unstable();
+    let mut out = Vec::with_capacity(n);
+    let (mut next, mut i) = (0usize, 0usize);
+    while i < n {
+        let k = inst.key[i];
+        let j = i + inst.key[i..].partition_point(|&x| x == k);
+        while next < by_key.len() && by_key[next].0 < k {
+            next += 1;
         }
-    }
-}
-
-impl std::error::Error for SplitError {}
-
-/// Each run cut at the marks of its thread strictly inside it: a piece
-/// from the run's start in the state of the thread's last mark at or
-/// before it (`initial` if none), then one from each such mark in its
-/// state. Marks at the same instant of one thread apply in their order
-/// (the earlier gives an empty piece).
-pub fn split_runs(runs: Runs<'_>, marks: Marks<'_>, initial: u8) -> Result<Split, SplitError> {
-    let n = runs.tid.len();
-    if runs.start.len() != n || runs.end.len() != n {
-        return Err(SplitError::Lengths("runs"));
-    }
-    if marks.ts.len() != marks.tid.len() || marks.state.len() != marks.tid.len() {
-        return Err(SplitError::Lengths("marks"));
-    }
-    if u32::try_from(n).is_err() {
-        return Err(SplitError::TooMany);
-    }
-    for i in 0..n {
-        // a thread's runs one after another (a CPU runs it once at a time)
-        let ordered = i == 0
-            || runs.tid[i - 1] < runs.tid[i]
-            || (runs.tid[i - 1] == runs.tid[i] && runs.end[i - 1] <= runs.start[i]);
-        if !ordered || runs.end[i] <= runs.start[i] {
-            return Err(SplitError::RunOrder(i));
+        let from = next;
+        while next < by_key.len() && by_key[next].0 == k {
+            next += 1;
         }
-    }
-    if let Some(i) = (1..marks.ts.len()).find(|&i| marks.ts[i] < marks.ts[i - 1]) {
-        return Err(SplitError::MarkOrder(i));
-    }
-    // each run thread's marks, in time order (a bucket per thread keeps it)
-    let mut tids: Vec<i64> = runs.tid.to_vec();
-    tids.dedup();
-    let mut per: Vec<Vec<(i64, u8)>> = vec![Vec::new(); tids.len()];
-    for i in 0..marks.tid.len() {
-        if let Ok(k) = tids.binary_search(&marks.tid[i]) {
-            per[k].push((marks.ts[i], marks.state[i]));
-        }
-    }
-    let mut out = Split::default();
-    let mut push = |run: usize, start: i64, end: i64, state: u8| {
-        out.run.push(run as u32);
-        out.start.push(start);
-        out.end.push(end);
-        out.state.push(state);
-    };
-    let mut i = 0;
-    for (k, mine) in per.iter().enumerate() {
-        // the thread's state as of the marks passed so far
-        let (mut state, mut next) = (initial, 0usize);
-        while i < n && runs.tid[i] == tids[k] {
-            let (start, end) = (runs.start[i], runs.end[i]);
-            while next < mine.len() && mine[next].0 <= start {
-                state = mine[next].1;
-                next += 1;
+        let mut iv: Vec<(i64, i64)> = by_key[from..next].iter().map(|&(_, s, e)| (s, e)).collect();
+        let runs = Prepared::of(&mut iv).runs;
+        let mut r = 0usize;
+        for &t in &inst.at[i..j] {
+            while r + 1 < runs.len() && runs[r + 1].0 <= t {
+                r += 1;
             }
-            let mut from = start;
-            while next < mine.len() && mine[next].0 < end {
-                push(i, from, mine[next].0, state);
-                (from, state) = mine[next];
-                next += 1;
-            }
-            push(i, from, end, state);
-            i += 1;
+            out.push(
+                runs.get(r)
+                    .filter(|&&(s, e)| s <= t && t < e)
+                    .map(|&(s, _)| s),
+            );
         }
+        i = j;
     }
     Ok(out)
 }
@@ -453,83 +385,74 @@ mod tests {
         assert_eq!(r, Err(OverlayError::Order(1)));
     }
 
-    fn split(runs: &[(i64, i64, i64)], marks: &[(i64, i64, u8)]) -> Vec<(u32, i64, i64, u8)> {
-        let col = |f: fn(&(i64, i64, i64)) -> i64| runs.iter().map(f).collect::<Vec<_>>();
-        let (t, s, e) = (col(|r| r.0), col(|r| r.1), col(|r| r.2));
-        let mt: Vec<i64> = marks.iter().map(|m| m.0).collect();
-        let ms: Vec<i64> = marks.iter().map(|m| m.1).collect();
-        let mc: Vec<u8> = marks.iter().map(|m| m.2).collect();
-        let p = split_runs(
-            Runs {
-                tid: &t,
-                start: &s,
-                end: &e,
+    fn enclosing_of(inst: &[(u32, i64)], over: &[(u32, i64, i64)]) -> Vec<Option<i64>> {
+        let (k, t): (Vec<u32>, Vec<i64>) = inst.iter().copied().unzip();
+        let ok: Vec<u32> = over.iter().map(|x| x.0).collect();
+        let os: Vec<i64> = over.iter().map(|x| x.1).collect();
+        let oe: Vec<i64> = over.iter().map(|x| x.2).collect();
+        enclosing(
+            Instants { key: &k, at: &t },
+            Intervals {
+                key: &ok,
+                start: &os,
+                end: &oe,
             },
-            Marks {
-                tid: &mt,
-                ts: &ms,
-                state: &mc,
-            },
-            9,
         )
-        .unwrap();
-        (0..p.run.len())
-            .map(|i| (p.run[i], p.start[i], p.end[i], p.state[i]))
-            .collect()
+        .unwrap()
     }
 
     #[test]
-    fn runs_begin_in_the_last_state_before_them_and_change_at_marks_inside() {
-        // thread 5: exit (1) at 3, entry (0) at 12 and exit at 15 inside the
-        // run 10-20, entry at 20 (its end: the next run's state), a mark of
-        // thread 6 (no runs) ignored; thread 7 has no marks: initial (9)
-        let marks = [(5, 3, 1), (6, 11, 0), (5, 12, 0), (5, 15, 1), (5, 20, 0)];
-        let got = split(&[(5, 10, 20), (5, 20, 30), (7, 0, 4)], &marks);
-        assert_eq!(
-            got,
-            vec![
-                (0, 10, 12, 1),
-                (0, 12, 15, 0),
-                (0, 15, 20, 1),
-                (1, 20, 30, 0),
-                (2, 0, 4, 9)
-            ]
+    fn an_instant_takes_the_start_of_the_merged_run_holding_it() {
+        // key 0: 10-20 and 15-30 overlap, 30-40 touches: one run 10-40;
+        // 50-60 apart. Key 1: none.
+        let over = [(0, 15, 30), (0, 10, 20), (0, 30, 40), (0, 50, 60)];
+        let got = enclosing_of(
+            &[(0, 5), (0, 10), (0, 35), (0, 40), (0, 55), (1, 12)],
+            &over,
         );
-    }
-
-    #[test]
-    fn runs_and_marks_out_of_order_are_refused() {
-        let r = split_runs(
-            Runs {
-                tid: &[1, 1],
-                start: &[5, 0],
-                end: &[9, 4],
+        assert_eq!(got, vec![None, Some(10), Some(10), None, Some(50), None]);
+        let r = enclosing(
+            Instants {
+                key: &[0, 0],
+                at: &[5, 4],
             },
-            Marks {
-                tid: &[],
-                ts: &[],
-                state: &[],
+            Intervals {
+                key: &[],
+                start: &[],
+                end: &[],
             },
-            0,
         );
-        assert_eq!(r, Err(SplitError::RunOrder(1)));
-        let r = split_runs(
-            Runs {
-                tid: &[1],
-                start: &[0],
-                end: &[9],
-            },
-            Marks {
-                tid: &[1, 1],
-                ts: &[5, 4],
-                state: &[0, 1],
-            },
-            0,
-        );
-        assert_eq!(r, Err(SplitError::MarkOrder(1)));
+        assert_eq!(r, Err(OverlayError::Order(1)));
     }
 
     proptest! {
+        /// Against a brute force: an instant is held when some interval
+        /// of its key holds it, and its run starts at the earliest point
+        /// from which the key's intervals reach it without a gap.
+        #[test]
+        fn enclosing_matches_a_pointwise_union(
+            inst in proptest::collection::vec((0u32..3, 0i64..100), 0..30),
+            over in proptest::collection::vec((0u32..3, 0i64..90, 0i64..20), 0..12),
+        ) {
+            let mut inst = inst;
+            inst.sort_unstable();
+            let over: Vec<(u32, i64, i64)> = over.into_iter().map(|(k, s, l)| (k, s, s + l)).collect();
+            let got = enclosing_of(&inst, &over);
+            let held = |k: u32, x: i64| over.iter().any(|&(ok, s, e)| ok == k && s <= x && x < e);
+            for (&(k, t), g) in inst.iter().zip(&got) {
+                // the run's start: walk back while the unit step before is
+                // held (touching intervals leave no unheld step between)
+                let want = held(k, t).then(|| {
+                    let mut s = t;
+                    while held(k, s - 1) {
+                        s -= 1;
+                    }
+                    s
+                });
+                prop_assert_eq!(*g, want, "instant {:?}", (k, t));
+            }
+        }
+
         /// Against a brute force: the pieces tile each segment, and a
         /// piece is covered exactly when every point of it lies in some
         /// interval of its key.
@@ -559,44 +482,6 @@ mod tests {
                     // a piece [a, b) is covered when each unit step in it is
                     let all = (p.1..p.2).all(|x| over.iter().any(|&(ok, os, oe)| ok == k && os <= x && x < oe));
                     prop_assert_eq!(p.3, g && all, "segment {:?} piece {:?}", (k, s, e, g), p);
-                }
-            }
-        }
-
-        /// Against a brute force: every instant of a run is in the state of
-        /// its thread's last mark at or before that instant.
-        #[test]
-        fn each_instant_is_in_the_last_marks_state(
-            lens in proptest::collection::vec((0i64..3, 1i64..20, 0i64..5), 1..15),
-            marks in proptest::collection::vec((0i64..4, 0i64..120, 0u8..3), 0..30),
-        ) {
-            let mut lens = lens;
-            lens.sort_by_key(|x| x.0);
-            let (mut tid, mut t, mut runs) = (-1, 0i64, Vec::new());
-            for (k, len, gap) in lens {
-                if k != tid { tid = k; t = 0; }
-                t += gap + 1;
-                runs.push((k, t, t + len));
-                t += len;
-            }
-            let mut marks = marks;
-            // in time order; one mark per thread and instant (ties have no
-            // single answer): a thread's marks at one instant made adjacent
-            // by the order, then all but one dropped
-            marks.sort_by_key(|m| (m.1, m.0));
-            marks.dedup_by_key(|m| (m.0, m.1));
-            let got = split(&runs, &marks);
-            for (i, &(k, s, e)) in runs.iter().enumerate() {
-                let pieces: Vec<_> = got.iter().filter(|p| p.0 == i as u32).collect();
-                prop_assert_eq!(pieces.first().unwrap().1, s);
-                prop_assert_eq!(pieces.last().unwrap().2, e);
-                for w in pieces.windows(2) { prop_assert_eq!(w[0].2, w[1].1); }
-                for p in pieces {
-                    prop_assert!(p.1 < p.2);
-                    for x in p.1..p.2 {
-                        let want = marks.iter().rfind(|m| m.0 == k && m.1 <= x).map_or(9, |m| m.2);
-                        prop_assert_eq!(p.3, want, "run {:?} piece {:?} at {}", (k, s, e), p, x);
-                    }
                 }
             }
         }
