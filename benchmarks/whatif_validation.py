@@ -127,6 +127,22 @@ def host_tput(metrics: dict, recorded: bool) -> float:
     return sum(v[key] or 0.0 for v in metrics["vms"].values())
 
 
+def others_pct(cap: Path) -> float:
+    """Percent of the host's CPU time (its CPUs x the capture's span) that
+    ran threads of no VM, the idle task aside: the recorder and whatever
+    else shared the host. A what-if's recorded change is the host's as
+    much as the setting's when this is large (a busy neighbour holding
+    one of two CPUs leaves "2 CPUs" recorded on about one)."""
+    import polars as pl
+
+    meta = json.loads((cap / "capture.json").read_text())
+    lo, hi = meta["time_range_ns"]
+    slices = pl.read_parquet(cap / "model" / "cpu_slices.parquet", columns=["tid", "dur"])
+    threads = pl.read_parquet(cap / "model" / "threads.parquet", columns=["tid", "vm"])
+    other = slices.filter(pl.col("tid") != 0).join(threads, on="tid", how="left").filter(pl.col("vm").is_null())["dur"].sum()
+    return 100 * other / (max(1, int(meta.get("cpus") or 1)) * (hi - lo + 1))
+
+
 def pair_spread(values: list[float]) -> float | None:
     """The median difference (%) between two recordings' values, over
     ordered pairs."""
@@ -175,6 +191,8 @@ def validate(work: Path, runs: int, seconds: float, pairs=PAIRS) -> list[dict]:
             "target_noise_pct": None if noise is None else round(noise, 1),
             "within_noise": None if noise is None else abs(err) <= noise,
             "same_sign": (rec_change >= 0) == (pred_change >= 0),
+            "source_others_pct": round(statistics.mean(others_pct(c) for c in caps[src]), 1),
+            "target_others_pct": round(statistics.mean(others_pct(c) for c in caps[tgt]), 1),
             "per_vm": {
                 "predicted": {vm: round(statistics.mean(m["vms"][vm]["throughput_per_s"] for m in predicted), 1) for vm in predicted[0]["vms"]},
                 "recorded": {vm: round(statistics.mean(m["vms"][vm]["recorded_throughput_per_s"] or 0 for m in own[tgt]), 1) for vm in own[tgt][0]["vms"]},
@@ -211,12 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(rows, indent=2))
         return 0
     print(f"{a.runs} recordings of {a.seconds:g} s per setting, 2 VMs x 2 vCPUs on {os.cpu_count()} CPUs (host throughput: transactions/s, the VMs summed)")
-    print(f"{'what-if':34} {'replay':26} {'recorded':>9} {'predicted':>9} {'error':>7} {'noise':>6} {'self':>7}  sign")
+    print(f"{'what-if':34} {'replay':26} {'recorded':>9} {'predicted':>9} {'error':>7} {'noise':>6} {'self':>7} {'others':>11}  sign")
     for r in rows:
         noise = "-" if r["target_noise_pct"] is None else f"{r['target_noise_pct']:.1f}%"
-        print(f"{r['what_if']:34} {r['replay_args']:26} {r['recorded_change_pct']:+8.1f}% {r['predicted_change_pct']:+8.1f}% {r['prediction_error_pct']:+6.1f}% {noise:>6} {r['self_replay_error_pct']:+6.1f}%  {'same' if r['same_sign'] else 'OPPOSITE'}")
+        print(f"{r['what_if']:34} {r['replay_args']:26} {r['recorded_change_pct']:+8.1f}% {r['predicted_change_pct']:+8.1f}% {r['prediction_error_pct']:+6.1f}% {noise:>6} {r['self_replay_error_pct']:+6.1f}% {r['source_others_pct']:4.0f}/{r['target_others_pct']:3.0f}%  {'same' if r['same_sign'] else 'OPPOSITE'}")
     print("recorded/predicted: the change in host throughput; error: the prediction against the target's recordings;")
-    print("noise: how much two recordings of the target differ (median); self: the source captures' replay as recorded against the recording")
+    print("noise: how much two recordings of the target differ (median); self: the source captures' replay as recorded against the recording;")
+    print("others: the host's CPU time in threads of no VM (the recorder, neighbours), source/target recordings")
     return 0
 
 
