@@ -73,7 +73,9 @@ def inferred(states: pl.DataFrame, slices: pl.DataFrame, ncpus: int) -> pl.DataF
     # copied its strings too (3 of 5 s of a 10 M-event model's affinity)
     lf = states.lazy()
     running = lf.select("tid", "pcpu").filter(pl.col("pcpu").is_not_null() & pl.col("tid").is_not_null())
-    sets = running.group_by("tid").agg(pl.col("pcpu").unique().sort().alias("cpus"), pl.len().alias("runs"))
+    # runs per (thread, CPU) first: a list of each thread's distinct CPUs
+    # from every row of it took three times as long
+    sets = running.group_by("tid", "pcpu").len().group_by("tid").agg(pl.col("pcpu").sort().alias("cpus"), pl.col("len").sum().cast(pl.UInt32).alias("runs"))
     sets = sets.filter((pl.col("runs") >= MIN_RUNS) & (pl.col("cpus").list.len() < ncpus)).collect()
     if sets.height == 0:
         return empty

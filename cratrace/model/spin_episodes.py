@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from cratrace.model.frames import conform, empty, top_buffer, total_order
+from cratrace.model.frames import conform, empty, in_order, top_buffer, total_order
 
 PAUSE_EXITS = (40, 0x77)
 KVM_HC_KICK_CPU = 5
@@ -21,7 +21,10 @@ def from_markers(markers: pl.DataFrame) -> pl.DataFrame:
     m = markers.filter(pl.col("name").is_in(["spin_begin", "spin_end"]) & pl.col("vm").is_not_null() & pl.col("vcpu").is_not_null())
     if m.height == 0:
         return pl.DataFrame()
-    m = m.sort("vm", "vcpu", "ts").with_columns(
+    # in time order (as the table is written), a vCPU's next marker is a
+    # shift within its group: sorting by vCPU first took 0.5 s of 2 M
+    # markers (the episodes are put in their order at the end)
+    m = in_order(m, "ts").with_columns(
         pl.col("name").shift(-1).over("vm", "vcpu").alias("_next"), pl.col("ts").shift(-1).over("vm", "vcpu").alias("_end")
     )
     pairs = m.filter((pl.col("name") == "spin_begin") & (pl.col("_next") == "spin_end"))
@@ -31,20 +34,23 @@ def from_markers(markers: pl.DataFrame) -> pl.DataFrame:
 def from_pause_exits(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame, gap_ns: int) -> pl.DataFrame:
     if "kvm_exit" not in ev or vcpus.height == 0:
         return pl.DataFrame()
-    ex = (
+    # the vCPUs' PAUSE exits in time order (as the events are written):
+    # each thread's gaps are shifts within its group, without sorting by
+    # thread first (0.4 s of 1.9 M exits)
+    ex = in_order(
         top_buffer(ev["kvm_exit"])
         .filter(pl.col("exit_reason").is_in(PAUSE_EXITS))
         .select("ts", pl.col("pid").cast(pl.Int64).alias("tid"))
-        .collect()
-        .join(vcpus, on="tid")
-        .sort("tid", "ts")
+        .filter(pl.col("tid").is_in(vcpus["tid"].implode()))
+        .collect(),
+        "ts",
     )
     if ex.height == 0:
         return pl.DataFrame()
     ex = ex.with_columns(((pl.col("ts") - pl.col("ts").shift(1).over("tid")).fill_null(gap_ns + 1) > gap_ns).cum_sum().over("tid").alias("_ep"))
     return ex.group_by("tid", "_ep").agg(
-        pl.col("vm").first(), pl.col("vcpu").first(), pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("exits")
-    ).with_columns(pl.lit("pause-exit").alias("source"), pl.max_horizontal("end", pl.col("start") + 1).alias("end")).drop("_ep")
+        pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("exits")
+    ).join(vcpus, on="tid").with_columns(pl.lit("pause-exit").alias("source"), pl.max_horizontal("end", pl.col("start") + 1).alias("end")).drop("_ep")
 
 
 def from_pv_kicks(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame) -> pl.DataFrame:
