@@ -162,7 +162,7 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
     out = {
         "threads": _replayed_threads(w, cap, th),
         "cpu_slices": conform(sl, "cpu_slices"),
-        "vcpu_states": conform(st.sort("vm", "vcpu", "start", "end"), "vcpu_states"),
+        "vcpu_states": conform(_by_vcpu(st, th), "vcpu_states"),
         "spin_episodes": total_order(conform(ep, "spin_episodes"), "vm", "vcpu", "start"),
         "markers": conform(mk.sort("ts", "tid"), "markers"),
     }
@@ -176,6 +176,19 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
         )
         out["power"] = conform(e, "power")
     return out
+
+
+def _by_vcpu(st: pl.DataFrame, th: pl.DataFrame) -> pl.DataFrame:
+    """The replayed states (`_t`, vm, vcpu, start, end, ...) sorted by vm,
+    vcpu, start and end. The engine writes each thread's segments in time
+    order, each beginning where the one before ended: when each vCPU is
+    one thread, a stable sort by the threads' (vm, vcpu) rank alone gives
+    that order (a sort by the four columns took 0.6 s of 4 M rows)."""
+    vcpus = th.filter(pl.col("vm").is_not_null()).select("_t", "vm", "vcpu")
+    if vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item():
+        return st.sort("vm", "vcpu", "start", "end")
+    rank = vcpus.sort("vm", "vcpu").with_row_index("_rank")
+    return st.with_columns(pl.col("_t").replace_strict(rank["_t"], rank["_rank"], return_dtype=pl.UInt32).alias("_rank")).sort("_rank", maintain_order=True).drop("_rank")
 
 
 def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFrame:
