@@ -73,6 +73,21 @@ def in_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
     return df if df.select(ok.fill_null(True).all()).item() else df.sort(*cols)
 
 
+def aligned(s: pl.Series, like: pl.Series) -> pl.Series:
+    """`s` cut into the chunks of `like` (as long), without a copy: a
+    column made whole (a native result) set beside a frame read in row
+    groups makes every later filter of the frame take polars' slow path
+    for misaligned chunks (1.6 s instead of 0.4 for 8.7 M rows)."""
+    lengths = like.chunk_lengths()
+    if len(lengths) < 2:
+        return s
+    parts, at = [], 0
+    for n in lengths:
+        parts.append(s.slice(at, n))
+        at += n
+    return pl.concat(parts, rechunk=False)
+
+
 def grouped(df: pl.DataFrame, key: str, col: str) -> pl.DataFrame:
     """`df` with each `key`'s rows together and in `col` order within: as
     it is when it already is (a vCPU timeline sorted by vm, vcpu and start

@@ -44,7 +44,7 @@ from cratrace.capture import Capture
 from cratrace.errors import CaptureError
 from cratrace.model.affinity import parse_cpulist
 from cratrace.model.domains import domain_runs, domain_vcpus
-from cratrace.model.frames import in_order, vm_batches
+from cratrace.model.frames import aligned, in_order, vm_batches
 from cratrace.replay import diagnostics
 from cratrace.replay.cpu_speed import speed_column, speed_profile
 
@@ -212,6 +212,7 @@ def mark_lock_waits(states: pl.DataFrame, episodes: pl.DataFrame | None) -> pl.D
     vcpus = keyed.filter(pl.col("_key") != pl.col("_key").shift(1).fill_null(-1)).select("vm", "vcpu", "_key")
     over = episodes.select("vm", pl.col("vcpu").cast(states.schema["vcpu"]), "start", "end").join(vcpus, on=["vm", "vcpu"]).select("_key", "start", "end")
     episode = pl.DataFrame(_native.enclosing_interval(instants=keyed.select("_key", "at"), over=over))["start"]
+    episode = aligned(episode, states["start"])
     return states.hstack([episode.alias("episode"), episode.is_not_null().alias("in_spin")])
 
 
