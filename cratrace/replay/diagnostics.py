@@ -48,8 +48,13 @@ def _sibling_counts(states: pl.DataFrame, window_ns: int = 30_000) -> tuple[int,
         states = states.filter(pl.col("vm").is_not_null())
     s = grouped(states, "tid", "start")
     wakes = s.filter(shift_within("state", "tid", 1).is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
-    runs = _runs(s).rename({"tid": "sib", "start": "rs", "end": "re"}).sort("rs")
-    sibs = states.select("vm", pl.col("tid").alias("sib")).unique()
+    # each thread's stretches are in time order, which is all an as-of
+    # join by thread needs (polars: sorted within each `by` group): a
+    # sort of every stretch by time took 0.4 s of 3.7 M
+    runs = _runs(s).rename({"tid": "sib", "start": "rs", "end": "re"})
+    # the threads from their first rows (each thread's rows are together):
+    # a hash of every row's (vm, tid) took 0.4 s of 8.7 M
+    sibs = s.filter(pl.col("tid") != pl.col("tid").shift(1).fill_null(-1)).select("vm", pl.col("tid").alias("sib")).unique()
     pairs = wakes.join(sibs, on="vm").filter(pl.col("sib") != pl.col("tid")).sort("t")
     if pairs.height == 0 or runs.height == 0:
         return 0, 0
