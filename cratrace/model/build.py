@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import polars as pl
 
@@ -14,14 +14,14 @@ from cratrace import atomic, jsonfile
 from cratrace.capture import Capture
 from cratrace.model.cpu_slices import cpu_slices
 from cratrace.model.faults import faults
-from cratrace.model.frames import conform
+from cratrace.model.frames import conform, empty
 from cratrace.model.io_work import io_work
 from cratrace.model import markers as marker_lines
 from cratrace.model.marker_parse import MarkerParse, events_codec
 from cratrace.model.power import power
 from cratrace.model.spin_episodes import spin_episodes, with_holder
 from cratrace.model.threads import name_observations, thread_names, threads, with_inferred_affinity
-from cratrace.model.vcpu_states import vcpu_states
+from cratrace.model.vcpu_states import vcpu_state_batches
 from cratrace.model.vms import summary as vm_summary
 from cratrace.tables import MODEL_TABLES
 
@@ -32,6 +32,28 @@ def _write(df: pl.DataFrame, path: Path, codec: str) -> int:
     def write(tmp: Path) -> int:
         df.write_parquet(tmp, compression=codec)
         return df.height
+
+    return atomic.write_with(path, write)
+
+
+def _write_batches(batches: Iterable[pl.DataFrame], path: Path, codec: str) -> int:
+    """Write a table given a batch at a time, each let go once written
+    (row groups of one file: pyarrow's writer appends, polars' cannot)."""
+    import pyarrow.parquet as pq
+
+    def write(tmp: Path) -> int:
+        rows, out = 0, None
+        try:
+            for df in batches:
+                t = df.to_arrow()
+                out = out or pq.ParquetWriter(tmp, t.schema, compression=codec)
+                out.write_table(t)
+                rows += df.height
+                del df, t
+        finally:
+            if out is not None:
+                out.close()
+        return rows
 
     return atomic.write_with(path, write)
 
@@ -83,7 +105,14 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
             spin_marks = marker_lines.table(lines, threads, marker_lines.SPIN_NAMES)
             return spin_marks, side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
 
-        rows, vms, notes = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), markers)
+        def stream(name: str, batches: Iterable[pl.DataFrame]) -> tuple[pl.LazyFrame, Future[int]]:
+            # written here, a batch at a time, then read back lazily by
+            # the later steps
+            done: Future[int] = Future()
+            done.set_result(_write_batches(batches, model_dir / f"{name}.parquet", codec))
+            return pl.scan_parquet(model_dir / f"{name}.parquet"), done
+
+        rows, vms, notes = _build(ev, cap.meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, lambda name, df: writer.submit(_write, df, model_dir / f"{name}.parquet", codec), markers, stream)
     meta = dict(cap.meta)
     params = {"spin_gap_ns": spin_gap_ns, "window_ns": window_ns} | ({"vm_pattern": vm_pattern} if vm_pattern else {})
     guessed, remarks = notes
@@ -99,14 +128,16 @@ def model_notes(meta: dict) -> tuple[list[str], list[str]]:
     return list(m.get("guessed") or []), list(m.get("remarks") or [])
 
 
-def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, save, markers) -> tuple[dict[str, int], list[dict], tuple[list[str], list[str]]]:
+def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, save, markers, stream) -> tuple[dict[str, int], list[dict], tuple[list[str], list[str]]]:
     """The tables in dependency order; returns rows per table, the VMs
     found and the attribution's notes. `save(name,
     df)` is called as soon as a table is final, so Parquet encoding (polars
     releases the GIL) overlaps the tables still being computed;
     `markers(threads)` starts the markers table's write and gives its spin
-    marker lines."""
-    out: dict[str, pl.DataFrame] = {}
+    marker lines; `stream(name, batches)` writes a table built a batch at a
+    time and gives it back as a lazy scan (a long capture's vCPU timelines
+    are never held whole)."""
+    out: dict[str, pl.DataFrame | pl.LazyFrame] = {}
     futures: dict[str, Future[int]] = {}
 
     def done(name: str, df: pl.DataFrame) -> None:
@@ -132,7 +163,11 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
     say("spin_episodes")
     spins = spin_episodes(ev, out["threads"], spin_marks, spin_gap_ns)
     say("vcpu_states")
-    done("vcpu_states", vcpu_states(ev, out["threads"], out["cpu_slices"], spins, span))
+    batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], spins, span)
+    if len(batches) > 1:
+        out["vcpu_states"], futures["vcpu_states"] = stream("vcpu_states", batches)
+    else:
+        done("vcpu_states", next(iter(batches)) if len(batches) else empty("vcpu_states"))
     done("threads", with_inferred_affinity(out["threads"], out["vcpu_states"], out["cpu_slices"], int(meta.get("cpus") or 0)))
     done("spin_episodes", conform(with_holder(spins, out["vcpu_states"]), "spin_episodes"))
     say("io_work")

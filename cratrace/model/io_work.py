@@ -261,12 +261,12 @@ def common_rows(nets: pl.DataFrame, window_ns: int, t0: int) -> pl.DataFrame:
     )
 
 
-def xen_netback(grants: pl.LazyFrame, vcpu_states: pl.DataFrame, span: tuple[int, int], window_ns: int) -> pl.DataFrame | None:
+def xen_netback(grants: pl.LazyFrame, vcpu_states: pl.DataFrame | pl.LazyFrame, span: tuple[int, int], window_ns: int) -> pl.DataFrame | None:
     """dom0's running time per window: each guest's exchanges at the fitted
     per-exchange costs, the rest of each running interval common."""
     t0, _ = span
     ex = grants.filter(pl.col("op").is_in(["map", "transfer"]) & (pl.col("dom") != 0)).select(pl.col("ts"), pl.col("cpu").cast(pl.Int32), "dom", pl.when(pl.col("op") == "map").then(pl.lit("tx")).otherwise(pl.lit("rx")).alias("direction")).collect()
-    runs = vcpu_states.filter((pl.col("vm") == "dom0") & (pl.col("state") == "guest")).select(pl.col("pcpu").cast(pl.Int32).alias("cpu"), "start", "end").sort("start").with_row_index("run")
+    runs = vcpu_states.lazy().filter((pl.col("vm") == "dom0") & (pl.col("state") == "guest")).select(pl.col("pcpu").cast(pl.Int32).alias("cpu"), "start", "end").collect().sort("start").with_row_index("run")
     if ex.height == 0 or runs.height == 0:
         return None
     # each exchange in the dom0 running interval it happened in
@@ -308,7 +308,7 @@ def xen_netback(grants: pl.LazyFrame, vcpu_states: pl.DataFrame, span: tuple[int
     )
 
 
-def io_work(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int], window_ns: int = 100_000_000, vcpu_states: pl.DataFrame | None = None) -> pl.DataFrame:
+def io_work(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int], window_ns: int = 100_000_000, vcpu_states: pl.DataFrame | pl.LazyFrame | None = None) -> pl.DataFrame:
     t0, _ = span
     parts = []
     if "xen_grant" in ev and vcpu_states is not None:

@@ -73,13 +73,14 @@ def from_pv_kicks(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame) -> pl.DataFr
     return ep.select("vm", pl.col("apic").cast(pl.Int32).alias("vcpu"), "tid", "start", "end", pl.lit("pv-kick").alias("source"), pl.lit(1, pl.Int64).alias("exits"), "clearer_vcpu")
 
 
-def with_holder(ep: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
+def with_holder(ep: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
     """holder_vcpu: a sibling preempted at the episode's start."""
     if "holder_vcpu" in ep.columns:
         ep = ep.drop("holder_vcpu")
-    if ep.height == 0 or states.height == 0:
+    pre = states.lazy().filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").alias("holder_vcpu"), pl.col("start").alias("p_start"), pl.col("end").alias("p_end"))
+    pre = pre.collect() if ep.height else pre.clear().collect()
+    if pre.height == 0:
         return ep.with_columns(pl.lit(None, pl.Int32).alias("holder_vcpu"))
-    pre = states.filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").alias("holder_vcpu"), pl.col("start").alias("p_start"), pl.col("end").alias("p_end"))
     # Per episode and sibling, the sibling's last preemption to begin
     # before the episode (a vCPU's timeline has no overlaps), if it still
     # lasts: episodes times a VM's vCPUs rows, where joining every episode

@@ -132,7 +132,7 @@ def threads(ev: dict[str, pl.LazyFrame], vms: list[dict], cmdlines: list, names:
     return out, vm_notes(out, unseen, xen=any(k.startswith("xen_") for k in ev))
 
 
-def with_inferred_affinity(threads: pl.DataFrame, states: pl.DataFrame, slices: pl.DataFrame, ncpus: int) -> pl.DataFrame:
+def with_inferred_affinity(threads: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame, slices: pl.DataFrame, ncpus: int) -> pl.DataFrame:
     """`threads` with the affinity the vCPU timelines show for vCPUs that
     host.json said nothing of (`cratrace.model.affinity.inferred`)."""
     known = threads.filter(pl.col("allowed_cpus").is_not_null())["tid"]

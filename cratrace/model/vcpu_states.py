@@ -14,7 +14,7 @@ from __future__ import annotations
 import polars as pl
 
 from cratrace import _native
-from cratrace.model.frames import conform, empty, top_buffer, vm_batches
+from cratrace.model.frames import conform, empty, top_buffer
 
 HLT_EXITS = (12, 0x78)  # VMX HLT, SVM hlt
 
@@ -58,49 +58,73 @@ def xen_vcpu_states(ev: dict[str, pl.LazyFrame], span: tuple[int, int]) -> pl.Da
 
 
 def vcpu_states(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataFrame, spins: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:
+    """The whole `vcpu_states` table (`vcpu_state_batches` together)."""
+    parts = list(vcpu_state_batches(ev, threads, slices, spins, span))
+    return pl.concat(parts) if parts else empty("vcpu_states")
+
+
+def vcpu_state_batches(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, slices: pl.DataFrame, spins: pl.DataFrame, span: tuple[int, int]) -> VcpuBatches:
+    """The `vcpu_states` table a batch of vCPUs at a time (rows final, the
+    batches in table order): a long capture's timelines need not be held
+    whole, only one batch's (`len()`: how many batches)."""
     if "xen_runstate_change" in ev:
-        return xen_vcpu_states(ev, span)
+        return VcpuBatches([lambda: xen_vcpu_states(ev, span)])
     vc = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
     if vc.height == 0 or slices.height == 0:
-        return empty("vcpu_states")
+        return VcpuBatches([])
     # Each (vm, vcpu) as one integer, numbered in their sort order: the
     # timelines are built, sorted and overlaid by it, and get their VM's
     # name at the end (sorting 1.2 M segments of 10 s of kvm-heavy-spin by
     # the string key took 0.37 s and 130 MB).
     order = vc.select("vm", "vcpu").unique().sort("vm", "vcpu").with_row_index("_key")
-    keyed = vc.join(order, on=["vm", "vcpu"])
-    # VMs a batch at a time, in name order, so the batches' timelines come
-    # out in _key order: the build holds one batch's KVM marks and pieces
-    # at once, not the whole host's
-    spins = spins.join(order, on=["vm", "vcpu"]) if spins.height else spins
-    parts = []
-    for vms in _vm_batches(ev, order):
-        segs = _segments(ev, keyed.filter(pl.col("vm").is_in(vms)).select("tid", "_key"), slices, span)
-        ep = spins.filter(pl.col("vm").is_in(vms)) if spins.height else spins
-        parts.append(_overlay_spins(segs, ep) if ep.height else segs)
-        del segs
-    segs = pl.concat(parts) if len(parts) > 1 else parts[0]
-    del parts
-    keys = order["_key"].to_list()
-    segs = segs.with_columns(
-        pl.col("_key").replace_strict(keys, order["vm"].to_list(), return_dtype=pl.String).alias("vm"),
-        pl.col("_key").replace_strict(keys, order["vcpu"].to_list(), return_dtype=pl.Int32).alias("vcpu"),
-        (pl.col("end") - pl.col("start")).alias("dur"),
-    )
-    return conform(segs, "vcpu_states")
+    keyed = vc.join(order, on=["vm", "vcpu"]).select("tid", "_key")
+    spins = spins.join(order, on=["vm", "vcpu"]).select("_key", "start", "end") if spins.height else None
+
+    def batch(keys: list[int]) -> pl.DataFrame:
+        # vCPUs in key order, so the batches come out in table order
+        segs = _segments(ev, keyed.filter(pl.col("_key").is_in(keys)), slices, span)
+        ep = spins.filter(pl.col("_key").is_in(keys)) if spins is not None else None
+        if ep is not None and ep.height:
+            segs = _overlay_spins(segs, ep)
+        named = order.filter(pl.col("_key").is_in(keys))
+        return conform(segs.with_columns(
+            pl.col("_key").replace_strict(named["_key"], named["vm"], return_dtype=pl.String).alias("vm"),
+            pl.col("_key").replace_strict(named["_key"], named["vcpu"], return_dtype=pl.Int32).alias("vcpu"),
+            (pl.col("end") - pl.col("start")).alias("dur"),
+        ), "vcpu_states")
+
+    return VcpuBatches([lambda keys=keys: batch(keys) for keys in _vcpu_batches(ev, order.height)])
 
 
-#: KVM entry/exit marks a batch of VMs' timelines is built from at most
-#: (about 75 bytes of the build's memory each): a host's VMs are split
-#: into batches of equal vCPU counts when their marks are more
+class VcpuBatches:
+    """The batches of `vcpu_state_batches`: each built when iterated to."""
+
+    def __init__(self, build: list) -> None:
+        self._build = build
+
+    def __len__(self) -> int:
+        return len(self._build)
+
+    def __iter__(self):
+        for b in self._build:
+            yield b()
+
+
+#: KVM entry/exit marks a batch of vCPUs' timelines is built from at most
+#: (the build holds about 60 bytes of memory for each, and the batch's
+#: segments): a host's vCPUs are split into batches of equal counts when
+#: their marks are more
 MARKS_PER_BATCH = 2_000_000
 
 
-def _vm_batches(ev: dict[str, pl.LazyFrame], order: pl.DataFrame) -> list[list[str]]:
-    """The VMs of `order` (_key, vm, vcpu; sorted) in batches whose share
-    of the capture's KVM marks stays under MARKS_PER_BATCH."""
+def _vcpu_batches(ev: dict[str, pl.LazyFrame], vcpus: int) -> list[list[int]]:
+    """The vCPU keys 0..`vcpus` in consecutive batches whose share of the
+    capture's KVM marks (taken as shared evenly) stays under
+    MARKS_PER_BATCH: a vCPU's timeline is its own, so a batch need not
+    hold whole VMs (2 VMs of 4 vCPUs each are 8 batches, not 2, when long)."""
     marks = sum(ev[n].select(pl.len()).collect().item() for n in ("kvm_entry", "kvm_exit") if n in ev)
-    return vm_batches(order, marks, MARKS_PER_BATCH)
+    per = max(1, MARKS_PER_BATCH * vcpus // max(marks, 1)) if marks else vcpus
+    return [list(range(k, min(k + per, vcpus))) for k in range(0, vcpus, per)]
 
 
 def _segments(ev: dict[str, pl.LazyFrame], vc: pl.DataFrame, slices: pl.DataFrame, span: tuple[int, int]) -> pl.DataFrame:

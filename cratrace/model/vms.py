@@ -211,10 +211,10 @@ def notes(threads: pl.DataFrame, unseen: int, xen: bool = False) -> tuple[list[s
     return out, remarks
 
 
-def summary(threads: pl.DataFrame, states: pl.DataFrame) -> list[dict]:
+def summary(threads: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame) -> list[dict]:
     """Per VM: its vCPU count, process id (when known) and evidence; Xen
     domains (vCPUs in `states` with no thread) by their xentrace records."""
     v = threads.filter(pl.col("role") == "vcpu").group_by("vm").agg(pl.len().alias("vcpus"), pl.col("pid").first(), pl.col("vm_evidence").first().alias("evidence"))
-    dom = states.filter(pl.col("tid").is_null()).group_by("vm").agg(pl.col("vcpu").n_unique().cast(pl.UInt32).alias("vcpus"))
+    dom = states.lazy().filter(pl.col("tid").is_null()).group_by("vm").agg(pl.col("vcpu").n_unique().cast(pl.UInt32).alias("vcpus")).collect()
     dom = dom.with_columns(pl.lit(None, pl.Int64).alias("pid"), pl.lit("xentrace").alias("evidence"))
     return pl.concat([v, dom.select(v.columns)]).sort("vm").to_dicts()

@@ -43,9 +43,10 @@ def test_a_second_of_heavy_spin_models_within_a_gigabyte(tmp_path):
         assert df.equals(pl.read_parquet(cap / "model" / name)), f"{name} differs between two builds"
 
 
-def test_building_vm_timelines_a_batch_of_vms_at_a_time_changes_no_row(tmp_path, monkeypatch):
-    # a long capture's vCPU timelines are built a few VMs at a time; the
-    # tables must be the ones a build of all VMs at once gives
+def test_building_vcpu_timelines_a_batch_at_a_time_changes_no_row(tmp_path, monkeypatch):
+    # a long capture's vCPU timelines are built a few vCPUs at a time and
+    # written as they are done (later steps read them back); the tables
+    # must be the ones a build of all vCPUs at once, held whole, gives
     import shutil
 
     from cratrace.model import build_model
@@ -58,11 +59,11 @@ def test_building_vm_timelines_a_batch_of_vms_at_a_time_changes_no_row(tmp_path,
     shutil.copytree(cap, tmp_path / "batched")
     build_model(cap)
     seen = []
-    batches = vs._vm_batches
+    batches = vs._vcpu_batches
     monkeypatch.setattr(vs, "MARKS_PER_BATCH", 1)
-    monkeypatch.setattr(vs, "_vm_batches", lambda ev, order: seen.append(b := batches(ev, order)) or b)
+    monkeypatch.setattr(vs, "_vcpu_batches", lambda ev, n: seen.append(b := batches(ev, n)) or b)
     build_model(tmp_path / "batched")
-    assert len(seen[0]) == 2, seen  # one batch per VM
-    for name in ("vcpu_states", "spin_episodes"):
+    assert seen == [[[k] for k in range(8)]], seen  # one batch per vCPU (2 VMs of 4)
+    for name in ("vcpu_states", "spin_episodes", "threads"):
         whole = pl.read_parquet(cap / "model" / f"{name}.parquet")
         assert whole.height and whole.equals(pl.read_parquet(tmp_path / "batched" / "model" / f"{name}.parquet")), name
