@@ -103,7 +103,11 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
         def markers(threads: pl.DataFrame) -> tuple[pl.DataFrame, Future[int]]:
             lines = side.lines.result()
             spin_marks = marker_lines.table(lines, threads, marker_lines.SPIN_NAMES)
-            return spin_marks, side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
+            written = side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
+            # the parsed lines (a quarter of a GB for 2 M markers) are let
+            # go once written, not held to the end of the build
+            written.add_done_callback(lambda _: side.release())
+            return spin_marks, written
 
         def stream(name: str, batches: Iterable[pl.DataFrame]) -> tuple[pl.LazyFrame, Future[int]]:
             # written here, a batch at a time, then read back lazily by
@@ -162,6 +166,7 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
         done("cpu_slices", slices.result())
     say("spin_episodes")
     spins = spin_episodes(ev, out["threads"], spin_marks, spin_gap_ns)
+    del spin_marks
     say("vcpu_states")
     batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], spins, span)
     if len(batches) > 1:

@@ -57,6 +57,10 @@ class MarkerParse:
         """Run `fn(*args)` on the parse's thread, after the parse."""
         return self._pool.submit(fn, *args)
 
+    def release(self) -> None:
+        """Let the parsed lines go (after the markers table is written)."""
+        self.lines = _done(None)
+
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
