@@ -231,10 +231,10 @@ def _pv_summary(halts: int, spun: pl.Series) -> tuple[int, int | None]:
 def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
     """(spin episodes with a halt, each one's spinning before its first
     halt, ns): per vCPU, so whole VMs can be counted apart."""
-    ins = states.filter(pl.col("in_spin"))
+    # one query over the rows in episodes, its columns only (a filtered
+    # copy of the whole timeline was this step's peak)
+    ins = states.lazy().filter(pl.col("in_spin")).select("vm", "vcpu", "episode", "state", "start", "end")
     halted = ins.filter(pl.col("state").is_in(["blocked", "halted"])).group_by("vm", "vcpu", "episode").agg(pl.col("start").min().alias("_halt"))
-    if halted.height == 0:
-        return 0, pl.Series("ns", [], pl.Int64)
     spun = (
         ins.filter(pl.col("state") == "spinning")
         .join(halted, on=["vm", "vcpu", "episode"])
@@ -242,7 +242,8 @@ def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
         .group_by("vm", "vcpu", "episode")
         .agg((pl.min_horizontal("end", "_halt") - pl.col("start")).sum().alias("ns"))
     )
-    return halted.height, spun["ns"]
+    halted, spun = pl.collect_all([halted.select(pl.len()), spun.select("ns")])
+    return halted.item(), spun["ns"]
 
 
 #: `vcpu_states` states as the native phase builder numbers them (from
@@ -397,7 +398,10 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     halts, spins = 0, []
     for vms in batches:
         part = of_batch(vcpus, vms)
-        states = mark_lock_waits(in_order(of_batch(timelines, vms).collect(), "vm", "vcpu", "start"), of_batch(episodes, vms))
+        # the columns the demand reads (thread ids and durations were a
+        # quarter of a batch's memory)
+        states = of_batch(timelines, vms).select("vm", "vcpu", "state", "start", "end", "pcpu").collect()
+        states = mark_lock_waits(in_order(states, "vm", "vcpu", "start"), of_batch(episodes, vms))
         n, spun_ns = _pv_halts(states)
         halts, spins = halts + n, spins + [spun_ns]
         segs, ts = _vcpu_timelines(part, states, tx)
