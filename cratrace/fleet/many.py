@@ -25,11 +25,12 @@ def capture_names(sources: list[Path]) -> dict[Path, str]:
 
 
 def run_each(client: Any, fn: Callable, jobs: dict[str, tuple], progress: Callable[[int, int], None] | None = None) -> dict[str, dict]:
-    """`fn(*args)` for each job on the cluster (retried once); returns per
-    job name `{"ok": result}` or `{"error": line}`, in the jobs' order."""
+    """`fn(*args)` for each job on the cluster (retried once unless it
+    refused); returns per job name `{"ok": result}` or `{"error": line}`,
+    in the jobs' order."""
     from distributed import as_completed
 
-    from cratrace.fleet.tasks import one_line
+    from cratrace.fleet.tasks import one_line, refused
 
     futures = {client.submit(fn, *args, retries=1, pure=False): name for name, args in jobs.items()}
     out: dict[str, dict] = {}
@@ -39,7 +40,8 @@ def run_each(client: Any, fn: Callable, jobs: dict[str, tuple], progress: Callab
         for i, f in enumerate(as_completed(list(futures)), start=1):
             name = futures[f]
             if f.status == "finished":
-                out[name] = {"ok": f.result()}
+                r = f.result()
+                out[name] = {"error": refused(r)} if refused(r) else {"ok": r}
             else:
                 try:
                     err = f.exception(timeout=5)

@@ -30,6 +30,7 @@ from cratrace import __version__
 from cratrace.errors import OutputExistsError, UsageError
 from cratrace.fleet import dataset
 from cratrace.fleet.plan import Plan, RunSpec, capture_labels
+from cratrace.fleet.tasks import refused
 
 #: (done, total, failed) → None
 Progress = Callable[[int, int, int], None]
@@ -127,15 +128,14 @@ def run_sweep(captures: list[str], plan: Plan, out: Path, client: Any, progress:
         try:
             for f in ac:
                 stage, what = pending.pop(f)
-                if f.status != "finished":
-                    res.failures.append(_failure(stage, what, labels, f))
-                    f.release()
-                    done += 1
-                    progress(done, total, res.failed)
-                    continue
-                r = f.result()
+                r = f.result() if f.status == "finished" else None
+                why = _error_line(f) if r is None else refused(r)
                 f.release()
                 done += 1
+                if why is not None:
+                    res.failures.append(_failure(stage, what, labels, why))
+                    progress(done, total, res.failed)
+                    continue
                 if stage == "scan":
                     ref = what
                     scans[ref] = r
@@ -183,14 +183,18 @@ def _run(spec: dict, out: str, recorded: dict) -> dict:
     return {**run_replay(spec, out, recorded), "worker": get_worker().address}
 
 
-def _failure(stage: str, what: Any, labels: dict[str, str], f: Any) -> dict:
+def _error_line(f: Any) -> str:
+    """The one line a failed (or cancelled, or lost) task's future says."""
     from cratrace.fleet.tasks import one_line
 
     try:
         err = f.exception(timeout=5)
-        msg = one_line(err) if err is not None else f"task {f.status}"
+        return one_line(err) if err is not None else f"task {f.status}"
     except Exception as e:  # noqa: BLE001 - cancelled, lost: say which
-        msg = f"task {f.status} ({type(e).__name__})"
+        return f"task {f.status} ({type(e).__name__})"
+
+
+def _failure(stage: str, what: Any, labels: dict[str, str], msg: str) -> dict:
     if stage == "scan":
         return {"run_id": None, "stage": "scan", "capture": labels[what], "capture_ref": what, "policy": None, "what_if": None, "params": None, "error": msg}
     s: RunSpec = what

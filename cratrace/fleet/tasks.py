@@ -1,8 +1,11 @@
 """What runs on a Dask worker: scan a capture, replay one run, import or
 model one capture. Each takes and returns plain data (paths as strings,
 dicts), writes its outputs whole or not at all, and turns any failure
-into a `TaskError` carrying one line: the driver records that line, not
-a traceback from another machine.
+into one line: the driver records that line, not a traceback from
+another machine. A refusal (cratrace's own error: bad input, over
+budget, an output in the way) comes back as the result ``{"refused":
+line}``, since it would be the same on every try; any other failure
+raises a `TaskError`, which Dask tries once more.
 
 A task that finds its output already there (a run finished by an earlier
 sweep, or by the first try of a task the scheduler ran twice) returns at
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 
 from cratrace import __version__, atomic
+from cratrace.errors import CratraceError
 from cratrace.fleet.dataset import HOST_KEY, measure_run
 from cratrace.fleet.plan import recording_id
 from cratrace.fleet.source import local_capture
@@ -27,6 +31,15 @@ from cratrace.fleet.source import local_capture
 
 class TaskError(Exception):
     """A fleet task failed; the message is one line."""
+
+
+#: the key of a task's result that says it refused, and why (one line)
+REFUSED = "refused"
+
+
+def refused(result: dict) -> str | None:
+    """The line a task's result refuses with, or None."""
+    return result.get(REFUSED)
 
 
 def one_line(e: BaseException) -> str:
@@ -120,6 +133,8 @@ def scan_capture(ref: str, sweep: str) -> dict:
             raise
         _finish(tmp, dest)
         return {**info, **_timing(t0, cached=False)}
+    except CratraceError as e:
+        return {REFUSED: one_line(e)}
     except Exception as e:  # noqa: BLE001 - every failure becomes one line
         raise TaskError(one_line(e)) from None
 
@@ -163,6 +178,8 @@ def run_replay(spec: dict, sweep: str, recorded: dict) -> dict:
             raise
         _finish(tmp, dest)
         return _timing(t0, run_id=spec["run_id"], cached=False)
+    except CratraceError as e:
+        return {REFUSED: one_line(e)}
     except Exception as e:  # noqa: BLE001 - every failure becomes one line
         raise TaskError(one_line(e)) from None
 
@@ -176,6 +193,8 @@ def import_one(source: str, out: str, force: bool, compression: str, max_memory:
 
         meta = write_capture([Path(source)], Path(out), force=force, compression=compression, max_memory=max_memory, cpu_hz=cpu_hz)
         return _timing(t0, events=sum(meta["events"].values()), problems=data_problems(meta))
+    except CratraceError as e:
+        return {REFUSED: one_line(e)}
     except Exception as e:  # noqa: BLE001
         raise TaskError(one_line(e)) from None
 
@@ -191,5 +210,7 @@ def model_one(capture: str, spin_gap_ns: int, window_ns: int, vm_pattern: str | 
         meta = cratrace.open(capture).meta
         guessed, remarks = model_notes(meta)
         return _timing(t0, tables=rows, vms=[v["vm"] for v in meta["model"]["vms"]], guessed=guessed, remarks=remarks)
+    except CratraceError as e:
+        return {REFUSED: one_line(e)}
     except Exception as e:  # noqa: BLE001
         raise TaskError(one_line(e)) from None

@@ -107,3 +107,19 @@ def test_model_of_many_captures_exits_2_when_every_one_failed(fleet, tmp_path):
     every = cratrace("model", *broken, "--workers", "1")
     assert every.returncode == 2, every.stderr
     assert sum(("b1" in line) or ("b2" in line) for line in _error_lines(every.stderr)) >= 2
+
+
+def test_a_refusal_comes_back_as_a_result_so_it_is_not_tried_again(fixtures_dir, tmp_path):
+    # Dask retries a task that raises; cratrace's own refusals (over
+    # budget here) would be the same on the second try, so the task
+    # returns them instead, and only other failures raise
+    from cratrace.fleet.tasks import TaskError, import_one, refused
+
+    zstd = _raw(tmp_path / "raw", "zstd", fixtures_dir / "lisa_sched_load.v7zstd.dat")
+    r = import_one(str(zstd), str(tmp_path / "cap"), False, "lz4", max_memory=4096)
+    assert "ERR:over-budget" in refused(r) and "\n" not in refused(r), r
+    assert not (tmp_path / "cap").exists()
+    ok = import_one(str(zstd), str(tmp_path / "cap"), False, "lz4")
+    assert refused(ok) is None and ok["events"] == 3724
+    with pytest.raises(TaskError):
+        import_one(None, str(tmp_path / "cap2"), False, "lz4")  # not a path: a bug, not a refusal
