@@ -26,7 +26,7 @@ def _known(path):
     w.record(0, 0x00081001)  # no TSC: inherits 1000 in every copy
     w.record(1, 0x0002800A, [0, 1, 0x7FFF, 0], tsc=500)  # the first TSC
     w.record(1, 0x0001F001, [5, 0, 300, 0], tsc=900)  # lost records: first lost TSC 300
-    w.record(1, 0x0003_1234, [7, 8, 9], tsc=2000)  # the last TSC: a span of 1501
+    w.record(1, 0x0004_1234, [7, 8, 9], tsc=2000)  # the last TSC: a span of 1501 (a TRC_DOM0OP id, not decoded)
     w.write(path, window_records=2)
 
 

@@ -72,3 +72,69 @@ fn cpu_data_sizes_summing_past_u64_do_not_overflow() {
         assert!(s.records == 0, "{s:?}");
     }
 }
+
+/// `v6(cpus)` padded to a page boundary, then `pages` zeroed 4 KiB pages
+/// (empty ring-buffer pages): returns the file and where its data starts.
+fn v6_with_pages(cpus: &[(u64, u64)], pages: u64) -> (Vec<u8>, u64) {
+    let mut v = v6(cpus);
+    let start = (v.len() as u64).div_ceil(4096) * 4096;
+    v.resize((start + pages * 4096) as usize, 0);
+    (v, start)
+}
+
+fn summary(name: &str, bytes: &[u8]) -> cratrace_format::tracedat::TraceDatSummary {
+    let path = tmp(name, bytes);
+    let s = read_tracedat(
+        &path,
+        &mut MemorySink::default(),
+        &ReadOptions::default(),
+        &mut |_, _| true,
+    )
+    .unwrap();
+    std::fs::remove_file(&path).ok();
+    s
+}
+
+/// A damaged header's size claim (a high bit flipped: up to 2^64) was
+/// counted whole as the bytes a cut file lacks. Claims are checked
+/// against the file when the header is read: one running into the next
+/// CPU's data, or past any file, is said as a damaged size and read as
+/// what the file holds; a claim past the end of the file's last section
+/// is still a cut file, its missing bytes counted.
+#[test]
+fn a_damaged_cpu_size_claim_is_said_not_counted_as_truncation() {
+    // the table's length does not depend on its values: lay out once
+    let (_, start) = v6_with_pages(&[(0, 0), (0, 0)], 0);
+    let (a, b) = (start, start + 4096);
+    for (claims, missing, said) in [
+        // whole and cut: no damage
+        (vec![(a, 4096), (b, 4096)], 0, 0),
+        (vec![(a, 4096), (b, 3 * 4096)], 2 * 4096, 0),
+        // CPU 0's size has bit 62 set: it runs into CPU 1's data
+        (vec![(a, 4096 | 1 << 62), (b, 4096)], 0, 1),
+        // CPU 1's (the last section) has bit 63 set, then a size that
+        // overflows with its offset
+        (vec![(a, 4096), (b, 4096 | 1 << 63)], 0, 1),
+        (vec![(a, 4096), (b, u64::MAX)], 0, 1),
+        // both damaged; then one damaged and a cut: only the cut's bytes
+        // are missing
+        (vec![(a, 1 << 62), (b, 1 << 62)], 0, 2),
+        (vec![(a, 1 << 62), (b, 3 * 4096)], 2 * 4096, 1),
+    ] {
+        let (bytes, _) = v6_with_pages(&claims, 2);
+        let s = summary("claims.dat", &bytes);
+        assert_eq!(s.truncated_bytes, missing, "{claims:?}: {:?}", s.problems);
+        let damaged: Vec<_> = s
+            .problems
+            .iter()
+            .filter(|l| l.contains("a damaged size"))
+            .collect();
+        assert_eq!(damaged.len(), said, "{claims:?}: {:?}", s.problems);
+        if said > 0 {
+            assert!(
+                damaged[0].contains("at byte ") && damaged[0].contains("claims "),
+                "{damaged:?}"
+            );
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! summary's `problems` (the import exits 1 on any), not read past in
 //! silence. Files are made here, window by window.
 
-use cratrace_format::xentrace::{read_xentrace, XenSummary};
+use cratrace_format::xentrace::{read_xentrace, read_xentrace_with, XenSummary};
 use cratrace_format::MemorySink;
 use std::path::{Path, PathBuf};
 
@@ -137,6 +137,54 @@ fn a_tsc_running_backwards_on_a_pcpu_is_said() {
         .find(|l| l.contains("TSC runs backwards"))
         .unwrap_or_else(|| panic!("{:?}", s.problems));
     assert!(line.contains(&format!("at byte {}", 12 + 3 * 28)), "{line}");
+}
+
+#[test]
+fn records_of_a_class_trace_h_does_not_define_are_said_and_kept_raw() {
+    // pCPU 1's third record: two class bits (0x003), as a flipped bit in
+    // a switch record's id makes it; pCPU 0's fifth: no class bit at all
+    let mut one = switches(1, 1500, 2);
+    one.extend(rec(0x0003_800a, 3500, &[1, 2, 1, 2]));
+    one.extend(switches(1, 4500, 2));
+    let mut zero = switches(0, 1000, 4);
+    zero.extend(rec(0x0000_800a, 9000, &[0, 4, 1, 2]));
+    let mut f = window(0, &zero);
+    f.extend(window(1, &one));
+    let s = read(&tmp("class.bin", &f));
+    assert_eq!(s.problems.len(), 1, "{:?}", s.problems);
+    let line = &s.problems[0];
+    let second = 12 + zero.len() + 12;
+    // met first in TSC order: pCPU 1's, at TSC 3500
+    assert!(line.contains("2 records of a class"), "{line}");
+    assert!(
+        line.contains(&format!("at byte {}", second + 2 * 28)),
+        "{line}"
+    );
+    assert!(
+        line.contains("pCPU 1") && line.contains("event id 0x003800a"),
+        "{line}"
+    );
+    // read into buffers (a file system that cannot map): the same
+    let unmapped = read_xentrace_with(
+        &tmp("class.bin", &f),
+        2.4e9,
+        Default::default(),
+        &mut MemorySink::default(),
+        &mut |_, _| true,
+        false,
+    )
+    .unwrap();
+    assert_eq!(unmapped.problems, s.problems);
+    // nothing dropped, nothing sent to a typed table
+    assert_eq!(s.rows.get("xen_switch"), Some(&8));
+    assert_eq!(s.rows.get("xen_record"), Some(&2));
+    // a known class with an event the reader does not decode is no damage
+    let mut f = window(0, &switches(0, 1000, 2));
+    f.extend(window(0, &rec(0x0004_1234, 9000, &[7])));
+    f.extend(window(0, &rec(0x0800_0042, 9100, &[7])));
+    let s = read(&tmp("class-ok.bin", &f));
+    assert!(s.problems.is_empty(), "{:?}", s.problems);
+    assert_eq!(s.rows.get("xen_record"), Some(&2));
 }
 
 #[test]

@@ -77,6 +77,27 @@ def test_truncated_file_salvages_complete_pages(v6, fixtures_dir, tmp_path):
     assert cratrace("info", full).returncode == 0
 
 
+def test_a_damaged_cpu_size_is_said_not_counted_as_a_cut(v6, fixtures_dir, tmp_path):
+    # a high bit flipped in a CPU's data size made `truncated_bytes` about
+    # 2^62: the claim, running into the next CPU's data, is a damaged size
+    at, cpus = _cpu_table(v6)
+    i = next(i for i, (o, s) in enumerate(cpus[:-1]) if s > 0)
+    off, size = cpus[i]
+    data = bytearray(v6)
+    struct.pack_into("<Q", data, at + 16 * i + 8, size | 1 << 62)
+    f = tmp_path / "bigsize.dat"
+    f.write_bytes(bytes(data))
+    p = cratrace("import", f, "-o", tmp_path / "cap", "-q")
+    (line,) = _one_line_error(p, exit_code=1)
+    assert "bigsize.dat" in line and f"at byte {off}" in line and f"CPU {i} claims {size | 1 << 62} bytes" in line and "damaged size" in line, line
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert meta["sources"][0]["summary"]["truncated_bytes"] == 0
+    full = tmp_path / "full"
+    cratrace("import", fixtures_dir / "lisa_sched_load.dat", "-o", full, check=True)
+    assert _events(tmp_path / "cap") == _events(full)  # read as the size the layout allows
+    assert cratrace("info", tmp_path / "cap").returncode == 1
+
+
 def test_corrupted_page_header_skips_only_that_page(v6, fixtures_dir, tmp_path):
     full = tmp_path / "full"
     cratrace("import", fixtures_dir / "lisa_sched_load.dat", "-o", full, check=True)

@@ -42,7 +42,7 @@ def test_known_content_decodes_exactly_in_tsc_order(tmp_path):
     w.record(0, 0x00081001)  # vmentry without TSC: inherits 1000
     w.record(1, 0x0002800A, [0, 1, 0x7FFF, 0], tsc=500)
     w.record(1, 0x00081102, [30, 0x8CC0007E, 0xFFFFFFFF], tsc=1500)
-    w.record(1, 0x0003_1234, [7, 8, 9], tsc=2000)  # unknown: generic table
+    w.record(1, 0x0004_1234, [7, 8, 9], tsc=2000)  # a TRC_DOM0OP record the reader does not decode: generic table
     w.record(0, 0x00021101, [(14 << 16) | 2], tsc=3000)
     f = tmp_path / "x.bin"
     w.write(f, window_records=2)
@@ -58,7 +58,7 @@ def test_known_content_decodes_exactly_in_tsc_order(tmp_path):
     ex = pl.read_parquet(ev / "xen_hvm_vmexit.parquet").row(0, named=True)
     assert ex["exit_reason"] == 30 and ex["rip"] == 0xFFFFFFFF8CC0007E
     gen = pl.read_parquet(ev / "xen_record.parquet").row(0, named=True)
-    assert gen["id"] == 0x31234 and gen["words"] == [7, 8, 9] and gen["cpu"] == 1
+    assert gen["id"] == 0x41234 and gen["words"] == [7, 8, 9] and gen["cpu"] == 1
 
 
 def test_grant_domain_handler_hypercall_and_scheduler_class_records_decode(tmp_path):
@@ -457,5 +457,31 @@ def test_a_window_covering_the_next_ones_records_exits_1_naming_it(tmp_path):
     line, backwards = [x for x in p.stderr.splitlines() if x.strip()]
     assert "bad.bin" in line and f"at byte {12 + first}" in line and "window headers among pCPU 0's records" in line, line
     assert f"at byte {12 + first + 12}" in backwards and "TSC runs backwards" in backwards, backwards
+    assert run_cli("info", tmp_path / "cap").returncode == 1
+    run_cli("import", tmp_path / "x.bin", "-o", tmp_path / "clean", "--cpu-hz", "2e9", "-q", check=True)
+
+
+def test_a_record_of_a_class_trace_h_does_not_define_exits_1_naming_it(tmp_path):
+    # issue 42: a flipped bit in a record's id gave it a class Xen does not
+    # define (here 0x003: TRC_GEN and TRC_SCHED at once), and the import
+    # read it in silence; it is kept as a generic row, and said
+    w = XentraceWriter()
+    for i in range(6):
+        w.record(0, 0x00021011, [1], tsc=10 * i + 1)
+    w.write(tmp_path / "x.bin", window_records=3)
+    data = bytearray((tmp_path / "x.bin").read_bytes())
+    at = 12 + 16  # pCPU 0's second record: after the window header and a 16-byte record
+    (head,) = struct.unpack_from("<I", data, at)
+    assert head & 0x0FFFFFFF == 0x00021011
+    struct.pack_into("<I", data, at, head | 0x0001_0000)
+    (tmp_path / "bad.bin").write_bytes(bytes(data))
+    p = run_cli("import", tmp_path / "bad.bin", "-o", tmp_path / "cap", "--cpu-hz", "2e9", "-q")
+    assert p.returncode == 1, p.stderr
+    (line,) = [x for x in p.stderr.splitlines() if x.strip()]  # -q: the damage only
+    assert "bad.bin" in line and f"at byte {at}" in line and "1 records of a class" in line and "0x0031011" in line, line
+    meta = json.loads((tmp_path / "cap" / "capture.json").read_text())
+    assert meta["events"] == {"xen_runstate_change": 5, "xen_record": 1}
+    assert any("0x0031011" in x for x in meta["sources"][0]["summary"]["problems"]), meta["sources"][0]["summary"]
+    assert pl.read_parquet(tmp_path / "cap" / "events" / "xen_record.parquet").select("tsc", "id").rows() == [(11, 0x31011)]
     assert run_cli("info", tmp_path / "cap").returncode == 1
     run_cli("import", tmp_path / "x.bin", "-o", tmp_path / "clean", "--cpu-hz", "2e9", "-q", check=True)

@@ -11,9 +11,10 @@
 //! merges the pCPUs by TSC with a heap, ties by pCPU number; a record
 //! without a TSC inherits the last TSC of its pCPU. The **parser** decodes
 //! scheduler, HVM and power-management records into typed tables and
-//! everything else into `xen_record` (id, words): nothing is dropped. Each
-//! lost-records record is a row of `xen_lost_records`: the pCPU's records
-//! lost between `first_ts` and `ts`.
+//! everything else into `xen_record` (id, words): nothing is dropped (a
+//! record of a class trace.h does not define is kept there too, and said
+//! as damage). Each lost-records record is a row of `xen_lost_records`:
+//! the pCPU's records lost between `first_ts` and `ts`.
 //!
 //! Mapped, a file truncated by another process while it is read ends the
 //! reader with SIGBUS, as for perf.data (`crate::mapped`); a file
@@ -37,7 +38,8 @@ use crate::input::open_nonempty;
 use crate::mapped::MappedRange;
 use crate::sink::{ColumnType, EventSink, RowHeader};
 use names::{
-    class_index, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS, SHUTDOWN_REASONS,
+    class_index, known_class, CLASSES, GRANT_OPS, IO_OPS, IO_SPACES, RUNSTATES, SCHEDULERS,
+    SHUTDOWN_REASONS,
 };
 use sched_class::SCHED_EVENTS;
 use std::cmp::Reverse;
@@ -86,6 +88,12 @@ pub(crate) struct Damage {
     pub(crate) inner_header: (u64, u32, u64),
     /// Records whose TSC is below the one before them on the same pCPU.
     pub(crate) backwards: (u64, u32, u64),
+    /// Records whose class trace.h does not define (see
+    /// [`names::known_class`]): a damaged header, or records read out of
+    /// step after one; kept in `xen_record` with their id.
+    pub(crate) unknown_class: (u64, u32, u64),
+    /// The event id of the first of `unknown_class`.
+    pub(crate) unknown_class_ev: u32,
 }
 
 impl Damage {
@@ -506,6 +514,14 @@ pub fn read_xentrace_with<S: EventSink + ?Sized>(
             }
             WRAP_BUFFER => {}
             _ => {
+                if !known_class(r.ev) {
+                    // said at the end; the record stays a generic row
+                    let kind = &mut s.damage.unknown_class;
+                    if kind.0 == 0 {
+                        s.damage.unknown_class_ev = r.ev;
+                    }
+                    Damage::count(kind, cpu, streams[i].offset_of_last(r.bytes));
+                }
                 let tid = t.get(sink, Table::Record, || {
                     vec![("id", U32), ("words", ListU64)]
                 })?;
@@ -574,6 +590,12 @@ pub fn read_xentrace_with<S: EventSink + ?Sized>(
         let (n, cpu, at) = d.backwards;
         s.problem(format!(
             "{p}: at byte {at}: {n} records whose TSC runs backwards on their pCPU (the first there, pCPU {cpu}): records out of place or damaged"
+        ));
+    }
+    if d.unknown_class.0 > 0 {
+        let ((n, cpu, at), ev) = (d.unknown_class, d.unknown_class_ev);
+        s.problem(format!(
+            "{p}: at byte {at}: {n} records of a class Xen's trace.h does not define (the first there, pCPU {cpu}, event id 0x{ev:07x}): damaged records, or records read out of step after one; kept as xen_record rows"
         ));
     }
     progress(size, size);

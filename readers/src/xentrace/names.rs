@@ -51,6 +51,16 @@ static CLASS_OF: [u8; 4096] = {
     t
 };
 
+/// Whether `ev`'s class field (bits 16-27) is exactly one of the class
+/// bits Xen's public/trace.h defines: TRC_GEN 0x001 .. TRC_HW 0x080 and
+/// TRC_GUEST 0x800. Xen writes no other (xentrace's own window headers
+/// are TRC_GEN); a record with none or several of them is damaged.
+#[inline]
+pub(super) fn known_class(ev: u32) -> bool {
+    let field = (ev >> 16) & 0xfff;
+    field.is_power_of_two() && (field <= 0x080 || field == 0x800)
+}
+
 /// HVM handler record names (x86 hvm code's TRC_HVM_HANDLER + n, the
 /// 64-bit flag 0x100 folded in, the write variants apart), each once.
 pub static HVM_HANDLERS: [&str; 35] = [
@@ -161,3 +171,37 @@ pub static HYPERCALLS: [&str; 43] = [
     "dm_op",
     "unknown",
 ];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_classes_are_the_single_class_bits_trace_h_defines() {
+        for ev in [
+            CPU_CHANGE,
+            LOST_RECORDS,
+            0x0002_800a, // TRC_SCHED_SWITCH
+            0x0004_1001, // TRC_DOM0OP
+            0x0008_2013, // TRC_HVM_HANDLER + HLT
+            0x0010_0001, // TRC_MEM_PAGE_GRANT_MAP
+            0x0020_100d, // TRC_PV
+            0x0040_f123, // TRC_SHADOW
+            0x0080_1001, // TRC_HW (pm)
+            0x0800_0042, // TRC_GUEST
+        ] {
+            assert!(known_class(ev), "0x{ev:07x}");
+        }
+        for ev in [
+            0x0000_0000, // no class bit (a zeroed header)
+            0x0000_f003,
+            0x0003_1234, // two class bits
+            0x0102_800a, // a sched id with a stray high bit
+            0x0100_0001, // bits TRC_ALL allows, no class defined
+            0x0400_0001,
+            0x0fff_f000, // TRC_ALL itself
+        ] {
+            assert!(!known_class(ev), "0x{ev:07x}");
+        }
+    }
+}

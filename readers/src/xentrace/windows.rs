@@ -213,6 +213,13 @@ impl Stream {
         }
     }
 
+    /// The file offset of the record [`Stream::next`] returned last, of
+    /// `bytes` bytes (positions stay in its window until the next call).
+    #[cold]
+    pub(super) fn offset_of_last(&self, bytes: u64) -> u64 {
+        self.buf_start + self.pos as u64 - bytes
+    }
+
     /// Let go of the mapped pages this stream has read past since it last
     /// did, in steps of [`RELEASE_STEP`]. Other pCPUs' windows share those
     /// pages; one not read yet faults its pages back in from the page

@@ -466,12 +466,69 @@ pub fn read_metadata_with(path: &Path, max_memory: Option<u64>) -> ReadResult<Tr
     }
     meta.printk = parts.printk;
     meta.cmdlines = parts.cmdlines;
+    check_cpu_claims(&mut meta);
     if let Some(top) = meta.buffers.iter().find(|b| b.name.is_empty()) {
         if !top.clock.is_empty() {
             meta.clock = top.clock.clone();
         }
     }
     Ok(meta)
+}
+
+/// A CPU data section claimed to end past this is a damaged size, not a
+/// cut file: no trace.dat reaches a pebibyte.
+const MAX_CLAIMED_END: u64 = 1 << 50;
+
+/// Range-check each CPU's (offset, size) claim against the file: the
+/// sections lie one after another, so a claim may run past the file's end
+/// (a cut file: those bytes are missing), but not into the next section's
+/// start, nor past [`MAX_CLAIMED_END`] or 2^64. Such a claim is damage:
+/// it is said (a problem) and cut to where the next section starts, or to
+/// the file's end, so a read's `truncated_bytes` counts only bytes a cut
+/// file can have lost, not a damaged header's 2^64.
+fn check_cpu_claims(meta: &mut TraceDatMeta) {
+    let mut starts: Vec<u64> = meta
+        .buffers
+        .iter()
+        .flat_map(|b| b.cpus.iter().filter(|c| c.size > 0).map(|c| c.offset))
+        .collect();
+    starts.sort_unstable();
+    starts.dedup();
+    let fs = meta.file_size;
+    for b in &mut meta.buffers {
+        for c in b.cpus.iter_mut().filter(|c| c.size > 0) {
+            let end = c.offset.checked_add(c.size);
+            let next = starts[starts.partition_point(|&s| s <= c.offset)..]
+                .first()
+                .copied();
+            let (limit, past) = match next {
+                Some(n) => (n, format!("into the next CPU section, at byte {n}")),
+                None => (
+                    MAX_CLAIMED_END.max(fs),
+                    "past any file (a size, not a cut)".to_string(),
+                ),
+            };
+            if end.is_some_and(|e| e <= limit) {
+                continue;
+            }
+            let cut = next.unwrap_or(fs).max(c.offset) - c.offset;
+            let name = if b.name.is_empty() {
+                String::new()
+            } else {
+                format!(" of instance {}", b.name)
+            };
+            let w = format!(
+                "{}: at byte {}: CPU {}{name} claims {} bytes of data, {past}: a damaged size, read as {cut} bytes",
+                meta.path.display(),
+                c.offset,
+                c.cpu,
+                c.size,
+            );
+            meta.warnings.push(w.clone());
+            meta.problems.push(w);
+            c.size = cut;
+        }
+    }
 }
 
 fn header_info(b: &mut Bytes<'_>, parts: &mut Parts, path: &Path) -> ReadResult<()> {
