@@ -19,6 +19,7 @@ VCPU_STATES: list[str]  # a vCPU timeline's states, indexed by their codes (crat
 def tracedat_kallsyms(path: str | Path) -> str: ...
 def tracedat_symbols(path: str | Path, addresses: Sequence[int]) -> list[tuple[int, str]]: ...  # %ps names from the trace's kallsyms
 def read_tracedat(path: str | Path, out_dir: str | Path, *, batch_rows: int = 4096, compression: str = "lz4", progress: Progress | None = None) -> dict[str, Any]: ...
+def tracedat_floor(path: str | Path, stage: str) -> dict[str, Any]: ...  # issue 47: stage "decompress", "decode" or "rows"; records, pages, bytes, check, seconds
 class _TraceDatStats:
     """The submodule `tracedat_stats`: the trace.dat reader's stats keys,
     declared once in readers/src/tracedat/stats.rs (issue 46); each

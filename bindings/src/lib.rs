@@ -105,6 +105,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(tracedat::read_tracedat, m)?)?;
     m.add_function(wrap_pyfunction!(tracedat::tracedat_kallsyms, m)?)?;
     m.add_function(wrap_pyfunction!(tracedat::tracedat_symbols, m)?)?;
+    m.add_function(wrap_pyfunction!(tracedat::tracedat_floor, m)?)?;
     m.add_submodule(&tracedat::stats_module(m.py())?)?;
     m.add_function(wrap_pyfunction!(replay::replay, m)?)?;
     m.add_function(wrap_pyfunction!(replay::replay_default_costs, m)?)?;

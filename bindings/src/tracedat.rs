@@ -191,3 +191,34 @@ fn summary_dict(
     )?;
     Ok(d.unbind())
 }
+
+/// The import's floor (issue 47): `stage` `decompress` (every page read
+/// and decompressed), `decode` (and every record's fields decoded into
+/// plain values, stream by stream: no merge, no rows, no Parquet) or
+/// `rows` (the whole read, merge and row batches included, into a sink
+/// that empties them), with the GIL released. Returns `records`, `pages`,
+/// `bytes` (decompressed page bytes; `decompress` only) and `seconds`
+/// (wall clock of the pass, the header read included).
+#[pyfunction]
+pub fn tracedat_floor(py: Python<'_>, path: PathBuf, stage: &str) -> PyResult<Py<PyDict>> {
+    use cratrace_format::tracedat::{tracedat_floor as floor, FloorStage};
+    let Some(st) = FloorStage::parse(stage) else {
+        return Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "stage {stage:?}: expected decompress, decode or rows"
+        )));
+    };
+    let (f, seconds) = py
+        .detach(|| {
+            let t0 = std::time::Instant::now();
+            floor(&path, st).map(|f| (f, t0.elapsed().as_secs_f64()))
+        })
+        .map_err(crate::errors::to_py)?;
+    let d = PyDict::new(py);
+    d.set_item("stage", stage)?;
+    d.set_item("records", f.records)?;
+    d.set_item("pages", f.pages)?;
+    d.set_item("bytes", f.bytes)?;
+    d.set_item("check", f.check)?;
+    d.set_item("seconds", seconds)?;
+    Ok(d.unbind())
+}

@@ -53,6 +53,10 @@ def check_import_tracedat(out: str) -> None:
     assert all(ratio > 0 and rss > 0 and one_core > 0 for _, _, ratio, rss, one_core in rows)
     [(growth,)] = _floats(r"peak RSS 4x/1x: ([\d.]+)", out)
     assert growth > 0
+    # issue 47's floor: every pass timed on one core, and the ratios
+    floors = _floats(r"(?m)^(\d)x floor, one core: decompress ([\d.]+) s .*?, decode ([\d.]+) s .*?, rows ([\d.]+) s .*?; import/floor \(decode-only\) ([\d.]+)x, .*?at the decode floor ([\d.]+)x", out)
+    assert [f[0] for f in floors] == [1, 4], out
+    assert all(min(d, e, r) >= 0 and over > 0 and at > 0 for _, d, e, r, over, at in floors)
 
 
 def check_import_xen_perf(out: str) -> None:

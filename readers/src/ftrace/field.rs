@@ -587,6 +587,105 @@ impl FieldDecoder {
     }
 }
 
+impl FieldDecoder {
+    /// The floor's decode (`tracedat::floor`): every field of `payload`
+    /// read as [`append`](Self::append) reads it, by the same rules, into
+    /// plain values folded into one number, with no column written. Texts
+    /// are measured and checked as UTF-8 as `append` does, not copied.
+    #[inline]
+    pub fn fold(&self, payload: &[u8]) -> u64 {
+        match self.endian {
+            Endian::Little => self.fold_in::<Le>(payload),
+            Endian::Big => self.fold_in::<Be>(payload),
+        }
+    }
+
+    fn fold_in<E: Order>(&self, payload: &[u8]) -> u64 {
+        let text = |b: &[u8]| -> u64 {
+            let (n, ascii) = if b.len() <= SHORT_TEXT {
+                short_text(b)
+            } else {
+                let n = memchr::memchr(0, b).unwrap_or(b.len());
+                (n, b[..n].is_ascii())
+            };
+            (ascii || std::str::from_utf8(&b[..n]).is_ok()) as u64 + n as u64
+        };
+        let ints = |b: &[u8], elem: usize, signed: bool| -> u64 {
+            (0..b.len() / elem.max(1)).fold(0u64, |acc, i| {
+                let v = uint_at::<E>(b, i * elem, elem).unwrap_or(0);
+                let v = if signed {
+                    sign_extend(v, elem) as u64
+                } else {
+                    v
+                };
+                acc.wrapping_add(v)
+            })
+        };
+        let mut acc = 0u64;
+        for c in &self.cols {
+            let v = match c.op {
+                Op::Int1 => payload.get(c.offset).map(|&b| b as u64),
+                Op::Int2 => bytes_at::<2>(payload, c.offset).map(|b| E::u16(b) as u64),
+                Op::Int4 => bytes_at::<4>(payload, c.offset).map(|b| E::u32(b) as u64),
+                Op::Int8 => bytes_at::<8>(payload, c.offset).map(E::u64),
+                Op::CharArray => c
+                    .offset
+                    .checked_add(c.size)
+                    .filter(|&e| e <= payload.len())
+                    .map(|end| text(&payload[c.offset..end])),
+                Op::TailStr => payload.get(c.offset..).map(text),
+                Op::DynStr { relative } => {
+                    Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| text(&payload[s..e]))
+                }
+                Op::DynCpumask { relative } => {
+                    Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| {
+                        let word = self.long_size;
+                        let (mut p, mut base, mut sum) = (s, 0u64, 0u64);
+                        while p + word <= e {
+                            let mut w = uint_at::<E>(payload, p, word).unwrap_or(0);
+                            while w != 0 {
+                                sum = sum.wrapping_add(base + w.trailing_zeros() as u64);
+                                w &= w - 1;
+                            }
+                            base += 8 * word as u64;
+                            p += word;
+                        }
+                        sum
+                    })
+                }
+                Op::DynArray {
+                    relative,
+                    elem,
+                    signed,
+                } => Self::dyn_range::<E>(payload, c, relative)
+                    .map(|(s, e)| ints(&payload[s..e], elem, signed)),
+                Op::FixedArray { elem, signed } => c
+                    .offset
+                    .checked_add(c.size)
+                    .filter(|&e| e <= payload.len())
+                    .map(|end| ints(&payload[c.offset..end], elem, signed)),
+                Op::TailArray { elem, signed } => {
+                    payload.get(c.offset..).map(|b| ints(b, elem, signed))
+                }
+                Op::Raw(at) => match at {
+                    RawAt::Fixed => c
+                        .offset
+                        .checked_add(c.size)
+                        .and_then(|e| payload.get(c.offset..e)),
+                    RawAt::Dynamic { relative } => {
+                        Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| &payload[s..e])
+                    }
+                    RawAt::Tail => payload.get(c.offset..),
+                }
+                .map(|b| b.len() as u64),
+            };
+            // a null is a value too (the placeholder `append` stores)
+            acc = acc.rotate_left(5) ^ v.unwrap_or(u64::MAX);
+        }
+        acc
+    }
+}
+
 /// Append the `elem`-byte integers of `b` as one list row of `c`; returns
 /// the bytes read.
 fn ints<E: Order>(c: &mut Column, row: u32, b: &[u8], elem: usize, signed: bool) -> usize {

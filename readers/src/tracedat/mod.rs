@@ -12,7 +12,10 @@
 //! * [`reader`] merges all CPUs of all buffer instances by timestamp (the
 //!   sorter) and decodes payloads into rows for an [`EventSink`](crate::EventSink)
 //!   (the parser);
-//! * [`stats`] names the counters a read keeps, once for Rust and Python.
+//! * [`stats`] names the counters a read keeps, once for Rust and Python;
+//! * [`tracedat_floor`] times the import's floor (issue 47): the same
+//!   file read, decompressed and decoded with the reader's own code, but
+//!   without the merge, the rows or Parquet.
 
 pub mod header;
 pub mod pages;
@@ -22,4 +25,5 @@ pub mod stats;
 pub mod writer;
 
 pub use header::{read_kallsyms, read_metadata, BufferInfo, CpuData, TraceDatMeta};
+pub use reader::floor::{tracedat_floor, DiscardSink, Floor, Stage as FloorStage};
 pub use reader::{read_tracedat, ReadOptions, TraceDatSummary};

@@ -37,6 +37,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::path::Path;
 
+pub mod floor;
+
 /// Options of a read.
 #[derive(Clone, Debug, Default)]
 pub struct ReadOptions {
