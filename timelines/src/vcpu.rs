@@ -578,16 +578,17 @@ mod tests {
         #[test]
         fn each_instant_is_in_the_state_the_rules_give(
             lens in proptest::collection::vec((0i64..3, 1i64..12, 0i64..4), 0..12),
-            outs in proptest::collection::vec((0i64..3, 0i64..80, 0i64..3), 0..12),
-            marks in proptest::collection::vec((0i64..3, 0i64..80, any::<bool>(), prop_oneof![Just(HALT), Just(1i64)]), 0..25),
-            wakeups in proptest::collection::vec((0i64..3, 0i64..80), 0..10),
+            outs in proptest::collection::vec((0i64..3, 0i64..190, 0i64..3), 0..12),
+            marks in proptest::collection::vec((0i64..3, 0i64..190, any::<bool>(), prop_oneof![Just(HALT), Just(1i64)]), 0..25),
+            wakeups in proptest::collection::vec((0i64..3, 0i64..190), 0..10),
         ) {
             let mut lens = lens;
             lens.sort_by_key(|x| x.0);
             let (mut tid, mut t, mut runs) = (-1, 0i64, Vec::new());
             for (k, len, gap) in lens {
                 if k != tid { tid = k; t = 0; }
-                t += gap + 1;
+                // a gap of 0: the thread ran again at once (on another CPU)
+                t += gap;
                 runs.push((k, t, t + len, (k % 2) as i32));
                 t += len;
             }
@@ -600,14 +601,16 @@ mod tests {
                 entries: marks.iter().filter(|m| !m.2).map(|m| (m.0, m.1)).collect(),
                 exits: marks.iter().filter(|m| m.2).map(|m| (m.0, m.1, m.3)).collect(),
                 wakeups,
-                span: (0, 90),
+                // past the longest the runs can reach (12 of at most 15 ns
+                // each, gaps included): a capture's slices end in its span
+                span: (0, 200),
             };
             let got = build(&rows).unwrap();
             for tid in 0..3i64 {
                 let mine: Vec<_> = got.iter().filter(|g| g.1 == tid).collect();
                 prop_assert!(mine.iter().all(|g| g.0 == tid as u32));
                 prop_assert_eq!(mine.first().unwrap().3, 0);
-                prop_assert_eq!(mine.last().unwrap().4, 90);
+                prop_assert_eq!(mine.last().unwrap().4, 200);
                 for w in mine.windows(2) { prop_assert_eq!(w[0].4, w[1].3); }
                 for g in mine {
                     prop_assert!(g.3 < g.4);
