@@ -102,6 +102,39 @@ impl fmt::Display for OverlayError {
 
 impl std::error::Error for OverlayError {}
 
+/// Intervals grouped by key, read out one key at a time in increasing key
+/// order (the order of the segments or instants they are laid over).
+struct KeyedIntervals {
+    rows: Vec<(u32, i64, i64)>,
+    next: usize,
+}
+
+impl KeyedIntervals {
+    fn of(over: &Intervals<'_>) -> KeyedIntervals {
+        let mut rows: Vec<(u32, i64, i64)> = (0..over.key.len())
+            .map(|i| (over.key[i], over.start[i], over.end[i]))
+            .collect();
+        rows.sort_unstable();
+        KeyedIntervals { rows, next: 0 }
+    }
+
+    /// Key `k`'s intervals (start, end); keys asked in increasing order.
+    fn of_key(&mut self, k: u32) -> Vec<(i64, i64)> {
+        let rows = &self.rows;
+        while self.next < rows.len() && rows[self.next].0 < k {
+            self.next += 1;
+        }
+        let from = self.next;
+        while self.next < rows.len() && rows[self.next].0 == k {
+            self.next += 1;
+        }
+        rows[from..self.next]
+            .iter()
+            .map(|&(_, s, e)| (s, e))
+            .collect()
+    }
+}
+
 /// One key's intervals, prepared: every boundary (sorted, once each) and
 /// the union as disjoint runs (sorted; touching intervals merge).
 struct Prepared {
@@ -184,26 +217,14 @@ pub fn overlay(seg: Segments<'_>, over: Intervals<'_>) -> Result<Pieces, Overlay
             return Err(OverlayError::Order(i));
         }
     }
-    // the intervals grouped by key, in key order (the segments' order)
-    let mut by_key: Vec<(u32, i64, i64)> = (0..over.key.len())
-        .map(|i| (over.key[i], over.start[i], over.end[i]))
-        .collect();
-    by_key.sort_unstable();
+    let mut keys = KeyedIntervals::of(&over);
     let mut out = Pieces::with_capacity(n);
-    let (mut next, mut i) = (0usize, 0usize);
+    let mut i = 0usize;
     while i < n {
         // one key's segments, [i, j), and its intervals
         let k = seg.key[i];
         let j = i + seg.key[i..].partition_point(|&x| x == k);
-        while next < by_key.len() && by_key[next].0 < k {
-            next += 1;
-        }
-        let from = next;
-        while next < by_key.len() && by_key[next].0 == k {
-            next += 1;
-        }
-        let mut iv: Vec<(i64, i64)> = by_key[from..next].iter().map(|&(_, s, e)| (s, e)).collect();
-        let prepared = Prepared::of(&mut iv);
+        let prepared = Prepared::of(&mut keys.of_key(k));
         let mut walk = Walk {
             p: &prepared,
             cut: 0,
@@ -261,24 +282,13 @@ pub fn enclosing(
     {
         return Err(OverlayError::Order(i));
     }
-    let mut by_key: Vec<(u32, i64, i64)> = (0..over.key.len())
-        .map(|i| (over.key[i], over.start[i], over.end[i]))
-        .collect();
-    by_key.sort_unstable();
+    let mut keys = KeyedIntervals::of(&over);
     let mut out = Vec::with_capacity(n);
-    let (mut next, mut i) = (0usize, 0usize);
+    let mut i = 0usize;
     while i < n {
         let k = inst.key[i];
         let j = i + inst.key[i..].partition_point(|&x| x == k);
-        while next < by_key.len() && by_key[next].0 < k {
-            next += 1;
-        }
-        let from = next;
-        while next < by_key.len() && by_key[next].0 == k {
-            next += 1;
-        }
-        let mut iv: Vec<(i64, i64)> = by_key[from..next].iter().map(|&(_, s, e)| (s, e)).collect();
-        let runs = Prepared::of(&mut iv).runs;
+        let runs = Prepared::of(&mut keys.of_key(k)).runs;
         let mut r = 0usize;
         for &t in &inst.at[i..j] {
             while r + 1 < runs.len() && runs[r + 1].0 <= t {

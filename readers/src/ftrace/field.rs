@@ -488,6 +488,21 @@ impl FieldDecoder {
         (end <= payload.len()).then_some((off, end))
     }
 
+    /// The bytes of a raw field (`at`: where they lie), None when the
+    /// payload does not hold them.
+    fn raw_bytes<'a, E: Order>(payload: &'a [u8], c: &Col, at: RawAt) -> Option<&'a [u8]> {
+        match at {
+            RawAt::Fixed => c
+                .offset
+                .checked_add(c.size)
+                .and_then(|e| payload.get(c.offset..e)),
+            RawAt::Dynamic { relative } => {
+                Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| &payload[s..e])
+            }
+            RawAt::Tail => payload.get(c.offset..),
+        }
+    }
+
     fn append_in<E: Order>(&self, payload: &[u8], batch: &mut RowBatch, row: u32) {
         let mut var = 0usize;
         for (c, col) in self.cols.iter().zip(batch.columns.iter_mut()) {
@@ -562,25 +577,13 @@ impl FieldDecoder {
                     Some(b) => var += ints::<E>(col, row, b, elem, signed),
                     None => col.push_null(row),
                 },
-                Op::Raw(at) => {
-                    let bytes = match at {
-                        RawAt::Fixed => c
-                            .offset
-                            .checked_add(c.size)
-                            .and_then(|e| payload.get(c.offset..e)),
-                        RawAt::Dynamic { relative } => {
-                            Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| &payload[s..e])
-                        }
-                        RawAt::Tail => payload.get(c.offset..),
-                    };
-                    match (bytes, &mut col.data) {
-                        (Some(b), ColumnData::Bytes(t)) => {
-                            t.push(b);
-                            var += b.len();
-                        }
-                        _ => col.push_null(row),
+                Op::Raw(at) => match (Self::raw_bytes::<E>(payload, c, at), &mut col.data) {
+                    (Some(b), ColumnData::Bytes(t)) => {
+                        t.push(b);
+                        var += b.len();
                     }
-                }
+                    _ => col.push_null(row),
+                },
             }
         }
         batch.var_bytes += var;
@@ -667,17 +670,7 @@ impl FieldDecoder {
                 Op::TailArray { elem, signed } => {
                     payload.get(c.offset..).map(|b| ints(b, elem, signed))
                 }
-                Op::Raw(at) => match at {
-                    RawAt::Fixed => c
-                        .offset
-                        .checked_add(c.size)
-                        .and_then(|e| payload.get(c.offset..e)),
-                    RawAt::Dynamic { relative } => {
-                        Self::dyn_range::<E>(payload, c, relative).map(|(s, e)| &payload[s..e])
-                    }
-                    RawAt::Tail => payload.get(c.offset..),
-                }
-                .map(|b| b.len() as u64),
+                Op::Raw(at) => Self::raw_bytes::<E>(payload, c, at).map(|b| b.len() as u64),
             };
             // a null is a value too (the placeholder `append` stores)
             acc = acc.rotate_left(5) ^ v.unwrap_or(u64::MAX);
