@@ -163,14 +163,16 @@ impl Events<'_> {
     }
 }
 
-/// Each thread's events in time order (stable: equal instants keep their
-/// order), `(ts, value)`; `tids` sorted and unique.
-fn buckets(tids: &[i64], ev: &[Events<'_>]) -> Vec<Vec<(i64, i64)>> {
+/// Each thread's events in time order (stable: at one instant the inputs'
+/// order, then each input's own), `(ts, value)`: an input's own values, or
+/// the one given beside it; `tids` sorted and unique.
+fn buckets(tids: &[i64], ev: &[(Events<'_>, Option<i64>)]) -> Vec<Vec<(i64, i64)>> {
     let mut per: Vec<Vec<(i64, i64)>> = vec![Vec::new(); tids.len()];
-    for e in ev {
+    for (e, fixed) in ev {
         for i in 0..e.tid.len() {
             if let Ok(k) = tids.binary_search(&e.tid[i]) {
-                per[k].push((e.ts[i], e.value.get(i).copied().unwrap_or(0)));
+                let value = fixed.unwrap_or_else(|| e.value.get(i).copied().unwrap_or(0));
+                per[k].push((e.ts[i], value));
             }
         }
     }
@@ -294,30 +296,10 @@ pub fn vcpu_timelines(inp: Inputs<'_>) -> Result<Timeline, TimelineError> {
     let mut tids: Vec<i64> = th.tid.to_vec();
     tids.sort_unstable();
     tids.dedup();
-    let entries = Events {
-        value: &[],
-        ..inp.entries
-    };
     // entries carry ENTRY; at one instant the exit comes after the entry
-    let marks = {
-        let mut per: Vec<Vec<(i64, i64)>> = vec![Vec::new(); tids.len()];
-        for i in 0..entries.tid.len() {
-            if let Ok(k) = tids.binary_search(&entries.tid[i]) {
-                per[k].push((entries.ts[i], ENTRY));
-            }
-        }
-        for i in 0..inp.exits.tid.len() {
-            if let Ok(k) = tids.binary_search(&inp.exits.tid[i]) {
-                per[k].push((inp.exits.ts[i], inp.exits.value[i]));
-            }
-        }
-        for p in per.iter_mut() {
-            p.sort_by_key(|&(ts, _)| ts);
-        }
-        per
-    };
-    let outs = buckets(&tids, &[inp.outs]);
-    let wakeups = buckets(&tids, &[inp.wakeups]);
+    let marks = buckets(&tids, &[(inp.entries, Some(ENTRY)), (inp.exits, None)]);
+    let outs = buckets(&tids, &[(inp.outs, None)]);
+    let wakeups = buckets(&tids, &[(inp.wakeups, None)]);
     let runs_of = |tid: i64| {
         let from = r.tid.partition_point(|&t| t < tid);
         from..from + r.tid[from..].partition_point(|&t| t == tid)
