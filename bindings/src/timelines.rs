@@ -54,6 +54,18 @@ fn values<T: ArrowPrimitiveType>(
         .clone())
 }
 
+/// The `_key`, `start` and `end` columns of keyed intervals (a timeline's
+/// segments, or what is laid over them).
+type Keyed = (ScalarBuffer<u32>, ScalarBuffer<i64>, ScalarBuffer<i64>);
+
+fn keyed(b: &[RecordBatch], what: &str) -> PyResult<Keyed> {
+    Ok((
+        values::<UInt32Type>(b, what, "_key")?,
+        values::<Int64Type>(b, what, "start")?,
+        values::<Int64Type>(b, what, "end")?,
+    ))
+}
+
 /// `segments` (a polars frame of `_key`, `start`, `end`, `eligible`;
 /// sorted by key and start, a key's segments disjoint) cut at the
 /// boundaries of `over`'s intervals (`_key`, `start`, `end`) inside the
@@ -70,23 +82,13 @@ pub fn overlay_timeline(
         read_stream(segments, "segments")?,
         read_stream(over, "over")?,
     );
-    let w = "segments";
-    let (key, start, end) = (
-        values::<UInt32Type>(&sb, w, "_key")?,
-        values::<Int64Type>(&sb, w, "start")?,
-        values::<Int64Type>(&sb, w, "end")?,
-    );
-    let eligible: Vec<bool> = column(&sb, w, "eligible", &DataType::Boolean)?
+    let (key, start, end) = keyed(&sb, "segments")?;
+    let eligible: Vec<bool> = column(&sb, "segments", "eligible", &DataType::Boolean)?
         .as_boolean()
         .values()
         .iter()
         .collect();
-    let w = "over";
-    let (okey, ostart, oend) = (
-        values::<UInt32Type>(&ob, w, "_key")?,
-        values::<Int64Type>(&ob, w, "start")?,
-        values::<Int64Type>(&ob, w, "end")?,
-    );
+    let (okey, ostart, oend) = keyed(&ob, "over")?;
     let pieces = py
         .detach(|| {
             overlay(
@@ -132,12 +134,7 @@ pub fn enclosing_interval(
         values::<UInt32Type>(&ib, "instants", "_key")?,
         values::<Int64Type>(&ib, "instants", "at")?,
     );
-    let w = "over";
-    let (okey, ostart, oend) = (
-        values::<UInt32Type>(&ob, w, "_key")?,
-        values::<Int64Type>(&ob, w, "start")?,
-        values::<Int64Type>(&ob, w, "end")?,
-    );
+    let (okey, ostart, oend) = keyed(&ob, "over")?;
     drop((ib, ob));
     let starts = py
         .detach(|| {
