@@ -14,6 +14,7 @@ once: the runs are idempotent.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import resource
 import shutil
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 from cratrace import __version__, atomic
 from cratrace.errors import CratraceError
@@ -40,6 +42,23 @@ REFUSED = "refused"
 def refused(result: dict) -> str | None:
     """The line a task's result refuses with, or None."""
     return result.get(REFUSED)
+
+
+def _task(fn: Callable[..., dict]) -> Callable[..., dict]:
+    """A task's failures as one line: its refusals (cratrace's own errors)
+    returned as ``{"refused": line}``, anything else raised as a
+    `TaskError`."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> dict:
+        try:
+            return fn(*args, **kwargs)
+        except CratraceError as e:
+            return {REFUSED: one_line(e)}
+        except Exception as e:  # noqa: BLE001 - every failure becomes one line
+            raise TaskError(one_line(e)) from None
+
+    return run
 
 
 def one_line(e: BaseException) -> str:
@@ -96,6 +115,7 @@ def _finish(tmp: Path, dest: Path) -> None:
             raise
 
 
+@_task
 def scan_capture(ref: str, sweep: str) -> dict:
     """Fingerprint a capture and measure its recording (the baseline
     every policy is compared with), written as the run
@@ -103,40 +123,35 @@ def scan_capture(ref: str, sweep: str) -> dict:
     fingerprint, VMs, typical VM, own policy, host name, recorded
     throughputs."""
     t0 = time.perf_counter()
-    try:
-        local = local_capture(ref)
-        fp = fingerprint(local)
-        rid = recording_id(fp, __version__)
-        dest = Path(sweep) / "runs" / rid
-        if (dest / "scan.json").is_file():
-            return {**json.loads((dest / "scan.json").read_text()), **_timing(t0, cached=True)}
-        from cratrace.capture import Capture
-        from cratrace.replay.plan import baseline_policy
-        from cratrace.report.runs import recorded_run
+    local = local_capture(ref)
+    fp = fingerprint(local)
+    rid = recording_id(fp, __version__)
+    dest = Path(sweep) / "runs" / rid
+    if (dest / "scan.json").is_file():
+        return {**json.loads((dest / "scan.json").read_text()), **_timing(t0, cached=True)}
+    from cratrace.capture import Capture
+    from cratrace.replay.plan import baseline_policy
+    from cratrace.report.runs import recorded_run
 
-        cap = Capture(local)
-        cap.require_model(["threads", "cpu_slices", "vcpu_states"])
-        run = recorded_run(cap)
-        vms = run.metrics["vms"]
-        host = str((cap.meta.get("host") or {}).get("hostname") or "") or None
-        counted = any(v.get("marks") for v in vms.values())
-        recorded = {name: v["throughput_per_s"] for name, v in vms.items()}
-        recorded[HOST_KEY] = sum(v["throughput_per_s"] for v in vms.values() if v.get("marks") or not counted)
-        info = {"run_id": rid, "fingerprint": fp, "vms": sorted(vms), "typical_vm": typical_vm(vms), "own_policy": baseline_policy(cap), "host": host, "recorded": recorded, "duration_s": run.duration_s}
-        rows = measure_run(run, cap, {"host": host or ""}, recorded=recorded)
-        tmp = atomic.temp_dir(dest)
-        try:
-            _write_rows(tmp / "rows.parquet", rows)
-            (tmp / "scan.json").write_text(json.dumps(info, indent=2, sort_keys=True))
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _finish(tmp, dest)
-        return {**info, **_timing(t0, cached=False)}
-    except CratraceError as e:
-        return {REFUSED: one_line(e)}
-    except Exception as e:  # noqa: BLE001 - every failure becomes one line
-        raise TaskError(one_line(e)) from None
+    cap = Capture(local)
+    cap.require_model(["threads", "cpu_slices", "vcpu_states"])
+    run = recorded_run(cap)
+    vms = run.metrics["vms"]
+    host = str((cap.meta.get("host") or {}).get("hostname") or "") or None
+    counted = any(v.get("marks") for v in vms.values())
+    recorded = {name: v["throughput_per_s"] for name, v in vms.items()}
+    recorded[HOST_KEY] = sum(v["throughput_per_s"] for v in vms.values() if v.get("marks") or not counted)
+    info = {"run_id": rid, "fingerprint": fp, "vms": sorted(vms), "typical_vm": typical_vm(vms), "own_policy": baseline_policy(cap), "host": host, "recorded": recorded, "duration_s": run.duration_s}
+    rows = measure_run(run, cap, {"host": host or ""}, recorded=recorded)
+    tmp = atomic.temp_dir(dest)
+    try:
+        _write_rows(tmp / "rows.parquet", rows)
+        (tmp / "scan.json").write_text(json.dumps(info, indent=2, sort_keys=True))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _finish(tmp, dest)
+    return {**info, **_timing(t0, cached=False)}
 
 
 def _write_rows(path: Path, rows: list[dict]) -> None:
@@ -145,6 +160,7 @@ def _write_rows(path: Path, rows: list[dict]) -> None:
     frame(rows, ROW_COLUMNS).write_parquet(path, compression="zstd")
 
 
+@_task
 def run_replay(spec: dict, sweep: str, recorded: dict) -> dict:
     """Replay one run of a sweep (a `RunSpec` as a dict) into
     ``runs/<run id>/``: the replay's model tables, metrics.json, its spec,
@@ -154,63 +170,50 @@ def run_replay(spec: dict, sweep: str, recorded: dict) -> dict:
     dest = Path(sweep) / "runs" / spec["run_id"]
     if (dest / "rows.parquet").is_file():
         return _timing(t0, run_id=spec["run_id"], cached=True)
+    from cratrace.capture import Capture
+    from cratrace.replay import replay_capture
+    from cratrace.report.runs import replay_runs
+
+    cap = Capture(local_capture(spec["capture"]))
+    settings = {**spec["params"], **spec["whatif_sets"]}
+    tmp = atomic.temp_dir(dest)
     try:
-        from cratrace.capture import Capture
-        from cratrace.replay import replay_capture
-        from cratrace.report.runs import replay_runs
-
-        cap = Capture(local_capture(spec["capture"]))
-        settings = {**spec["params"], **spec["whatif_sets"]}
-        tmp = atomic.temp_dir(dest)
-        try:
-            out = tmp / "replay"
-            replay_capture(cap, [spec["policy"]], out, settings=settings, seed=spec["seed"], force=True, drop_vms=list(spec["drop_vms"]), add_vms=[f"{n}:{c}" for n, c in spec["add_vms"]])
-            run = replay_runs(out)[0]
-            rows = measure_run(run, cap, {"host": spec["host"]}, source_of=spec["source_of"], recorded=recorded)
-            run.release()
-            for item in (out / spec["policy"].replace("/", "_")).iterdir():
-                os.rename(item, tmp / item.name)
-            shutil.rmtree(out)
-            _write_rows(tmp / "rows.parquet", rows)
-            (tmp / "spec.json").write_text(json.dumps({**spec, "cratrace": __version__}, indent=2, sort_keys=True))
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-        _finish(tmp, dest)
-        return _timing(t0, run_id=spec["run_id"], cached=False)
-    except CratraceError as e:
-        return {REFUSED: one_line(e)}
-    except Exception as e:  # noqa: BLE001 - every failure becomes one line
-        raise TaskError(one_line(e)) from None
+        out = tmp / "replay"
+        replay_capture(cap, [spec["policy"]], out, settings=settings, seed=spec["seed"], force=True, drop_vms=list(spec["drop_vms"]), add_vms=[f"{n}:{c}" for n, c in spec["add_vms"]])
+        run = replay_runs(out)[0]
+        rows = measure_run(run, cap, {"host": spec["host"]}, source_of=spec["source_of"], recorded=recorded)
+        run.release()
+        for item in (out / spec["policy"].replace("/", "_")).iterdir():
+            os.rename(item, tmp / item.name)
+        shutil.rmtree(out)
+        _write_rows(tmp / "rows.parquet", rows)
+        (tmp / "spec.json").write_text(json.dumps({**spec, "cratrace": __version__}, indent=2, sort_keys=True))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _finish(tmp, dest)
+    return _timing(t0, run_id=spec["run_id"], cached=False)
 
 
+@_task
 def import_one(source: str, out: str, force: bool, compression: str, max_memory: int | None = None, cpu_hz: float | None = None) -> dict:
     """`cratrace import SOURCE -o OUT [--max-memory BYTES] [--cpu-hz HZ]`
     for one host of a fleet import."""
     t0 = time.perf_counter()
-    try:
-        from cratrace.importer import data_problems, write_capture
+    from cratrace.importer import data_problems, write_capture
 
-        meta = write_capture([Path(source)], Path(out), force=force, compression=compression, max_memory=max_memory, cpu_hz=cpu_hz)
-        return _timing(t0, events=sum(meta["events"].values()), problems=data_problems(meta))
-    except CratraceError as e:
-        return {REFUSED: one_line(e)}
-    except Exception as e:  # noqa: BLE001
-        raise TaskError(one_line(e)) from None
+    meta = write_capture([Path(source)], Path(out), force=force, compression=compression, max_memory=max_memory, cpu_hz=cpu_hz)
+    return _timing(t0, events=sum(meta["events"].values()), problems=data_problems(meta))
 
 
+@_task
 def model_one(capture: str, spin_gap_ns: int, window_ns: int, vm_pattern: str | None) -> dict:
     """`cratrace model CAPTURE` for one capture of many."""
     t0 = time.perf_counter()
-    try:
-        import cratrace
-        from cratrace.model.build import build_model, model_notes
+    import cratrace
+    from cratrace.model.build import build_model, model_notes
 
-        rows = build_model(capture, spin_gap_ns=spin_gap_ns, window_ns=window_ns, vm_pattern=vm_pattern)
-        meta = cratrace.open(capture).meta
-        guessed, remarks = model_notes(meta)
-        return _timing(t0, tables=rows, vms=[v["vm"] for v in meta["model"]["vms"]], guessed=guessed, remarks=remarks)
-    except CratraceError as e:
-        return {REFUSED: one_line(e)}
-    except Exception as e:  # noqa: BLE001
-        raise TaskError(one_line(e)) from None
+    rows = build_model(capture, spin_gap_ns=spin_gap_ns, window_ns=window_ns, vm_pattern=vm_pattern)
+    meta = cratrace.open(capture).meta
+    guessed, remarks = model_notes(meta)
+    return _timing(t0, tables=rows, vms=[v["vm"] for v in meta["model"]["vms"]], guessed=guessed, remarks=remarks)
