@@ -19,7 +19,7 @@
 use super::{plan_events, read_tracedat, summary_of_header, Clock, ReadOptions, Streams};
 use crate::batch::RowBatch;
 use crate::error::ReadResult;
-use crate::sink::{ColumnType, EventSink, TableId, TableSpec};
+use crate::sink::{EventSink, MemorySink, TableId, TableSpec};
 use crate::tracedat::header::read_metadata_with;
 use std::path::Path;
 
@@ -127,9 +127,11 @@ pub fn tracedat_floor(path: &Path, stage: Stage) -> ReadResult<Floor> {
 
 /// An [`EventSink`] that keeps one batch per table and empties it each
 /// time it holds `4096` rows: the reader's whole work, none of storage's.
+/// Tables are declared as [`MemorySink`] (and the import's Parquet sink)
+/// declare them.
 #[derive(Default)]
 pub struct DiscardSink {
-    tables: Vec<(String, RowBatch)>,
+    tables: MemorySink,
     /// Rows taken.
     pub rows: u64,
 }
@@ -140,24 +142,18 @@ impl EventSink for DiscardSink {
     fn set_instances(&mut self, _names: &[String]) {}
 
     fn declare_table(&mut self, spec: &TableSpec) -> Result<TableId, String> {
-        if let Some(i) = self.tables.iter().position(|(n, _)| *n == spec.name) {
-            return Ok(TableId(i as u32));
-        }
-        let types: Vec<ColumnType> = spec.columns.iter().map(|c| c.ty.clone()).collect();
-        self.tables
-            .push((spec.name.clone(), RowBatch::new(&types, DISCARD_BATCH_ROWS)));
-        Ok(TableId(self.tables.len() as u32 - 1))
+        self.tables.declare_table(spec)
     }
 
     #[inline]
     fn batch(&mut self, table: TableId) -> &mut RowBatch {
-        &mut self.tables[table.0 as usize].1
+        self.tables.batch(table)
     }
 
     #[inline]
     fn row_done(&mut self, table: TableId) -> Result<(), String> {
         self.rows += 1;
-        let b = &mut self.tables[table.0 as usize].1;
+        let b = self.tables.batch(table);
         if b.len() >= DISCARD_BATCH_ROWS {
             b.settle();
             b.clear();
