@@ -41,7 +41,7 @@ pub struct MarkerLines {
     vcpu: Int32Array,
     /// Read by [`Self::stream`]: the text columns were encoded as they were
     /// parsed and are not here (`text`, `name` and `fields` are empty); the
-    /// lines of these names are, whole.
+    /// lines of these names are, with empty `text` and `fields`.
     streamed: Option<(Vec<String>, Box<MarkerLines>)>,
 }
 
@@ -145,8 +145,9 @@ impl MarkerLines {
     /// `codec` as soon as the batch is parsed, then `ts`, `cpu` and `tid`:
     /// the table of a million lines is never in memory whole, and the
     /// buffers of one batch serve the next (fresh memory costs a page fault
-    /// per 4 KiB here). Only the lines named in `keep` are kept whole, for
-    /// [`Self::table`]. `Ok(None)` when the rows are not in time order (then
+    /// per 4 KiB here). Only the lines named in `keep` are kept, for
+    /// [`Self::table`], and without their text and fields (empty there):
+    /// what pairs them is their time, writer, name, VM and vCPU. `Ok(None)` when the rows are not in time order (then
     /// use [`Self::from_reader`], which sorts them).
     pub fn stream(
         r: crate::TableReader,
@@ -157,6 +158,7 @@ impl MarkerLines {
         let bytes_per_row = r.uncompressed_bytes("buf") / r.rows().max(1) + 1;
         let mut p = Parser::with_capacity(r.rows(), batch_rows, batch_rows * bytes_per_row);
         let mut kept = Parser::with_capacity(0, 0, 0);
+        let mut scratch = String::new();
         let t = EncodedTable::streamed(schema(), codec, &ENCODINGS)?;
         // A batch's text columns are encoded on a thread of their own while
         // the next batch is read and parsed (the encoding, mostly LZ4 over
@@ -197,7 +199,7 @@ impl MarkerLines {
                     for i in 0..name.len() {
                         if keep.contains(&name.value(i)) {
                             let row = start + i;
-                            kept.push_line(
+                            kept.push_named(
                                 p.ts[row],
                                 p.cpu[row],
                                 p.tid.values_slice()[row],
@@ -205,6 +207,7 @@ impl MarkerLines {
                                     .validity_slice()
                                     .is_none_or(|v| arrow_buffer::bit_util::get_bit(v, row)),
                                 text.value(i),
+                                &mut scratch,
                             );
                         }
                     }
