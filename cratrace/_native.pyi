@@ -77,6 +77,8 @@ def vcpu_phases(
 def host_phases(*, slices: Any, threads: int, switch_ns: int, migration_ns: int, first_thread: int = 0) -> tuple[bytes, bytes, bytes, bytes]: ...
 def enclosing_interval(*, instants: Any, over: Any) -> ArrowTable: ...  # start of the merged run of `over` holding each instant, or null
 def overlay_timeline(*, segments: Any, over: Any) -> ArrowTable: ...
+def pause_clusters(*, exits: Any, gap_ns: int) -> ArrowTable: ...  # tid, start, end, exits: a thread's PAUSE exits split at gaps over gap_ns
+def lock_holders(*, episodes: Any, preemptions: Any) -> ArrowTable: ...  # holder_vcpu: the lowest sibling preempted at each episode's start, or null
 def thermal_profile(
     *,
     cpu: Sequence[int],

@@ -117,6 +117,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(timelines::overlay_timeline, m)?)?;
     m.add_function(wrap_pyfunction!(timelines::vcpu_timelines, m)?)?;
     m.add_function(wrap_pyfunction!(timelines::enclosing_interval, m)?)?;
+    m.add_function(wrap_pyfunction!(timelines::pause_clusters, m)?)?;
+    m.add_function(wrap_pyfunction!(timelines::lock_holders, m)?)?;
     m.add(
         "VCPU_STATES",
         cratrace_timelines::vcpu::STATE_NAMES.to_vec(),

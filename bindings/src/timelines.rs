@@ -14,7 +14,7 @@ use arrow_array::{
 };
 use arrow_buffer::ScalarBuffer;
 use arrow_schema::{DataType, Field, Schema};
-use cratrace_timelines::{enclosing, overlay, vcpu, Instants, Intervals, Segments};
+use cratrace_timelines::{enclosing, overlay, spins, vcpu, Instants, Intervals, Segments};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use std::sync::Arc;
@@ -267,4 +267,80 @@ pub fn vcpu_timelines(
         ("end", Arc::new(Int64Array::from(tl.end))),
         ("pcpu", Arc::new(pcpu)),
     ])
+}
+
+/// `exits` (a polars frame of `tid`, `ts`: vCPU threads' PAUSE exits, in
+/// time order) as spin episodes (cratrace-timelines' `spins::
+/// pause_clusters`: a new one after a thread's gap over `gap_ns`): a frame
+/// of `tid`, `start`, `end` and `exits`, in the order they began.
+#[pyfunction]
+#[pyo3(signature = (*, exits, gap_ns))]
+pub fn pause_clusters(
+    py: Python<'_>,
+    exits: &Bound<'_, PyAny>,
+    gap_ns: i64,
+) -> PyResult<ArrowTable> {
+    let b = read_stream(exits, "exits")?;
+    let (tid, ts) = (
+        values::<Int64Type>(&b, "exits", "tid")?,
+        values::<Int64Type>(&b, "exits", "ts")?,
+    );
+    drop(b);
+    let c = py
+        .detach(|| spins::pause_clusters(&tid, &ts, gap_ns))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    table(vec![
+        ("tid", Arc::new(Int64Array::from(c.tid))),
+        ("start", Arc::new(Int64Array::from(c.start))),
+        ("end", Arc::new(Int64Array::from(c.end))),
+        ("exits", Arc::new(UInt32Array::from(c.exits))),
+    ])
+}
+
+/// Each spin episode's candidate lock holder (cratrace-timelines' `spins::
+/// lock_holders`: the lowest other vCPU of its VM preempted when it
+/// began): `episodes` (`_vm`, `vcpu`, `start`) and `preemptions` (`_vm`,
+/// `vcpu`, `start`, `end`), the VMs numbered alike; a frame of
+/// `holder_vcpu`, null where no sibling was preempted.
+#[pyfunction]
+#[pyo3(signature = (*, episodes, preemptions))]
+pub fn lock_holders(
+    py: Python<'_>,
+    episodes: &Bound<'_, PyAny>,
+    preemptions: &Bound<'_, PyAny>,
+) -> PyResult<ArrowTable> {
+    let (eb, pb) = (
+        read_stream(episodes, "episodes")?,
+        read_stream(preemptions, "preemptions")?,
+    );
+    let (evm, evcpu, es) = (
+        values::<UInt32Type>(&eb, "episodes", "_vm")?,
+        values::<Int32Type>(&eb, "episodes", "vcpu")?,
+        values::<Int64Type>(&eb, "episodes", "start")?,
+    );
+    let (pvm, pvcpu, ps, pe) = (
+        values::<UInt32Type>(&pb, "preemptions", "_vm")?,
+        values::<Int32Type>(&pb, "preemptions", "vcpu")?,
+        values::<Int64Type>(&pb, "preemptions", "start")?,
+        values::<Int64Type>(&pb, "preemptions", "end")?,
+    );
+    drop((eb, pb));
+    let holders = py
+        .detach(|| {
+            spins::lock_holders(
+                spins::Episodes {
+                    vm: &evm,
+                    vcpu: &evcpu,
+                    start: &es,
+                },
+                spins::Preemptions {
+                    vm: &pvm,
+                    vcpu: &pvcpu,
+                    start: &ps,
+                    end: &pe,
+                },
+            )
+        })
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    table(vec![("holder_vcpu", Arc::new(Int32Array::from(holders)))])
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from cratrace import _native
 from cratrace.model.frames import conform, empty, in_order, top_buffer, total_order
 
 PAUSE_EXITS = (40, 0x77)
@@ -34,9 +35,10 @@ def from_markers(markers: pl.DataFrame) -> pl.DataFrame:
 def from_pause_exits(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame, gap_ns: int) -> pl.DataFrame:
     if "kvm_exit" not in ev or vcpus.height == 0:
         return pl.DataFrame()
-    # the vCPUs' PAUSE exits in time order (as the events are written):
-    # each thread's gaps are shifts within its group, without sorting by
-    # thread first (0.4 s of 1.9 M exits)
+    # the vCPUs' PAUSE exits in time order (as the events are written),
+    # clustered in one pass (cratrace-timelines): a shift and a cumulative
+    # sum per thread over 17 M exits of 100 M events took most of the
+    # model's spin step
     ex = in_order(
         top_buffer(ev["kvm_exit"])
         .filter(pl.col("exit_reason").is_in(PAUSE_EXITS))
@@ -47,10 +49,8 @@ def from_pause_exits(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame, gap_ns: i
     )
     if ex.height == 0:
         return pl.DataFrame()
-    ex = ex.with_columns(((pl.col("ts") - pl.col("ts").shift(1).over("tid")).fill_null(gap_ns + 1) > gap_ns).cum_sum().over("tid").alias("_ep"))
-    return ex.group_by("tid", "_ep").agg(
-        pl.col("ts").min().alias("start"), pl.col("ts").max().alias("end"), pl.len().alias("exits")
-    ).join(vcpus, on="tid").with_columns(pl.lit("pause-exit").alias("source"), pl.max_horizontal("end", pl.col("start") + 1).alias("end")).drop("_ep")
+    episodes = pl.DataFrame(_native.pause_clusters(exits=ex, gap_ns=gap_ns))
+    return episodes.join(vcpus, on="tid").with_columns(pl.lit("pause-exit").alias("source"))
 
 
 def from_pv_kicks(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame) -> pl.DataFrame:
@@ -74,30 +74,23 @@ def from_pv_kicks(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame) -> pl.DataFr
 
 
 def with_holder(ep: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame) -> pl.DataFrame:
-    """holder_vcpu: a sibling preempted at the episode's start."""
+    """holder_vcpu: a sibling preempted at the episode's start (the lowest
+    such vCPU; cratrace-timelines' `lock_holders`, one pass: an as-of join
+    of every episode times its VM's other vCPUs took a GB at 100 M events)."""
     if "holder_vcpu" in ep.columns:
         ep = ep.drop("holder_vcpu")
-    pre = states.lazy().filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").alias("holder_vcpu"), pl.col("start").alias("p_start"), pl.col("end").alias("p_end"))
+    pre = states.lazy().filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").cast(pl.Int32), "start", "end")
     pre = pre.collect() if ep.height else pre.clear().collect()
     if pre.height == 0:
         return ep.with_columns(pl.lit(None, pl.Int32).alias("holder_vcpu"))
-    # Per episode and sibling, the sibling's last preemption to begin
-    # before the episode (a vCPU's timeline has no overlaps), if it still
-    # lasts: episodes times a VM's vCPUs rows, where joining every episode
-    # with every preemption in its VM grew with the square of the trace.
-    siblings = pre.select("vm", "holder_vcpu").unique()
-    cand = (
-        ep.with_row_index("_i")
-        .select("_i", "vm", "vcpu", "start")
-        .join(siblings, on="vm")
-        .filter(pl.col("holder_vcpu") != pl.col("vcpu"))
-        .sort("start")
-        .join_asof(pre.sort("p_start"), left_on="start", right_on="p_start", by=["vm", "holder_vcpu"], strategy="backward", check_sortedness=False)
-        .filter(pl.col("p_end") > pl.col("start"))
-        .group_by("_i")
-        .agg(pl.col("holder_vcpu").min())
-    )
-    return ep.with_row_index("_i").join(cand, on="_i", how="left").sort("_i").drop("_i")
+    # the VMs as numbers, alike on both sides
+    vms = pl.Enum(sorted(set(ep["vm"].drop_nulls().unique().to_list()) | set(pre["vm"].drop_nulls().unique().to_list())))
+
+    def numbered(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
+        return df.select(pl.col("vm").cast(vms).to_physical().alias("_vm"), pl.col("vcpu").cast(pl.Int32), *cols)
+
+    holders = pl.DataFrame(_native.lock_holders(episodes=numbered(ep, "start"), preemptions=numbered(pre, "start", "end")))
+    return ep.with_columns(holders["holder_vcpu"])
 
 
 def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, markers: pl.DataFrame, gap_ns: int = 50_000) -> pl.DataFrame:

@@ -10,9 +10,11 @@
 //!
 //! [`vcpu::vcpu_timelines`] builds the timelines themselves from the vCPU
 //! threads' running stretches, switches, KVM entries and exits and
-//! wakeups.
+//! wakeups; [`spins`] clusters PAUSE exits into spin episodes and finds
+//! each episode's candidate lock holder.
 #![deny(missing_docs)]
 
+pub mod spins;
 pub mod vcpu;
 
 use std::fmt;
