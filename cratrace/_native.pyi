@@ -53,10 +53,11 @@ class ArrowTable:
 class MarkerLines:
     """Parsed trace_marker lines (print events of the top-level buffer), in time order."""
     @staticmethod
-    def read(path: str | Path, compression: str | None = None, keep: Sequence[str] | None = None) -> MarkerLines: ...  # a print event table (Parquet); with compression, text columns encoded as parsed and only `keep` lines kept whole
+    def read(path: str | Path, compression: str | None = None, keep: Sequence[str] | None = None) -> MarkerLines: ...  # a print event table (Parquet); with compression, text columns encoded as parsed and only `keep` lines kept (without text and fields)
     @staticmethod
     def from_frame(prints: Any) -> MarkerLines: ...  # a polars frame: ts, cpu, pid, [instance], buf
     def table(self, threads: Any, names: Sequence[str] | None = None) -> ArrowTable: ...  # threads: frame of tid, vm, vcpu
+    def pairs(self, threads: Any, begin: str, end: str) -> ArrowTable: ...  # vm, vcpu, tid, start, end: per (vm, vcpu), a begin line followed by an end line
     def write(self, threads: Any, path: str | Path, compression: str) -> int: ...  # rows written
     def __len__(self) -> int: ...
 

@@ -103,6 +103,23 @@ impl MarkerLines {
         Ok(ArrowTable::new(batch))
     }
 
+    /// Spin episodes from `begin` ... `end` marker pairs, the lines
+    /// attributed with `threads` as `table` attributes them: a frame of
+    /// `vm`, `vcpu`, `tid`, `start`, `end`.
+    fn pairs(
+        &self,
+        py: Python<'_>,
+        threads: Bound<'_, PyAny>,
+        begin: &str,
+        end: &str,
+    ) -> PyResult<ArrowTable> {
+        let w = writers(&threads)?;
+        let batch = py
+            .detach(|| self.lines.pairs(&w, begin, end))
+            .map_err(PyValueError::new_err)?;
+        Ok(ArrowTable::new(batch))
+    }
+
     /// Attribute with `threads` and write the table to `path` as Parquet
     /// (`compression`: lz4, zstd or uncompressed); returns its rows. The
     /// GIL is released while the table is built and encoded.

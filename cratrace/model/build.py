@@ -122,15 +122,16 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
         # events to parse and the threads table to attribute: it is parsed
         # while the thread and CPU tables are built (or from before polars
         # was imported, when the caller started `marker_parse`), and
-        # written while the vCPU tables are.
+        # written while the vCPU tables are; its spin marker pairs are
+        # taken first.
         def markers(threads: pl.DataFrame) -> tuple[pl.DataFrame, Future[int]]:
             lines = side.lines.result()
-            spin_marks = marker_lines.table(lines, threads, marker_lines.SPIN_NAMES)
+            spin_pairs = marker_lines.pairs(lines, threads)
             written = side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
             # the parsed lines (a quarter of a GB for 2 M markers) are let
             # go once written, not held to the end of the build
             written.add_done_callback(lambda _: side.release())
-            return spin_marks, written
+            return spin_pairs, written
 
         def stream(name: str, batches: Iterable[pl.DataFrame]) -> tuple[pl.LazyFrame, Future[int]]:
             # written here, a batch at a time, then read back lazily by
@@ -161,7 +162,7 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
     df)` is called as soon as a table is final, so Parquet encoding (polars
     releases the GIL) overlaps the tables still being computed;
     `markers(threads)` starts the markers table's write and gives its spin
-    marker lines; `stream(name, batches)` writes a table built a batch at a
+    marker pairs; `stream(name, batches)` writes a table built a batch at a
     time and gives it back as a lazy scan (a long capture's vCPU timelines
     are never held whole)."""
     out: dict[str, pl.DataFrame | pl.LazyFrame] = {}
@@ -184,12 +185,12 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
         out["threads"], notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern, meta.get("affinity"), int(meta.get("cpus") or 0), meta.get("power_w"))
         # the markers table is written (on its own thread) from here on
         say("markers")
-        spin_marks, futures["markers"] = markers(out["threads"])
+        spin_pairs, futures["markers"] = markers(out["threads"])
         say("cpu_slices")
         done("cpu_slices", slices.result())
     say("spin_episodes")
-    spins = spin_episodes(ev, out["threads"], spin_marks, spin_gap_ns)
-    del spin_marks
+    spins = spin_episodes(ev, out["threads"], spin_pairs, spin_gap_ns)
+    del spin_pairs
     say("vcpu_states")
     batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], spins, span)
     if len(batches) > 1:

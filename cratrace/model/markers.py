@@ -19,7 +19,7 @@ from cratrace import _native
 from cratrace.model.frames import empty
 from cratrace.model.marker_parse import SPIN_NAMES
 
-__all__ = ["SPIN_NAMES", "markers", "parse", "table", "write"]
+__all__ = ["SPIN_NAMES", "markers", "pairs", "parse", "table", "write"]
 
 
 def parse(prints: Path | pl.LazyFrame | pl.DataFrame | None) -> _native.MarkerLines | None:
@@ -49,6 +49,17 @@ def table(lines: _native.MarkerLines | None, threads: pl.DataFrame, names: tuple
     if lines is None or len(lines) == 0:
         return empty("markers")
     return pl.DataFrame(lines.table(_writers(threads), list(names) if names else None))
+
+
+def pairs(lines: _native.MarkerLines | None, threads: pl.DataFrame, names: tuple[str, str] = SPIN_NAMES) -> pl.DataFrame:
+    """Episodes of `begin ... end` line pairs (`names`): per VM and vCPU
+    as the table attributes them, a begin line whose next line of the two
+    names is an end line, to that line. A frame of vm, vcpu, tid (the
+    begin line's writer), start and end (cratrace-arrow's `markers`
+    module)."""
+    if lines is None or len(lines) == 0:
+        return pl.DataFrame(schema={"vm": pl.String, "vcpu": pl.Int32, "tid": pl.Int64, "start": pl.Int64, "end": pl.Int64})
+    return pl.DataFrame(lines.pairs(_writers(threads), *names))
 
 
 def write(lines: _native.MarkerLines | None, threads: pl.DataFrame, path: Path, compression: str) -> int:

@@ -1,7 +1,7 @@
 """`spin_episodes`: when a vCPU spun waiting for a sibling.
 
 Three sources: marker pairs (`spin_begin` … `spin_end` with vm/vcpu
-fields), clusters of PAUSE exits (VMX reason 40, SVM 0x77) whose gaps are
+fields, paired as the markers are parsed), clusters of PAUSE exits (VMX reason 40, SVM 0x77) whose gaps are
 below a threshold, and PV-spinlock halt/kick pairs (a vCPU halts, a sibling
 kicks it with the KVM_HC_KICK_CPU hypercall). The lock-holder candidate is
 a sibling vCPU that was preempted when the episode began.
@@ -18,18 +18,12 @@ PAUSE_EXITS = (40, 0x77)
 KVM_HC_KICK_CPU = 5
 
 
-def from_markers(markers: pl.DataFrame) -> pl.DataFrame:
-    m = markers.filter(pl.col("name").is_in(["spin_begin", "spin_end"]) & pl.col("vm").is_not_null() & pl.col("vcpu").is_not_null())
-    if m.height == 0:
+def from_markers(pairs: pl.DataFrame) -> pl.DataFrame:
+    """Episodes of `spin_begin ... spin_end` marker pairs (vm, vcpu, tid,
+    start, end: `cratrace.model.markers.pairs`)."""
+    if pairs.height == 0:
         return pl.DataFrame()
-    # in time order (as the table is written), a vCPU's next marker is a
-    # shift within its group: sorting by vCPU first took 0.5 s of 2 M
-    # markers (the episodes are put in their order at the end)
-    m = in_order(m, "ts").with_columns(
-        pl.col("name").shift(-1).over("vm", "vcpu").alias("_next"), pl.col("ts").shift(-1).over("vm", "vcpu").alias("_end")
-    )
-    pairs = m.filter((pl.col("name") == "spin_begin") & (pl.col("_next") == "spin_end"))
-    return pairs.select("vm", "vcpu", "tid", pl.col("ts").alias("start"), pl.col("_end").alias("end"), pl.lit("marker").alias("source"))
+    return pairs.with_columns(pl.lit("marker").alias("source"))
 
 
 def from_pause_exits(ev: dict[str, pl.LazyFrame], vcpus: pl.DataFrame, gap_ns: int) -> pl.DataFrame:
@@ -93,9 +87,11 @@ def with_holder(ep: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame) -> pl.Dat
     return ep.with_columns(holders["holder_vcpu"])
 
 
-def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, markers: pl.DataFrame, gap_ns: int = 50_000) -> pl.DataFrame:
+def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, marker_pairs: pl.DataFrame, gap_ns: int = 50_000) -> pl.DataFrame:
+    """Every source's episodes; `marker_pairs`: the capture's spin marker
+    pairs (`cratrace.model.markers.pairs`)."""
     vcpus = threads.filter(pl.col("role") == "vcpu").select("tid", "vm", "vcpu")
-    parts = [p for p in (from_markers(markers), from_pause_exits(ev, vcpus, gap_ns), from_pv_kicks(ev, vcpus)) if p.height]
+    parts = [p for p in (from_markers(marker_pairs), from_pause_exits(ev, vcpus, gap_ns), from_pv_kicks(ev, vcpus)) if p.height]
     if not parts:
         return empty("spin_episodes")
     ep = pl.concat([conform(p.with_columns((pl.col("end") - pl.col("start")).alias("dur")), "spin_episodes") for p in parts])

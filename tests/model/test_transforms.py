@@ -206,7 +206,7 @@ def test_spin_episodes_order_is_total_when_two_kicks_end_one_halt():
             "kvm_exit": _lf(ts=[100], cpu=[1], pid=[11], exit_reason=[12]),
             "kvm_hypercall": _lf(ts=[300 if k == 10 else 200 for k in kickers], cpu=[0, 2], pid=kickers, nr=[5, 5], a1=[1, 1]),
         }
-        ep = spin_episodes(ev, threads, empty("markers"))
+        ep = spin_episodes(ev, threads, pl.DataFrame())
         assert list(zip(ep["start"], ep["end"], ep["clearer_vcpu"])) == [(100, 200, 2), (100, 300, 0)], kickers
 
 
@@ -283,3 +283,50 @@ def test_grouped_keeps_a_frame_whose_keys_are_together_and_sorts_one_whose_are_n
         assert sorted(rows) == sorted(df.rows())
         if trial % 3 == 0:
             assert rows == df.rows()
+
+
+def _pairs_by_the_rule(m: pl.DataFrame) -> list[tuple]:
+    """Spin marker pairs read off an attributed markers table line by
+    line: per (vm, vcpu) in time order, a spin_begin whose next spin line
+    is a spin_end."""
+    last: dict[tuple, tuple] = {}
+    out = []
+    for vm, vcpu, tid, ts, name in m.select("vm", "vcpu", "tid", "ts", "name").iter_rows():
+        if vm is None or vcpu is None or name not in ("spin_begin", "spin_end"):
+            continue
+        before = last.get((vm, vcpu))
+        if before and before[0] == "spin_begin" and name == "spin_end":
+            out.append((vm, vcpu, before[1], before[2], ts))
+        last[(vm, vcpu)] = (name, tid, ts)
+    return sorted(out, key=repr)
+
+
+def test_spin_marker_pairs_follow_the_rule_whole_or_streamed(tmp_path):
+    """`markers.pairs` (Rust, on the parsed lines) against the rule read
+    off the attributed table, on random lines: of two VMs, with and
+    without their own vm=/vcpu= (then the writer's), other markers between,
+    lost begins and ends; parsed whole and streamed (the model's read)."""
+    import random
+
+    from cratrace import _native
+    from cratrace.model import markers as marker_lines
+
+    threads = pl.DataFrame({"tid": [10, 11, 20, 30], "vm": ["a", "a", "b", None], "vcpu": [0, 1, 0, None]}, schema={"tid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32})
+    rng = random.Random(7)
+    for trial in range(30):
+        n = rng.randrange(0, 300)
+        texts, pids = [], []
+        for _ in range(n):
+            name = rng.choice(["spin_begin", "spin_end", "spin_begin", "spin_end", "txn_end"])
+            own = rng.choice(["", f" vm={rng.choice('ab')} vcpu={rng.randrange(3)}", f" vm=a", " vcpu=1"])
+            texts.append(name + own + "\n")
+            pids.append(rng.choice([10, 11, 20, 30, 99]))
+        ts = sorted(rng.randrange(0, 1000) for _ in range(n))
+        prints = pl.DataFrame({"ts": ts, "cpu": [0] * n, "pid": pids, "instance": [""] * n, "buf": texts}, schema={"ts": pl.Int64, "cpu": pl.Int32, "pid": pl.Int64, "instance": pl.String, "buf": pl.String})
+        whole = _native.MarkerLines.from_frame(prints)
+        want = _pairs_by_the_rule(marker_lines.table(whole, threads))
+        assert sorted(marker_lines.pairs(whole, threads).rows(), key=repr) == want, trial
+        path = tmp_path / f"print-{trial}.parquet"
+        prints.write_parquet(path)
+        streamed = _native.MarkerLines.read(path, "lz4", list(marker_lines.SPIN_NAMES))
+        assert sorted(marker_lines.pairs(streamed, threads).rows(), key=repr) == want, trial
