@@ -95,7 +95,7 @@ def thermal_profile(
     bin_ns: int = 1_000_000,
 ) -> tuple[list[float], list[int]]: ...  # each core's peak °C, ns above throttle_c
 def vcpu_timelines(
-    *, threads: Any, runs: Any, outs: Any, entries: Any, exits: Any, wakeups: Any, span: tuple[int, int], halts: Sequence[int]
+    *, threads: Any, runs: Any, outs: Any, entries: Any, exits: Any, wakeups: Any, span: tuple[int, int], halts: Sequence[int], lead: bool = True, marked: bool = False
 ) -> ArrowTable: ...  # _key, tid, state (a VCPU_STATES code), start, end, pcpu
 def replay(
     *,

@@ -172,9 +172,11 @@ fn table(columns: Vec<(&str, ArrayRef)>) -> PyResult<ArrowTable> {
 /// `entries` (`tid`, `ts`; time order), `exits` (`tid`, `ts`, `reason`;
 /// time order), `wakeups` (`tid`, `ts`). A frame of `_key`, `tid`,
 /// `state` (a code of `VCPU_STATES`), `start`, `end` and `pcpu` (null off
-/// any CPU), sorted by key and start.
+/// any CPU), sorted by key and start. A time window of a timeline built
+/// in windows: `span` is the window's, `lead` false after the first, and
+/// `marked` when the threads have KVM marks (`vcpu::Inputs`).
 #[pyfunction]
-#[pyo3(signature = (*, threads, runs, outs, entries, exits, wakeups, span, halts))]
+#[pyo3(signature = (*, threads, runs, outs, entries, exits, wakeups, span, halts, lead = true, marked = false))]
 #[allow(clippy::too_many_arguments)]
 pub fn vcpu_timelines(
     py: Python<'_>,
@@ -186,6 +188,8 @@ pub fn vcpu_timelines(
     wakeups: &Bound<'_, PyAny>,
     span: (i64, i64),
     halts: Vec<i64>,
+    lead: bool,
+    marked: bool,
 ) -> PyResult<ArrowTable> {
     let i64s = |b: &[RecordBatch], what: &str, name: &str| values::<Int64Type>(b, what, name);
     let (tb, rb) = (read_stream(threads, "threads")?, read_stream(runs, "runs")?);
@@ -250,6 +254,8 @@ pub fn vcpu_timelines(
                     value: &[],
                 },
                 span,
+                lead,
+                marked,
                 halts: &halts,
             })
         })

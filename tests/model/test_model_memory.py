@@ -43,10 +43,12 @@ def test_a_second_of_heavy_spin_models_within_a_gigabyte(tmp_path):
         assert df.equals(pl.read_parquet(cap / "model" / name)), f"{name} differs between two builds"
 
 
-def test_building_vcpu_timelines_a_batch_at_a_time_changes_no_row(tmp_path, monkeypatch):
-    # a long capture's vCPU timelines are built a few vCPUs at a time and
-    # written as they are done (later steps read them back); the tables
-    # must be the ones a build of all vCPUs at once, held whole, gives
+def test_building_vcpu_timelines_in_batches_and_time_windows_changes_no_row(tmp_path, monkeypatch):
+    # a long capture's vCPU timelines are built a few vCPUs at a time, or
+    # one vCPU in time windows with its state carried across their edges,
+    # and written as they are done (later steps read them back); the
+    # tables must be the ones a build of all vCPUs at once, held whole,
+    # gives: runs, KVM marks, wakeups and spin episodes straddle the edges
     import shutil
 
     from cratrace.model import build_model
@@ -56,14 +58,24 @@ def test_building_vcpu_timelines_a_batch_at_a_time_changes_no_row(tmp_path, monk
     py = [sys.executable, "-m", "cratrace"]
     subprocess.run([*py, "synth", "kvm-heavy-spin", "-o", trace, "--seed", "2", "--set", "duration_ms=300"], check=True, capture_output=True)
     subprocess.run([*py, "import", trace, "-o", cap, "-q"], check=True, capture_output=True)
-    shutil.copytree(cap, tmp_path / "batched")
     build_model(cap)
-    seen = []
-    batches = vs._vcpu_batches
-    monkeypatch.setattr(vs, "MARKS_PER_BATCH", 1)
-    monkeypatch.setattr(vs, "_vcpu_batches", lambda ev, n: seen.append(b := batches(ev, n)) or b)
-    build_model(tmp_path / "batched")
-    assert seen == [[[k] for k in range(8)]], seen  # one batch per vCPU (2 VMs of 4)
-    for name in ("vcpu_states", "spin_episodes", "threads"):
-        whole = pl.read_parquet(cap / "model" / f"{name}.parquet")
-        assert whole.height and whole.equals(pl.read_parquet(tmp_path / "batched" / "model" / f"{name}.parquet")), name
+    batches, cuts = vs._vcpu_batches, vs._window_cuts
+    for limit, want in ((8_000, "batches"), (500, "windows")):
+        seen: list = []
+        monkeypatch.setattr(vs, "MARKS_PER_BATCH", limit)
+        monkeypatch.setattr(vs, "_vcpu_batches", lambda marks: seen.append(("batches", b := batches(marks))) or b)
+        monkeypatch.setattr(vs, "_window_cuts", lambda *a: seen.append(("cuts", c := cuts(*a))) or c)
+        shutil.rmtree(tmp_path / want, ignore_errors=True)
+        shutil.copytree(cap, tmp_path / want, ignore=shutil.ignore_patterns("model"))
+        build_model(tmp_path / want)
+        plan = [len(b) for kind, bs in seen if kind == "batches" for b in bs]
+        windows = [len(c) + 1 for kind, c in seen if kind == "cuts" and c]
+        if want == "batches":
+            # 2 VMs of 4 vCPUs, several to a batch, none cut
+            assert sum(plan) == 8 and 1 < len(plan) < 8 and not windows, seen
+        else:
+            # a vCPU a batch, each in several windows
+            assert plan == [1] * 8 and len(windows) == 8 and min(windows) > 2, seen
+        for name in ("vcpu_states", "spin_episodes", "threads"):
+            whole = pl.read_parquet(cap / "model" / f"{name}.parquet")
+            assert whole.height and whole.equals(pl.read_parquet(tmp_path / want / "model" / f"{name}.parquet")), (want, name)

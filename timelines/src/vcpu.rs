@@ -96,8 +96,21 @@ pub struct Inputs<'a> {
     pub exits: Events<'a>,
     /// Wakeups of the threads (no value).
     pub wakeups: Events<'a>,
-    /// The capture's [start, end) (ns).
+    /// The capture's [start, end) (ns), or a time window's: from a run's
+    /// start to the next window's first run (or the capture's end).
     pub span: (i64, i64),
+    /// Whether the span begins the timelines: each thread is `blocked`
+    /// from it to its first run (throughout, without one). False for a
+    /// later time window of a timeline built in windows: its threads
+    /// begin at their first run in it, and one without a run there has
+    /// no segment in it. Such a window needs, besides its span's events,
+    /// each thread's last entry and last exit before it.
+    pub lead: bool,
+    /// Every thread has KVM marks, whether or not any is among these
+    /// inputs: a time window may hold none of a thread's marks, and its
+    /// runs are then in the state of the last mark before it (`vmm`
+    /// before any), not `guest` as a thread's without marks.
+    pub marked: bool,
     /// Exit reasons that halt the vCPU.
     pub halts: &'a [i64],
 }
@@ -204,10 +217,14 @@ fn segments(t: &Thread<'_>, inp: &Inputs<'_>, out: &mut Vec<(i64, i64, u8, i32)>
         }
     };
     if t.runs.is_empty() {
-        push(span_start, span_end, State::Blocked, NO_CPU);
+        if inp.lead {
+            push(span_start, span_end, State::Blocked, NO_CPU);
+        }
         return;
     }
-    push(span_start, runs.start[t.runs.start], State::Blocked, NO_CPU);
+    if inp.lead {
+        push(span_start, runs.start[t.runs.start], State::Blocked, NO_CPU);
+    }
     let mark_state = |v: i64| if v == ENTRY { State::Guest } else { State::Vmm };
     let (mut state, mut next) = (State::Vmm, 0usize);
     // the last exit's reason at or before a gap, and the walks over the
@@ -216,7 +233,7 @@ fn segments(t: &Thread<'_>, inp: &Inputs<'_>, out: &mut Vec<(i64, i64, u8, i32)>
     let (mut out_at, mut wake_at) = (0usize, 0usize);
     for r in t.runs.clone() {
         let (start, end, cpu) = (runs.start[r], runs.end[r], runs.cpu[r]);
-        if t.marks.is_empty() {
+        if t.marks.is_empty() && !inp.marked {
             push(start, end, State::Guest, cpu);
         } else {
             while next < t.marks.len() && t.marks[next].0 <= start {
@@ -362,6 +379,10 @@ mod tests {
         exits: Vec<(i64, i64, i64)>,
         wakeups: Vec<(i64, i64)>,
         span: (i64, i64),
+        /// a time window after the first (`Inputs::lead` false)
+        later_window: bool,
+        /// `Inputs::marked`
+        marked: bool,
     }
 
     const HALT: i64 = 12;
@@ -419,6 +440,8 @@ mod tests {
                 value: &[],
             },
             span: r.span,
+            lead: !r.later_window,
+            marked: r.marked,
             halts: &[HALT],
         })?;
         Ok((0..t.key.len())
@@ -451,6 +474,8 @@ mod tests {
             exits: vec![(5, 3, 1), (5, 15, HALT)],
             wakeups: vec![(5, 25), (5, 26)],
             span: (0, 50),
+            later_window: false,
+            marked: false,
         };
         assert_eq!(
             build(&rows).unwrap(),
@@ -555,6 +580,71 @@ mod tests {
     }
 
     proptest! {
+        /// A thread's timeline built in two time windows, cut at one of
+        /// its runs' starts (each window given its span's events, the
+        /// later one also the last entry and exit before it), is the
+        /// timeline built whole.
+        #[test]
+        fn windows_glue_into_the_whole_timeline(
+            lens in proptest::collection::vec((1i64..12, 0i64..4), 2..12),
+            outs in proptest::collection::vec((0i64..190, 0i64..3), 0..12),
+            marks in proptest::collection::vec((0i64..190, any::<bool>(), prop_oneof![Just(HALT), Just(1i64)]), 0..25),
+            wakeups in proptest::collection::vec(0i64..190, 0..10),
+            cut_at in 0usize..12,
+        ) {
+            let (mut t, mut runs) = (0i64, Vec::new());
+            for (len, gap) in lens {
+                t += gap;
+                runs.push((0, t, t + len, (t % 2) as i32));
+                t += len;
+            }
+            let mut marks = marks;
+            marks.sort_by_key(|m| m.0);
+            let entries: Vec<(i64, i64)> = marks.iter().filter(|m| !m.1).map(|m| (0, m.0)).collect();
+            let exits: Vec<(i64, i64, i64)> = marks.iter().filter(|m| m.1).map(|m| (0, m.0, m.2)).collect();
+            let whole = Rows {
+                threads: vec![(0, 0)],
+                runs: runs.clone(),
+                outs: outs.iter().map(|o| (0, o.0, o.1)).collect(),
+                entries: entries.clone(),
+                exits: exits.clone(),
+                wakeups: wakeups.iter().map(|&w| (0, w)).collect(),
+                span: (0, 200),
+                later_window: false,
+                marked: false,
+            };
+            let k = 1 + cut_at % (runs.len() - 1);
+            let cut = runs[k].1;
+            // the windows know the thread has marks, if it has
+            let marked = !marks.is_empty();
+            let first = Rows {
+                marked,
+                runs: runs[..k].to_vec(),
+                outs: whole.outs.iter().copied().filter(|o| o.1 <= cut).collect(),
+                entries: entries.iter().copied().filter(|e| e.1 <= cut).collect(),
+                exits: exits.iter().copied().filter(|e| e.1 <= cut).collect(),
+                wakeups: whole.wakeups.iter().copied().filter(|w| w.1 <= cut).collect(),
+                span: (0, cut),
+                ..whole.clone()
+            };
+            let carried_entry = entries.iter().copied().rfind(|e| e.1 < cut);
+            let carried_exit = exits.iter().copied().rfind(|e| e.1 < cut);
+            let later = Rows {
+                runs: runs[k..].to_vec(),
+                outs: whole.outs.iter().copied().filter(|o| o.1 >= cut).collect(),
+                entries: carried_entry.into_iter().chain(entries.iter().copied().filter(|e| e.1 >= cut)).collect(),
+                exits: carried_exit.into_iter().chain(exits.iter().copied().filter(|e| e.1 >= cut)).collect(),
+                wakeups: whole.wakeups.iter().copied().filter(|w| w.1 >= cut).collect(),
+                span: (cut, 200),
+                later_window: true,
+                marked,
+                ..whole.clone()
+            };
+            let mut glued = build(&first).unwrap();
+            glued.extend(build(&later).unwrap());
+            prop_assert_eq!(glued, build(&whole).unwrap());
+        }
+
         /// Against a brute force: each thread's segments tile the span in
         /// order, and each instant is in the state the rules give it.
         #[test]
@@ -586,6 +676,8 @@ mod tests {
                 // past the longest the runs can reach (12 of at most 15 ns
                 // each, gaps included): a capture's slices end in its span
                 span: (0, 200),
+                later_window: false,
+                marked: false,
             };
             let got = build(&rows).unwrap();
             for tid in 0..3i64 {
