@@ -53,8 +53,24 @@ def total_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
     """`df` sorted by `cols`, then by every other column: rows equal in
     `cols` (two events at one ns, two kicks ending one halt) otherwise come
     out in whatever order a join or group-by left them, which polars does
-    not fix from one run to the next, and a table must be byte-identical."""
-    return df.sort(*cols, *(c for c in df.columns if c not in cols))
+    not fix from one run to the next, and a table must be byte-identical.
+    The order of `cols` alone is found on a narrow frame of them; only the
+    rows tied in them (rare) are sorted by every column (a sort keyed on
+    every column of 7.7 M spin episodes took 1.2 GB over the table's 475 MB)."""
+    if df.height < 2:
+        return df
+    by = df.select(*cols).with_row_index("_row").sort(*cols, maintain_order=True)
+    order = by["_row"]
+    same = [pl.col(c).eq_missing(pl.col(c).shift(k)) for k in (1, -1) for c in cols]
+    tied = by.select(pl.all_horizontal(same[: len(cols)]) | pl.all_horizontal(same[len(cols):])).to_series()
+    del by
+    if tied.any():
+        # the tied rows, each block in place, ordered by every column
+        rest = [c for c in df.columns if c not in cols]
+        rows = order.filter(tied)
+        inner = df.with_row_index("_row")[rows].sort(*cols, *rest)["_row"]
+        order = order.scatter(tied.arg_true(), inner)
+    return df[order]
 
 
 def in_order(df: pl.DataFrame, *cols: str) -> pl.DataFrame:

@@ -330,3 +330,21 @@ def test_spin_marker_pairs_follow_the_rule_whole_or_streamed(tmp_path):
         prints.write_parquet(path)
         streamed = _native.MarkerLines.read(path, "lz4", list(marker_lines.SPIN_NAMES))
         assert sorted(marker_lines.pairs(streamed, threads).rows(), key=repr) == want, trial
+
+
+def test_total_order_is_the_sort_by_every_column():
+    # the order is found on the key columns, ties by every column: it must
+    # be the full sort's, nulls and whole-row duplicates included
+    import random
+
+    from cratrace.model.frames import total_order
+
+    rng = random.Random(3)
+    for trial in range(300):
+        n = rng.randrange(0, 60)
+        df = pl.DataFrame(
+            {"vm": [rng.choice(["a", "b", None]) for _ in range(n)], "vcpu": [rng.choice([0, 1, None]) for _ in range(n)],
+             "start": [rng.randrange(4) for _ in range(n)], "end": [rng.randrange(3) for _ in range(n)], "s": [rng.choice(["x", "y", None]) for _ in range(n)]},
+            schema={"vm": pl.String, "vcpu": pl.Int32, "start": pl.Int64, "end": pl.Int64, "s": pl.String},
+        )
+        assert total_order(df, "vm", "vcpu", "start").equals(df.sort("vm", "vcpu", "start", "end", "s")), trial
