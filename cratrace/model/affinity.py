@@ -76,11 +76,13 @@ def inferred(states: pl.DataFrame | pl.LazyFrame, slices: pl.DataFrame, ncpus: i
     # runs per (thread, CPU) first: a list of each thread's distinct CPUs
     # from every row of it took three times as long
     sets = running.group_by("tid", "pcpu").len().group_by("tid").agg(pl.col("pcpu").sort().alias("cpus"), pl.col("len").sum().cast(pl.UInt32).alias("runs"))
-    sets = sets.filter((pl.col("runs") >= MIN_RUNS) & (pl.col("cpus").list.len() < ncpus)).collect()
+    # streamed: a long capture's timeline is read a row group at a time
+    # (collected whole, its two columns were 550 MB of 87 M segments)
+    sets = sets.filter((pl.col("runs") >= MIN_RUNS) & (pl.col("cpus").list.len() < ncpus)).collect(engine="streaming")
     if sets.height == 0:
         return empty
     idle = slices.filter(pl.col("tid") == 0).select("cpu", "start", "end")
-    waits = lf.select("tid", "state", "start", "end").filter(pl.col("state") == "preempted").collect().join(sets.select("tid", "cpus"), on="tid")
+    waits = lf.select("tid", "state", "start", "end").filter(pl.col("state") == "preempted").collect(engine="streaming").join(sets.select("tid", "cpus"), on="tid")
     rows = []
     for (tid,), w in waits.group_by(["tid"]):
         allowed = set(w["cpus"][0])

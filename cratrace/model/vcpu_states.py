@@ -145,7 +145,7 @@ def _marks_per_thread(ev: dict[str, pl.LazyFrame], keyed: pl.DataFrame) -> dict[
     thread's, that thread (else -1); counted over the pid column alone."""
     tids = keyed["tid"].implode()
     counts = [
-        top_buffer(ev[n]).select(pl.col("pid").cast(pl.Int64).alias("tid")).filter(pl.col("tid").is_in(tids)).group_by("tid").len().collect()
+        top_buffer(ev[n]).select(pl.col("pid").cast(pl.Int64).alias("tid")).filter(pl.col("tid").is_in(tids)).group_by("tid").len().collect(engine="streaming")
         for n in ("kvm_entry", "kvm_exit") if n in ev
     ]
     per_tid = pl.concat(counts).group_by("tid").agg(pl.col("len").sum()) if counts else pl.DataFrame(schema={"tid": pl.Int64, "len": pl.UInt32})
