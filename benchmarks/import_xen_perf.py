@@ -26,6 +26,7 @@ bytecode is compiled first, as an installed package has it
 
     python benchmarks/import_xen_perf.py [--runs 3] [--json]
     python benchmarks/import_xen_perf.py --quick   # small files, one round; a missing peer or tracing is said in a line
+    python benchmarks/import_xen_perf.py --only perf.data   # the perf.data rows alone (issue 47's one-core target)
 """
 
 from __future__ import annotations
@@ -114,6 +115,7 @@ def main() -> None:
     ap.add_argument("--xen-synth-ms", type=int, default=60_000)
     ap.add_argument("--tile-copies", type=int, default=25, help="copies of the fixture in the real-mix file (25: 4.5 M records, 97 MB)")
     ap.add_argument("--perf-loops", type=int, default=5000, help="perf bench sched messaging -l (5000: about 1.7 M samples here)")
+    ap.add_argument("--only", choices=("xentrace", "perf.data"), help="measure one reader's files only")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--quick", action="store_true", help="one round on small files in a scratch directory: 500 simulated ms, the fixture x2, --perf-loops 20")
     a = ap.parse_args()
@@ -132,8 +134,10 @@ def main() -> None:
         elif why := tracing_unavailable():
             print(f"perf.data not recorded: {why}")
             perf = False
+    xentrace = a.only in (None, "xentrace")
+    perf = perf and a.only in (None, "perf.data")
     try:
-        res = measure_all(a, xenalyze, perf)
+        res = measure_all(a, xenalyze, perf, xentrace)
     finally:
         if a.quick:
             shutil.rmtree(OUT, ignore_errors=True)
@@ -151,8 +155,12 @@ def main() -> None:
         )
 
 
-def measure_all(a: argparse.Namespace, xenalyze: bool, perf: bool) -> dict[str, dict]:
+def measure_all(a: argparse.Namespace, xenalyze: bool, perf: bool, xentrace: bool = True) -> dict[str, dict]:
     OUT.mkdir(exist_ok=True)
+    return (measure_xentrace(a, xenalyze) if xentrace else {}) | (measure_perf(a) if perf else {})
+
+
+def measure_xentrace(a: argparse.Namespace, xenalyze: bool) -> dict[str, dict]:
     res = {}
     synth = OUT / f"xen-synth-{a.xen_synth_ms}ms.bin"
     if not synth.exists():
@@ -164,8 +172,11 @@ def measure_all(a: argparse.Namespace, xenalyze: bool, perf: bool) -> dict[str, 
         if path.exists():
             peer = ["xenalyze", "--summary", "--cpu-hz=2.4G", str(path)] if xenalyze else None
             res[label] = compare(path, a.runs, peer, "xenalyze --summary", cpu_hz="2.4e9")
-    if not perf:
-        return res
+    return res
+
+
+def measure_perf(a: argparse.Namespace) -> dict[str, dict]:
+    res = {}
     pd = OUT / f"sched-{a.perf_loops}.perf.data"
     if not pd.exists():
         # a scheduler-heavy workload: perf's own messaging benchmark

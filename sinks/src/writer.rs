@@ -126,9 +126,13 @@ pub(crate) type Released = Vec<(usize, EventFile, PathBuf)>;
 /// it stopped.
 type Finished = Result<Vec<(usize, PathBuf)>, String>;
 
-/// The sending half; the thread owns the files.
+/// The sending half; the thread owns the files. With one CPU to run on
+/// there is no thread: the files are written on the caller's (see
+/// [`BackgroundWriter::start`]).
 pub(crate) struct BackgroundWriter {
     tx: Option<SyncSender<Msg>>,
+    /// The writer's state when it runs on the caller's thread.
+    inline: Option<Worker>,
     /// Batches written, emptied, for the sink to copy its next full batch
     /// into: their pages stay mapped, where fresh ones cost page faults.
     pub(crate) returned: Receiver<(usize, RowBatch)>,
@@ -140,16 +144,40 @@ pub(crate) struct BackgroundWriter {
 impl BackgroundWriter {
     /// A writer thread compressing with `codec`, `group_rows` rows per
     /// row group.
+    ///
+    /// When this process may run on one CPU only (`taskset -c 0`, a
+    /// container's one-CPU quota) the writer runs on the caller's thread
+    /// instead: a second thread there only takes turns with the reader on
+    /// that CPU, and costs a copy of each batch (which keeps the reader's
+    /// batch in its own core's cache), a hand-off and a wake-up per batch,
+    /// and the two threads' working sets evicting each other.
     pub(crate) fn start(codec: Codec, group_rows: usize) -> Self {
+        let one_cpu = std::thread::available_parallelism().is_ok_and(|n| n.get() == 1);
+        Self::start_with(codec, group_rows, !one_cpu)
+    }
+
+    /// [`start`](Self::start), on a thread of its own or not.
+    pub(crate) fn start_with(codec: Codec, group_rows: usize, threaded: bool) -> Self {
         let (tx, rx) = sync_channel(IN_FLIGHT);
         let (back, returned) = channel();
         let (give, released) = channel();
+        if !threaded {
+            return BackgroundWriter {
+                tx: None,
+                inline: Some(Worker::new(back, give, codec, group_rows)),
+                returned,
+                released,
+                thread: None,
+                failed: None,
+            };
+        }
         match std::thread::Builder::new()
             .name("cratrace-parquet".into())
             .spawn(move || run(rx, back, give, codec, group_rows))
         {
             Ok(thread) => BackgroundWriter {
                 tx: Some(tx),
+                inline: None,
                 returned,
                 released,
                 thread: Some(thread),
@@ -158,6 +186,7 @@ impl BackgroundWriter {
             // Reported by the first write, as a one-line error, not a panic.
             Err(e) => BackgroundWriter {
                 tx: None,
+                inline: None,
                 returned,
                 released,
                 thread: None,
@@ -193,7 +222,22 @@ impl BackgroundWriter {
         }
     }
 
+    /// Write `batch` to table `idx`'s file now, when the writer runs on
+    /// this thread (the batch is left to the caller, emptied); else hand
+    /// it back untouched, to be sent.
+    pub(crate) fn write_here(
+        &mut self,
+        idx: usize,
+        batch: &mut RowBatch,
+    ) -> Option<Result<(), String>> {
+        let w = self.inline.as_mut()?;
+        Some(w.write(idx, batch).map(|()| batch.clear()))
+    }
+
     fn send(&mut self, m: Msg) -> Result<(), String> {
+        if let Some(w) = self.inline.as_mut() {
+            return w.handle(m);
+        }
         let sent = self
             .tx
             .as_ref()
@@ -211,6 +255,9 @@ impl BackgroundWriter {
 
     /// Close every file; (table index, path) of each file written.
     pub(crate) fn join(&mut self) -> Finished {
+        if let Some(w) = self.inline.take() {
+            return w.close();
+        }
         self.tx = None;
         match self.thread.take() {
             Some(t) => t
@@ -262,25 +309,11 @@ fn run(
     group_rows: usize,
 ) -> Finished {
     warm_heap();
-    let mut w = Worker {
-        files: Vec::new(),
-        finished: Vec::new(),
-        back,
-        give,
-        codec,
-        group_rows,
-    };
+    let mut w = Worker::new(back, give, codec, group_rows);
     for m in rx {
         w.handle(m)?;
     }
-    let mut out = w.finished;
-    for (idx, f) in w.files.into_iter().enumerate() {
-        if let Some((f, path)) = f {
-            f.close()?;
-            out.push((idx, path));
-        }
-    }
-    Ok(out)
+    w.close()
 }
 
 /// The writer thread's state: the files it owns and where it sends what
@@ -296,6 +329,44 @@ struct Worker {
 }
 
 impl Worker {
+    fn new(
+        back: Sender<(usize, RowBatch)>,
+        give: Sender<Released>,
+        codec: Codec,
+        group_rows: usize,
+    ) -> Self {
+        Worker {
+            files: Vec::new(),
+            finished: Vec::new(),
+            back,
+            give,
+            codec,
+            group_rows,
+        }
+    }
+
+    /// Rows for table `idx` (opened before) into its file.
+    fn write(&mut self, idx: usize, batch: &mut RowBatch) -> Result<(), String> {
+        let (f, _) = self
+            .files
+            .get_mut(idx)
+            .and_then(Option::as_mut)
+            .ok_or_else(|| format!("table {idx} written before it was opened"))?;
+        f.write(batch)
+    }
+
+    /// Close every file still open; (table index, path) of each written.
+    fn close(self) -> Finished {
+        let mut out = self.finished;
+        for (idx, f) in self.files.into_iter().enumerate() {
+            if let Some((f, path)) = f {
+                f.close()?;
+                out.push((idx, path));
+            }
+        }
+        Ok(out)
+    }
+
     fn handle(&mut self, m: Msg) -> Result<(), String> {
         match m {
             Msg::Open(idx, file) => {
@@ -306,12 +377,7 @@ impl Worker {
                 self.files[idx] = Some(opened);
             }
             Msg::Batch(idx, mut batch) => {
-                let (f, _) = self
-                    .files
-                    .get_mut(idx)
-                    .and_then(Option::as_mut)
-                    .ok_or_else(|| format!("table {idx} written before it was opened"))?;
-                f.write(&mut batch)?;
+                self.write(idx, &mut batch)?;
                 batch.clear();
                 // the sink may be gone already (an abandoned import)
                 let _ = self.back.send((idx, batch));
