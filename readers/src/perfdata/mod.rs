@@ -79,7 +79,11 @@ impl PerfSummary {
     }
 }
 
-const PREFETCH_AHEAD: usize = 8192;
+/// How far ahead of the record being framed its bytes are prefetched:
+/// each record's size gives the next one's place, a chain of loads the
+/// hardware prefetcher loses at every page (2 KiB: 0.92 of the read's CPU
+/// time on one core; 512 B 0.95, 8 KiB 0.93).
+const PREFETCH_AHEAD: usize = 2048;
 
 #[inline(always)]
 fn prefetch(bytes: &[u8], at: usize) {
