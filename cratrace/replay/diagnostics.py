@@ -47,8 +47,8 @@ def _sibling_counts(states: pl.DataFrame, window_ns: int = 30_000) -> tuple[int,
 
 def _sibling_parts(states: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """What the sibling-wakeup figure reads of a timeline: each thread's
-    wakeups (vm, tid, t), its stretches on a CPU (sib, vm, rs, re,
-    left_to) and the threads (vm, sib). Per thread, so the parts of
+    wakeups (vm, tid, t), its stretches on a CPU (sib, rs, re,
+    left_preempted) and the threads (vm, sib). Per thread, so the parts of
     timelines split by thread, concatenated, are the whole's (a thread's
     wakeups and stretches are some thirty times fewer than its rows)."""
     # the columns used (narrow, from `measure`) before anything is copied:
@@ -59,7 +59,9 @@ def _sibling_parts(states: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame, pl
         states = states.filter(pl.col("vm").is_not_null())
     s = grouped(states, "tid", "start")
     wakes = s.filter(shift_within("state", "tid", 1).is_in(ASLEEP) & ~pl.col("state").is_in(ASLEEP)).select("vm", "tid", pl.col("start").alias("t"))
-    runs = _runs(s).rename({"tid": "sib", "start": "rs", "end": "re"}).select("sib", "vm", "rs", "re", "left_to")
+    # what a stretch is read for: its thread, span and whether it ended
+    # preempted (a long recording's vCPUs have millions of stretches)
+    runs = _runs(s).select(pl.col("tid").alias("sib"), pl.col("start").alias("rs"), pl.col("end").alias("re"), (pl.col("left_to") == "preempted").alias("left_preempted"))
     # the threads from their first rows (each thread's rows are together):
     # a hash of every row's (vm, tid) took 0.4 s of 8.7 M
     sibs = s.filter(pl.col("tid") != pl.col("tid").shift(1).fill_null(-1)).select("vm", pl.col("tid").alias("sib"))
@@ -75,10 +77,10 @@ def _sibling_counts_of(wakes: pl.DataFrame, runs: pl.DataFrame, sibs: pl.DataFra
     pairs = wakes.join(sibs.unique(), on="vm").filter(pl.col("sib") != pl.col("tid")).sort("t")
     if pairs.height == 0 or runs.height == 0:
         return 0, 0
-    hit = pairs.join_asof(runs.select("sib", "rs", "re", "left_to"), left_on="t", right_on="rs", by="sib", strategy="backward", check_sortedness=False)
+    hit = pairs.join_asof(runs, left_on="t", right_on="rs", by="sib", strategy="backward", check_sortedness=False)
     hit = hit.with_columns(
         ((pl.col("rs") < pl.col("t")) & (pl.col("re") >= pl.col("t"))).fill_null(False).alias("_running"),
-    ).with_columns((pl.col("_running") & (pl.col("left_to") == "preempted") & (pl.col("re") - pl.col("t") <= window_ns)).alias("_pre"))
+    ).with_columns((pl.col("_running") & pl.col("left_preempted") & (pl.col("re") - pl.col("t") <= window_ns)).alias("_pre"))
     per_wake = hit.group_by("vm", "tid", "t").agg(pl.col("_running").any(), pl.col("_pre").any()).filter(pl.col("_running"))
     return per_wake.height, int(per_wake["_pre"].sum())
 
@@ -179,7 +181,10 @@ class Parts:
     #: where the concentration's windows start and the VMs it counts
     #: (`_concentration_start`, of the whole timeline)
     start: tuple[int, pl.Series] | None
+    #: the sibling-wakeup parts of VMs not yet counted, and the counts of
+    #: those that were
     sibling: list[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]] = field(default_factory=list)
+    wakeups: tuple[int, int] = (0, 0)
     preempted: list[pl.DataFrame] = field(default_factory=list)
     concentration: list[pl.DataFrame] = field(default_factory=list)
     moves: int = 0
@@ -192,8 +197,18 @@ class Parts:
         if self.start is not None:
             self.concentration.append(_concentration_parts(s, *self.start))
 
+    def count_wakeups(self) -> None:
+        """Count the sibling wakeups of the parts added so far, which must
+        hold whole VMs (every thread of each VM they hold), and drop
+        their stretches: a VM's wakeups pair with its own threads' only."""
+        if self.sibling:
+            n, k = _sibling_counts_of(*(pl.concat(p) for p in zip(*self.sibling)))
+            self.wakeups = (self.wakeups[0] + n, self.wakeups[1] + k)
+            self.sibling = []
+
     def figures(self) -> dict:
-        wakeups, preempted = _sibling_counts_of(*(pl.concat(p) for p in zip(*self.sibling))) if self.sibling else (0, 0)
+        self.count_wakeups()
+        wakeups, preempted = self.wakeups
         waiting = pl.concat(self.preempted).group_by("vm").agg(pl.col("end").sum()) if self.preempted else pl.DataFrame()
         top, total = _concentration_of(pl.concat(self.concentration)) if self.concentration else (0, 0)
         return {
@@ -220,6 +235,7 @@ def measure(states: pl.DataFrame | pl.LazyFrame, vm_batches: list[list[str]] | N
     p = parts(lf)
     for vms in vm_batches or [None]:
         p.add(narrow(lf if vms is None else lf.filter(pl.col("vm").is_in(vms))))
+        p.count_wakeups()
     return p.figures()
 
 
