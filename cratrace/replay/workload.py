@@ -230,7 +230,7 @@ def _pv_summary(halts: int, spun: pl.Series) -> tuple[int, int | None]:
 
 def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
     """(spin episodes with a halt, each one's spinning before its first
-    halt, ns): per vCPU, so whole VMs can be counted apart."""
+    halt, ns): per vCPU, so vCPUs can be counted apart."""
     # one query over the rows in episodes, its columns only (a filtered
     # copy of the whole timeline was this step's peak)
     ins = states.lazy().filter(pl.col("in_spin")).select("vm", "vcpu", "episode", "state", "start", "end")
@@ -317,8 +317,8 @@ def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[i
 
 
 #: timeline segments the demand is built from at once at most: a capture
-#: with more is read a batch of whole VMs at a time (vCPUs taken to share
-#: the segments evenly; a bigger VM is a batch of its own)
+#: with more is read a batch of vCPUs at a time (vCPUs taken to share the
+#: segments evenly; a bigger vCPU is a batch of its own)
 SEGMENTS_PER_BATCH = 1_500_000
 
 
