@@ -230,7 +230,7 @@ def _pv_summary(halts: int, spun: pl.Series) -> tuple[int, int | None]:
 
 def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
     """(spin episodes with a halt, each one's spinning before its first
-    halt, ns): per vCPU, so whole VMs can be counted apart."""
+    halt, ns): per vCPU, so vCPUs can be counted apart."""
     # one query over the rows in episodes, its columns only (a filtered
     # copy of the whole timeline was this step's peak)
     ins = states.lazy().filter(pl.col("in_spin")).select("vm", "vcpu", "episode", "state", "start", "end")
@@ -251,33 +251,42 @@ def _pv_halts(states: pl.DataFrame) -> tuple[int, pl.Series]:
 _STATE_CODES = _native.replay_segment_state_codes()
 
 
-def _vcpu_timelines(vcpus: pl.DataFrame, states: pl.DataFrame, marks: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def _state_code(state: pl.Expr) -> pl.Expr:
+    """`_STATE_CODES` of the state names (6: not demand): compared name by
+    name, which took a third of the time a replace took of short strings."""
+    code = pl.lit(6, pl.UInt8)
+    for name, c in _STATE_CODES.items():
+        code = pl.when(state == name).then(pl.lit(c, pl.UInt8)).otherwise(code)
+    return code.alias("state")
+
+
+def _vcpu_timelines(vcpus: pl.DataFrame, states: pl.DataFrame) -> pl.DataFrame:
     """What the phases of `vcpus` (rows: their thread index order) are
-    built from: their timelines in `states` (sorted by vm, vcpu, start) and
-    their throughput `marks` (vm, vcpu, ts), as the narrow frames
-    `_native.vcpu_phases` reads."""
-    order = vcpus.select("vm", "vcpu").with_row_index("_t")
-
-    def key(df: pl.DataFrame) -> pl.DataFrame:
-        return order.cast({"vm": df.schema["vm"], "vcpu": df.schema["vcpu"]})
-
+    built from: their timelines in `states` (sorted by vm, vcpu, start), as
+    the narrow frame `_native.vcpu_phases` reads."""
+    order = vcpus.select("vm", "vcpu").with_row_index("_t").cast({"vm": states.schema["vm"], "vcpu": states.schema["vcpu"]})
     # `states` comes in vCPU order already: each run of one (vm, vcpu) is
     # numbered, and only the runs' first rows are joined with `order` (a
     # join and a sort of the whole timeline took 0.4 s and 230 MB of 30 s
     # of kvm-heavy-spin's extraction).
     runs = states.select("vm", "vcpu", pl.struct("vm", "vcpu").rle_id().alias("_run"))
-    firsts = runs.filter(pl.col("_run") != pl.col("_run").shift(1).fill_null(-1)).join(key(states), on=["vm", "vcpu"])
-    segs = (
+    firsts = runs.filter(pl.col("_run") != pl.col("_run").shift(1).fill_null(-1)).join(order, on=["vm", "vcpu"])
+    return (
         states.select(
             runs["_run"].replace_strict(firsts["_run"], firsts["_t"], default=None, return_dtype=pl.UInt32).alias("_t"),
             "start", "end",
-            pl.col("state").replace_strict(_STATE_CODES, default=6, return_dtype=pl.UInt8).fill_null(6),
+            _state_code(pl.col("state")),
             "in_spin", pl.col("pcpu").cast(pl.Int64),
         )
         .drop_nulls("_t")
     )
-    ts = marks.join(key(marks), on=["vm", "vcpu"]).select("_t", "ts").sort("_t", "ts")
-    return segs, ts
+
+
+def _marks_by_thread(vcpus: pl.DataFrame, marks: pl.LazyFrame) -> pl.DataFrame:
+    """The throughput `marks` (vm, vcpu, ts) of `vcpus` as (_t, ts), `_t`
+    a vCPU's row in `vcpus`, sorted: what `_native.vcpu_phases` reads."""
+    order = vcpus.select("vm", "vcpu").with_row_index("_t").lazy().cast({"vm": marks.collect_schema()["vm"], "vcpu": marks.collect_schema()["vcpu"]})
+    return marks.join(order, on=["vm", "vcpu"]).select("_t", "ts").sort("_t", "ts").collect()
 
 
 def barrier_waits(markers: pl.DataFrame, end_ns: int) -> pl.DataFrame:
@@ -308,9 +317,30 @@ def _vcpu_phases(w: Workload, segs: pl.DataFrame, ts: pl.DataFrame, crit: list[i
 
 
 #: timeline segments the demand is built from at once at most: a capture
-#: with more is read a batch of whole VMs at a time (vCPUs taken to share
-#: the segments evenly; a bigger VM is a batch of its own)
+#: with more is read a batch of vCPUs at a time (vCPUs taken to share the
+#: segments evenly; a bigger vCPU is a batch of its own)
 SEGMENTS_PER_BATCH = 1_500_000
+
+
+def vcpu_batches(vcpus: pl.DataFrame, rows: float, limit: float) -> list[list[tuple[str, int]]]:
+    """The (vm, vcpu) pairs of `vcpus` (sorted) in consecutive batches, few
+    enough each that a batch's share of `rows` (taken as shared evenly by
+    the vCPUs) is at most `limit`; a vCPU bigger than that is a batch of
+    its own."""
+    per_vcpu = rows / max(vcpus.height, 1)
+    batches: list[list[tuple[str, int]]] = [[]]
+    for pair in vcpus.select("vm", "vcpu").iter_rows():
+        if batches[-1] and (len(batches[-1]) + 1) * per_vcpu > limit:
+            batches.append([])
+        batches[-1].append(pair)
+    return batches
+
+
+def of_vcpus(lf: pl.LazyFrame, pairs: list[tuple[str, int]]) -> pl.LazyFrame:
+    """The rows of `lf` (a model table in vm, vcpu order) of the vCPUs
+    `pairs`, in that order: one filter a vCPU, which the Parquet reader
+    answers from the row groups whose statistics may hold it."""
+    return pl.concat([lf.filter((pl.col("vm") == vm) & (pl.col("vcpu") == vcpu)) for vm, vcpu in pairs])
 
 
 def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_cpu_frac: float = 0.001, switch_ns: int = 0, migration_ns: int = 0, cpu_speed: str = "off") -> Workload:
@@ -324,13 +354,14 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     timelines = m["vcpu_states"]
     threads = m["threads"].collect()
     slices = m["cpu_slices"].collect()
-    episodes = m["spin_episodes"].collect() if "spin_episodes" in m else None
+    # the spin episodes' columns the lock waits read, a batch at a time
+    episodes = m["spin_episodes"].select("vm", "vcpu", "start", "end") if "spin_episodes" in m else None
     # a Xen domain's vCPUs are no host threads: their timelines (tid null)
     # give their stand-in ids, running time and first CPU
     domains = timelines.filter(pl.col("tid").is_null()).collect()
     # what the demand reads of the markers (their text and fields were a
-    # fifth of the extraction's memory)
-    markers = m["markers"].select("ts", "name", "vm", "vcpu").collect()
+    # fifth of the extraction's memory), each use's rows read apart
+    markers = m["markers"].select("ts", "name", "vm", "vcpu")
     w = Workload(t0=int(lo), duration_ns=int(hi - lo + 1))
     # the host's CPUs: the trace's count, or more if a slice says so (a CPU
     # that stayed idle all along has no slice, and is still there to use)
@@ -338,7 +369,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
     freqs = slices["freq_khz"].drop_nulls()
     w.freq_khz = int(freqs.median()) if freqs.len() else NOMINAL_KHZ
     w.freq_known = bool(freqs.len())
-    w.critical_ns = _critical_ns(markers, throughput_marker)
+    # the names as categories: 20 M markers' strings were 650 MB
+    w.critical_ns = _critical_ns(markers.filter(pl.col("name").is_in(["spin_end", throughput_marker])).with_columns(pl.col("name", "vm").cast(pl.Categorical)).collect(), throughput_marker)
     per_tid = slices.group_by("tid").agg(pl.col("dur").sum(), pl.col("cpu").sort_by("start").first())
     cpu_by_tid = dict(zip(per_tid["tid"], per_tid["dur"]))
     first_cpu = dict(zip(per_tid["tid"], per_tid["cpu"]))
@@ -368,43 +400,56 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         vcpus = pl.concat([vcpus.select("tid", "vm", "vcpu"), xen.select("tid", "vm", "vcpu")]).sort("vm", "vcpu")
     w.vm_names = sorted(set(vcpus["vm"].to_list()))
     vm_index = {n: i for i, n in enumerate(w.vm_names)}
-    w.marker_names = sorted(n for n in markers["name"].unique().to_list() if n is not None)
+    w.marker_names = sorted(n for n in markers.select(pl.col("name").unique()).collect(engine="streaming")["name"].to_list() if n is not None)
     tx = markers.filter(pl.col("name") == throughput_marker)
-    w.recorded_marks = {vm: int(n) for vm, n in tx.group_by("vm").len().iter_rows() if vm is not None}
+    per_vm = tx.group_by("vm").agg(pl.len(), pl.col("ts").max()).collect(engine="streaming")
+    w.recorded_marks = {vm: int(n) for vm, n, _ in per_vm.iter_rows() if vm is not None}
     spun = timelines.filter(pl.col("state") == "spinning").group_by("vm").agg((pl.col("end") - pl.col("start")).sum()).collect(engine="streaming")
     w.recorded_spin_ns = {vm: int(ns) for vm, ns in spun.iter_rows() if vm is not None}
     if cpu_speed == "markers":
         guest = timelines.filter(pl.col("state") == "guest").select("vm", "vcpu", "start", "end", "pcpu").collect()
-        w.cpu_speed = speed_profile(guest, tx, int(lo))
+        w.cpu_speed = speed_profile(guest, tx.collect(), int(lo))
         del guest
-    for (vm,), g in tx.group_by(["vm"]):
+    for vm, _, last in per_vm.sort("vm").iter_rows():
         if vm is not None:
-            w.recorded_window[vm] = (0, int(g["ts"].max() - lo))
-    waits = barrier_waits(markers, int(hi))
-    del markers
+            w.recorded_window[vm] = (0, int(last - lo))
+    waits = barrier_waits(markers.filter(pl.col("name").is_in(BARRIER_NAMES)).collect(), int(hi))
+    # each vCPU's marks by its thread index (a narrow frame, sliced per
+    # batch: the marks with their VMs' names were 600 MB held throughout)
+    marks = _marks_by_thread(vcpus, tx)
     rows = vcpus.select("vm", "vcpu", "tid").rows()
-    # A long capture's timelines are read a batch of whole VMs at a time
-    # (every figure below is per vCPU or a sum over VMs): the extraction
-    # holds one batch's segments, not the host's.
-    batches = vm_batches(vcpus, timelines.select(pl.len()).collect().item(), SEGMENTS_PER_BATCH)
+    # A long capture's timelines are read a batch of vCPUs at a time
+    # (every figure below is per vCPU, or a sum of per-thread parts): the
+    # extraction holds one batch's segments, not the host's, and reads
+    # them once for the demand and the recorded diagnostics.
+    batches = vcpu_batches(vcpus.select("vm", "vcpu"), timelines.select(pl.len()).collect().item(), SEGMENTS_PER_BATCH)
     whole = len(batches) == 1
-    w.recorded_diagnostics = diagnostics.measure(timelines, None if whole else batches)
-
-    def of_batch(frame, vms: list[str]):
-        # read whole, every row is taken as it is (a row without a VM too)
-        return frame if whole or frame is None else frame.filter(pl.col("vm").is_in(vms))
+    recorded = diagnostics.parts(timelines)
+    if domains.height and not whole:
+        # a Xen domain's vCPUs have no thread of their own (tid null): the
+        # diagnostics' threads are read a batch of whole VMs at a time
+        w.recorded_diagnostics = diagnostics.measure(timelines, vm_batches(vcpus, timelines.select(pl.len()).collect().item(), SEGMENTS_PER_BATCH))
+        recorded = None
 
     starts: list[int | None] = []
     halts, spins = 0, []
-    for vms in batches:
-        part = of_batch(vcpus, vms)
-        # the columns the demand reads (thread ids and durations were a
-        # quarter of a batch's memory)
-        states = of_batch(timelines, vms).select("vm", "vcpu", "state", "start", "end", "pcpu").collect()
-        states = mark_lock_waits(in_order(states, "vm", "vcpu", "start"), of_batch(episodes, vms))
+    for b, pairs in enumerate(batches):
+        part = vcpus.slice(len(starts), len(pairs))
+        # the columns the demand and the diagnostics read (durations were
+        # a tenth of a batch's memory); read whole, every row is taken as
+        # it is (a row without a VM too)
+        states = (timelines if whole else of_vcpus(timelines, pairs)).select("vm", "vcpu", "tid", "state", "start", "end", "pcpu").collect()
+        if recorded is not None:
+            recorded.add(diagnostics.narrow(states) if whole else states)
+            if b + 1 == len(batches) or batches[b + 1][0][0] != pairs[-1][0]:
+                # the VMs read so far are whole: their stretches go
+                recorded.count_wakeups()
+        states = mark_lock_waits(in_order(states.drop("tid"), "vm", "vcpu", "start"), None if episodes is None else (episodes if whole else of_vcpus(episodes, pairs)).collect())
         n, spun_ns = _pv_halts(states)
         halts, spins = halts + n, spins + [spun_ns]
-        segs, ts = _vcpu_timelines(part, states, tx)
+        segs = _vcpu_timelines(part, states)
+        first = len(starts)
+        ts = marks.filter(pl.col("_t").is_between(first, first + len(pairs) - 1)).with_columns(pl.col("_t") - first)
         order = part.select("vm", pl.col("vcpu").cast(pl.Int32)).with_row_index("_t")
         wt = waits.join(order, on=["vm", "vcpu"]).select("_t", "start", "end").sort("_t", "start") if waits.height else None
         if w.cpu_speed:
@@ -415,6 +460,8 @@ def extract_workload(cap: Capture, throughput_marker: str = "txn_end", min_host_
         crit = [w.critical_ns.get(vm, 0) for vm in part["vm"].to_list()]
         starts += _vcpu_phases(w, segs, ts, crit, switch_ns, migration_ns, first_thread=len(starts), waits=wt)
         del segs, ts, wt
+    if recorded is not None:
+        w.recorded_diagnostics = recorded.figures()
     w.pv_halts, w.pv_spin_ns = _pv_summary(halts, pl.concat(spins))
     # each VM's window opens at its first vCPU's start (0, the capture's
     # start, is a start like any other, not "unset")

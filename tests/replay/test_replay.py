@@ -178,8 +178,8 @@ def test_an_existing_output_is_refused_before_any_policy_runs(lab_capture, tmp_p
     assert (out / "wapd" / "metrics.json").stat().st_ino != first and not [x for x in out.iterdir() if x.name.startswith(".")]
 
 
-def test_a_workload_read_a_vm_at_a_time_is_the_same_workload(lab_capture, monkeypatch):  # noqa: F811
-    # a long capture's timelines are read a batch of whole VMs at a time;
+def test_a_workload_read_a_vcpu_at_a_time_is_the_same_workload(lab_capture, monkeypatch):  # noqa: F811
+    # a long capture's timelines are read a batch of vCPUs at a time;
     # every field of the workload (phases, starts, recorded figures,
     # diagnostics) must be what reading them whole gives
     import dataclasses
