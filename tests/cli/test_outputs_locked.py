@@ -139,17 +139,18 @@ def test_sigterm_and_sighup_clean_up_like_sigint(tmp_path, signum, code):
     behind. The signal arrives while the native reader runs (from its
     progress callback, as a user's would)."""
     script = textwrap.dedent(f"""
-        import signal, sys, threading
+        import os, signal, sys
         from contextlib import contextmanager
         import cratrace.cli.import_ as imp
+
+        # as from a terminal: under nohup (a test run started with it)
+        # SIGHUP is inherited ignored, and cratrace rightly keeps it so
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
         @contextmanager
         def bar(description, total, quiet=False):
             def cb(done, total=total):
-                # to the main thread, which runs this callback: a signal
-                # to the process may land on a writer thread, and is then
-                # seen only after the read (see the 2026-11-28 note)
-                signal.pthread_kill(threading.main_thread().ident, {int(signum)})
+                os.kill(os.getpid(), {int(signum)})
             yield cb
 
         imp.progress_bar = bar
