@@ -121,9 +121,10 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
         # The markers table (Rust, without the GIL) needs only the print
         # events to parse and the threads table to attribute: it is parsed
         # while the thread and CPU tables are built (or from before polars
-        # was imported, when the caller started `marker_parse`), and
-        # written while the vCPU tables are; its spin marker pairs are
-        # taken first.
+        # was imported, when the caller started `marker_parse`); its spin
+        # marker pairs are taken first, then it is written while the CPU
+        # slices finish (the build waits for the write before the spin
+        # step, so the lines are let go first).
         def markers(threads: pl.DataFrame) -> tuple[pl.DataFrame, Future[int]]:
             lines = side.lines.result()
             spin_pairs = marker_lines.pairs(lines, threads)

@@ -1,8 +1,9 @@
 """`spin_episodes`: when a vCPU spun waiting for a sibling.
 
 Three sources: marker pairs (`spin_begin` … `spin_end` with vm/vcpu
-fields, paired as the markers are parsed), clusters of PAUSE exits (VMX reason 40, SVM 0x77) whose gaps are
-below a threshold, and PV-spinlock halt/kick pairs (a vCPU halts, a sibling
+fields, paired as the markers are parsed), clusters of PAUSE exits (VMX
+reason 40, SVM 0x77) whose gaps are below a threshold, and PV-spinlock
+halt/kick pairs (a vCPU halts, a sibling
 kicks it with the KVM_HC_KICK_CPU hypercall). The lock-holder candidate is
 a sibling vCPU that was preempted when the episode began.
 """
