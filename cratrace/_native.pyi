@@ -183,9 +183,12 @@ def synth_kvm_heavy_spin_loop(
     vcpus: Sequence[tuple[int, str, int, int, int]],
     runq: Sequence[Sequence[int]],
     slice_left: Sequence[int],
+    episodes_out: Callable[[bytes], object],
 ) -> tuple[Any, ...]:
     """kvm-heavy-spin's tick loop (the Python one in
     `cratrace/synth/scenarios/kvm_heavy_spin.py`, statement for statement,
-    continuing `random.getstate()`), its events written into `spool`;
-    returns (rng state, last_ts, current, since, oncpu, per-vCPU state,
-    closed episodes). Holds the GIL: one call per trace."""
+    continuing `random.getstate()`), its events written into `spool`, its
+    closed episodes passed to `episodes_out` as packed records in the
+    truth's order (`cratrace.synth.episodes`); returns (rng state,
+    last_ts, current, since, oncpu, per-vCPU state, the closed episodes'
+    totals). Holds the GIL: one call per trace."""

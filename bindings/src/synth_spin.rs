@@ -355,7 +355,83 @@ struct Sim<'s> {
     slice_left: Vec<i64>,
     holder: HashMap<(usize, i64), i64>,
     waiters: HashMap<(usize, i64), VecDeque<i64>>,
-    episodes: Vec<Ep>,
+    episodes: Closed<'s>,
+}
+
+/// Fields of an episode record in [`Closed`]'s output, each an i64
+/// (native-endian): vm (index), vcpu, tid, lock, start, end,
+/// holder_vcpu, holder_preempted (0/1), pause_exits, halts, kicks,
+/// clearer_vcpu (-1: none), dur.
+pub(crate) const EPISODE_FIELDS: usize = 13;
+
+/// Ticks between flushes of the closed episodes.
+const FLUSH_TICKS: i64 = 1024;
+
+/// Closed episodes, written out in the truth's order (start, VM name,
+/// vCPU) as soon as no episode still to close can come before them, so
+/// that a long run holds only those that closed ahead of an open one
+/// (issue #47: the truth's 7.7 M episodes of 100 M events took 3 GB).
+/// Every episode opened at tick t or later starts at t0 + t µs or later
+/// (time stamps only move forward), and an open one at its start.
+struct Closed<'py> {
+    write: Bound<'py, PyAny>,
+    pending: Vec<Ep>,
+    buf: Vec<u8>,
+    /// each VM's rank by name: the truth sorts by the name
+    vm_rank: Vec<usize>,
+    count: i64,
+    pause_exits: i64,
+    kicks: i64,
+    halts: i64,
+    lhp: i64,
+}
+
+impl Closed<'_> {
+    fn push(&mut self, ep: Ep) {
+        self.count += 1;
+        self.pause_exits += ep.pause_exits;
+        self.kicks += ep.kicks;
+        self.halts += ep.halts;
+        self.lhp += i64::from(ep.holder_preempted);
+        self.pending.push(ep);
+    }
+
+    /// Write every pending episode that starts before `bound`, in order.
+    fn flush(&mut self, bound: i64) -> PyResult<()> {
+        let (mut ready, rest): (Vec<Ep>, Vec<Ep>) =
+            self.pending.drain(..).partition(|e| e.start < bound);
+        self.pending = rest;
+        let rank = &self.vm_rank;
+        // stable, as Python's sorted(): the close order breaks ties
+        ready.sort_by_key(|e| (e.start, rank[e.vm], e.vcpu));
+        for e in &ready {
+            let fields: [i64; EPISODE_FIELDS] = [
+                e.vm as i64,
+                e.vcpu,
+                e.tid,
+                e.lock,
+                e.start,
+                e.end.unwrap_or(-1),
+                e.holder_vcpu,
+                i64::from(e.holder_preempted),
+                e.pause_exits,
+                e.halts,
+                e.kicks,
+                e.clearer_vcpu.unwrap_or(-1),
+                e.dur.unwrap_or(-1),
+            ];
+            for f in fields {
+                self.buf.extend_from_slice(&f.to_ne_bytes());
+            }
+        }
+        if self.buf.len() >= 1 << 20 || (bound == i64::MAX && !self.buf.is_empty()) {
+            let py = self.write.py();
+            self.write
+                .call1((pyo3::types::PyBytes::new(py, &self.buf),))?;
+            self.buf.clear();
+        }
+        Ok(())
+    }
 }
 
 impl Sim<'_> {
@@ -462,6 +538,14 @@ impl Sim<'_> {
         let exit_p = 1.0 / self.p.exit_every_us as f64;
         for t in 0..dur_us {
             let t_ns = t * 1000;
+            if t % FLUSH_TICKS == 0 {
+                let open = self
+                    .vs
+                    .iter()
+                    .filter_map(|v| v.ep.as_ref().map(|e| e.start));
+                let bound = open.fold(self.b.t0 + t_ns, i64::min);
+                self.episodes.flush(bound)?;
+            }
             for cpu in 0..npcpu {
                 let tid = self.b.current[cpu];
                 if tid == 0 {
@@ -618,7 +702,8 @@ fn ep_tuple(ep: &Ep, vm_names: &[String]) -> EpTuple {
 
 /// The Builder's state after the loop, per vCPU (tid, mode, left, lock,
 /// spun, open episode, work_ns, spin_ns, run_ns, txns, halted_at), and the
-/// closed episodes in the order they closed.
+/// closed episodes' totals (count, pause_exits, kicks, halts, episodes
+/// whose holder was preempted).
 type LoopOut = (
     Vec<u32>,
     Vec<i64>,
@@ -638,7 +723,7 @@ type LoopOut = (
         i64,
         Option<i64>,
     )>,
-    Vec<EpTuple>,
+    (i64, i64, i64, i64, i64),
 );
 
 /// Run kvm-heavy-spin's loop over `dur_us` ticks from the state the
@@ -646,10 +731,13 @@ type LoopOut = (
 /// writing the events into `spool`. `params`: slice_us, work_us,
 /// hold_us, locks, ple_us, pv_spin_us, exit_every_us; `rng_state`: the
 /// 625 numbers of `random.getstate()[1]`; `vcpus`: (tid, vm, vcpu, pcpu,
-/// left). Returns (rng state, last_ts, current, since, oncpu, vCPUs,
-/// closed episodes).
+/// left). The closed episodes go to `episodes_out` (a callable taking
+/// bytes: records of [`EPISODE_FIELDS`] i64s, VMs by their index in
+/// `vcpus`' order of first appearance) in the truth's order, a MiB or so
+/// at a time. Returns (rng state, last_ts, current, since, oncpu, vCPUs,
+/// the closed episodes' totals).
 #[pyfunction]
-#[pyo3(signature = (spool, dur_us, params, rng_state, t0, last_ts, current, since, oncpu, comms, vcpus, runq, slice_left))]
+#[pyo3(signature = (spool, dur_us, params, rng_state, t0, last_ts, current, since, oncpu, comms, vcpus, runq, slice_left, episodes_out))]
 #[allow(clippy::too_many_arguments)]
 pub fn synth_kvm_heavy_spin_loop(
     mut spool: PyRefMut<'_, TraceDatSpool>,
@@ -665,6 +753,7 @@ pub fn synth_kvm_heavy_spin_loop(
     vcpus: Vec<(i64, String, i64, usize, i64)>,
     runq: Vec<Vec<i64>>,
     slice_left: Vec<i64>,
+    episodes_out: Bound<'_, PyAny>,
 ) -> PyResult<LoopOut> {
     let get = |k: &str| {
         params
@@ -736,6 +825,12 @@ pub fn synth_kvm_heavy_spin_loop(
             "a running or queued thread is not a vCPU",
         ));
     }
+    let mut by_name: Vec<usize> = (0..vm_names.len()).collect();
+    by_name.sort_by(|&a, &b| vm_names[a].cmp(&vm_names[b]));
+    let mut vm_rank = vec![0; vm_names.len()];
+    for (rank, &vm) in by_name.iter().enumerate() {
+        vm_rank[vm] = rank;
+    }
     let mut sim = Sim {
         b: B {
             spool: &mut spool,
@@ -756,9 +851,20 @@ pub fn synth_kvm_heavy_spin_loop(
         slice_left,
         holder: HashMap::new(),
         waiters: HashMap::new(),
-        episodes: Vec::new(),
+        episodes: Closed {
+            write: episodes_out,
+            pending: Vec::new(),
+            buf: Vec::new(),
+            vm_rank,
+            count: 0,
+            pause_exits: 0,
+            kicks: 0,
+            halts: 0,
+            lhp: 0,
+        },
     };
     sim.run(dur_us)?;
+    sim.episodes.flush(i64::MAX)?;
     let names = &sim.vm_names;
     let vcpus_out = sim
         .vs
@@ -779,7 +885,8 @@ pub fn synth_kvm_heavy_spin_loop(
             )
         })
         .collect();
-    let episodes = sim.episodes.iter().map(|e| ep_tuple(e, names)).collect();
+    let c = &sim.episodes;
+    let totals = (c.count, c.pause_exits, c.kicks, c.halts, c.lhp);
     Ok((
         sim.rng.state(),
         sim.b.last_ts,
@@ -787,6 +894,6 @@ pub fn synth_kvm_heavy_spin_loop(
         sim.b.since,
         sim.b.oncpu,
         vcpus_out,
-        episodes,
+        totals,
     ))
 }

@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from cratrace import atomic
 from cratrace.errors import CratraceError, UsageError
+from cratrace.synth.episodes import SpilledEpisodes
 from cratrace.synth.scenarios import SCENARIOS
 from cratrace.synth.scenarios._common import streaming_to
 from cratrace.synth.tracedat_writer import FILE_OPTIONS, TraceDatStream, write_tracedat
@@ -175,8 +176,9 @@ def _dump_json(path: Path, obj: Any) -> None:
     """``json.dumps(obj, indent=1)`` and a newline into ``path``, written
     as it is encoded: a long trace's truth lists every spin episode, and
     the text whole would be another copy of it in memory. A top-level
-    list of flat dicts (the episodes) is formatted here, the same text at
-    ~5x the speed of json's Python encoder (which ``indent`` forces)."""
+    list of flat dicts (the episodes, or episodes on disk:
+    `cratrace.synth.episodes`) is formatted here, the same text at ~5x
+    the speed of json's Python encoder (which ``indent`` forces)."""
     with open(path, "w", buffering=1 << 20) as f:
         if not isinstance(obj, dict) or not obj:
             f.write(json.dumps(obj, indent=1) + "\n")
@@ -184,7 +186,9 @@ def _dump_json(path: Path, obj: Any) -> None:
         f.write("{")
         for i, (key, value) in enumerate(obj.items()):
             f.write(("," if i else "") + "\n " + json.dumps(key) + ": ")
-            if isinstance(value, list) and value and all(type(d) is dict and d and _flat(d) for d in value):
+            if isinstance(value, SpilledEpisodes) and not value:
+                value = []
+            if isinstance(value, SpilledEpisodes) or isinstance(value, list) and value and all(type(d) is dict and d and _flat(d) for d in value):
                 f.write("[")
                 keys: dict[str, str] = {}
                 for j, d in enumerate(value):

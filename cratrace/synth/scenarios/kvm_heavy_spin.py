@@ -40,6 +40,7 @@ from cratrace.synth.scenarios._common import (
     Result,
     host_declaration,
 )
+from cratrace.synth.episodes import SpilledEpisodes
 from cratrace.synth.tracedat_writer import TraceDatStream
 
 NAME = "kvm-heavy-spin"
@@ -131,8 +132,8 @@ def generate(p: dict[str, Any], seed: int) -> Result:
     for cpu in range(npcpu):
         if runq[cpu]:
             switch_in(0, cpu, runq[cpu].popleft())
-    native = _native_loop(b, p, rng, dur_us, vcpus, runq, slice_left, episodes)
-    for t in range(0 if native else dur_us):
+    spilled = _native_loop(b, p, rng, dur_us, vcpus, runq, slice_left)
+    for t in range(0 if spilled is not None else dur_us):
         t_ns = t * 1000
         for cpu in range(npcpu):
             tid = b.current[cpu]
@@ -205,22 +206,28 @@ def generate(p: dict[str, Any], seed: int) -> Result:
         d = per_vm.setdefault(v["vm"], dict(work_ns=0, spin_ns=0, run_ns=0, txns=0))
         for k in d:
             d[k] += v[k]
+    if spilled is None:
+        closed = _totals(episodes)
+        spin_episodes: list[dict[str, Any]] | SpilledEpisodes = sorted(episodes, key=lambda e: (e["start"], e["vm"], e["vcpu"]))
+    else:
+        closed, spin_episodes = spilled
+    opened = _totals(open_eps)
     truth = dict(
         start_ns=b.t0,
         end_ns=end_ns,
         threads=b.thread_table(b.end(b.t0 + dur_us * 1000)),
-        spin_episodes=sorted(episodes, key=lambda e: (e["start"], e["vm"], e["vcpu"])),
+        spin_episodes=spin_episodes,
         open_spin_episodes=len(open_eps),
         per_vm=per_vm,
         per_vcpu=[dict(vm=v["vm"], vcpu=v["vcpu"], tid=v["tid"], pcpu=v["pcpu"], work_ns=v["work_ns"],
                        spin_ns=v["spin_ns"], run_ns=v["run_ns"], txns=v["txns"]) for v in vcpus.values()],
         totals=dict(
-            spin_episodes=len(episodes),
-            pause_exits=sum(e["pause_exits"] for e in episodes + open_eps),
-            kicks=sum(e["kicks"] for e in episodes + open_eps),
-            halts=sum(e["halts"] for e in episodes + open_eps),
+            spin_episodes=closed["count"],
+            pause_exits=closed["pause_exits"] + opened["pause_exits"],
+            kicks=closed["kicks"] + opened["kicks"],
+            halts=closed["halts"] + opened["halts"],
             txns=sum(v["txns"] for v in vcpus.values()),
-            lhp_episodes=sum(1 for e in episodes if e["holder_preempted"]),
+            lhp_episodes=closed["lhp"],
         ),
     )
     truth["vms"] = b.inventory()
@@ -233,35 +240,45 @@ def generate(p: dict[str, Any], seed: int) -> Result:
 _NATIVE_PARAMS = ("slice_us", "work_us", "hold_us", "locks", "ple_us", "pv_spin_us", "exit_every_us")
 
 
+def _totals(episodes: list[dict[str, Any]]) -> dict[str, int]:
+    """The truth's totals of these episodes (as the native loop returns
+    them for the closed ones it wrote out)."""
+    return dict(count=len(episodes), pause_exits=sum(e["pause_exits"] for e in episodes), kicks=sum(e["kicks"] for e in episodes),
+                halts=sum(e["halts"] for e in episodes), lhp=sum(1 for e in episodes if e["holder_preempted"]))
+
+
 def _native_loop(b: Builder, p: dict[str, Any], rng: random.Random, dur_us: int, vcpus: dict[int, dict[str, Any]],
-                 runq: list[deque[int]], slice_left: list[int], episodes: list[dict[str, Any]]) -> bool:
+                 runq: list[deque[int]], slice_left: list[int]) -> tuple[dict[str, int], SpilledEpisodes] | None:
     """Run the tick loop below in Rust (``_native.synth_kvm_heavy_spin_loop``,
     the same statements, draws from the same generator state) when the
     Builder streams into a trace (issue #47: ~10x the Python loop's
     events/s); updates the state the truth is built from as the loop would
-    and returns True, or returns False (the Python loop runs)."""
+    and returns the closed episodes' totals and the episodes themselves
+    (on disk, in the truth's order: `cratrace.synth.episodes`), or returns
+    None (the Python loop runs)."""
     if not isinstance(b.events, TraceDatStream):
-        return False
+        return None
     try:
         from cratrace._native import synth_kvm_heavy_spin_loop
     except ImportError:
-        return False
+        return None
     params = {k: p[k] for k in _NATIVE_PARAMS}
     if not all(type(x) is int for x in params.values()) or not 0 < p["locks"] < 2**31 or len(vcpus) != p["vms"] * p["vcpus"]:
-        return False
+        return None
     b.events.flush()  # the set-up's events first: each CPU's come in time order
     version, state, gauss = rng.getstate()
+    # the VMs in order of first appearance: the records' VM indices
+    spilled = SpilledEpisodes(list(dict.fromkeys(v["vm"] for v in vcpus.values())), b.events.path.parent)
     out = synth_kvm_heavy_spin_loop(
         b.events._spool, dur_us, params, list(state), b.t0, b.last_ts, b.current, b.since, b.oncpu, b.comms(),
         [(v["tid"], v["vm"], v["vcpu"], v["pcpu"], v["left"]) for v in vcpus.values()], [list(q) for q in runq],
-        slice_left)
-    state, b.last_ts, b.current, b.since, b.oncpu, final, closed = out
+        slice_left, spilled.write)
+    state, b.last_ts, b.current, b.since, b.oncpu, final, totals = out
     rng.setstate((version, tuple(state), gauss))
     for tid, mode, left, lock, spun, ep, work_ns, spin_ns, run_ns, txns, halted_at in final:
         vcpus[tid].update(mode=mode, left=left, lock=lock, spun=spun, ep=_episode(ep), work_ns=work_ns, spin_ns=spin_ns,
                           run_ns=run_ns, txns=txns, halted_at=halted_at)
-    episodes.extend(_episode(e) for e in closed)
-    return True
+    return dict(zip(("count", "pause_exits", "kicks", "halts", "lhp"), totals)), spilled
 
 
 def _episode(t: tuple | None) -> dict[str, Any] | None:
