@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import json
 from concurrent.futures import ThreadPoolExecutor
+import itertools
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from cratrace import _native, atomic
 from cratrace.capture import Capture
 from cratrace.errors import UsageError
 from cratrace.model.domains import domain_threads, with_idle
+from cratrace.model.build import _write_batches
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
 from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
@@ -129,13 +132,42 @@ def _as_tables(r: dict) -> dict:
     return r
 
 
-def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.DataFrame]:
+#: rows of the replayed markers named and written at a time
+MARKER_ROWS = 2_000_000
+#: replayed states past which vcpu_states is named and written a vCPU at
+#: a time (named rows, strings and all, take about 80 bytes)
+STATE_ROWS = 2_000_000
+
+
+def _write_frames(frames: Iterable[pl.DataFrame], path: Path, codec: str) -> None:
+    """Write a table given as one frame or more (each a row group or more
+    of the file, let go once written). One frame is written by polars, as
+    replays always were: pyarrow, which appends row groups, is imported
+    only for a table that comes in parts."""
+    it = iter(frames)
+    first = next(it)
+    second = next(it, None)
+    if second is None:
+        first.write_parquet(path, compression=codec, statistics=False)
+    else:
+        _write_batches(itertools.chain([first, second], it), path, codec)
+
+
+def _write_tables(w: Workload, r: dict, cap: Capture, marker: str, model: Path, codec: str = "zstd") -> dict:
+    """Write the replay's model tables into `model` (each built and let go
+    in turn, the long ones a VM or a few million rows at a time: a 100 M
+    event capture's replayed tables took 2 GB whole), and return the
+    diagnostics of its vcpu_states."""
     t0 = w.t0
     tid = pl.Series(w.tids, dtype=pl.Int64)
     vm_names = w.vm_names
     th = pl.DataFrame({"_t": range(len(w.tids)), "tid": tid, "vm": [vm_names[v] if v >= 0 else None for v in w.vm_of], "vcpu": [c if c >= 0 else None for c in w.vcpu_of]}, schema={"_t": pl.UInt32, "tid": pl.Int64, "vm": pl.String, "vcpu": pl.Int32})
-    vcpu_states = _replayed_states(pl.DataFrame(r["states"]), th, t0)
-    sl = pl.DataFrame(r["slices"])
+
+    def write(name: str, df: pl.DataFrame) -> None:
+        _write_frames([df], model / f"{name}.parquet", codec)
+
+    write("threads", _replayed_threads(w, cap, th))
+    sl = pl.DataFrame(r.pop("slices"))
     sl = sl.join(th.select("_t", "tid"), on="_t").with_columns((pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"))
     sl = with_idle(sl.select("cpu", "tid", "start", "end"), int(r["end_ns"]) + t0, t0, w.pcpus)
     khz = r.get("core_khz") or []
@@ -144,36 +176,90 @@ def _tables(w: Workload, r: dict, cap: Capture, marker: str) -> dict[str, pl.Dat
         # the asymmetric pools'), so the report charges it as the engine
         # did; unknown when the capture had none and the replay kept it
         sl = sl.with_columns(pl.col("cpu").replace_strict(list(range(len(khz))), khz, default=None, return_dtype=pl.Int64).alias("freq_khz"))
-    # sorted while narrow, then named: a sort of the named marks (three
-    # strings a row) was the tables' peak
-    mk = pl.DataFrame(r["marks"]).join(th.select("_t", "tid"), on="_t").sort("ts", "tid")
-    mk = mk.join(th.select("_t", "vm", "vcpu"), on="_t", maintain_order="left").with_columns(
-        (pl.col("ts") + t0).alias("ts"), pl.lit(marker).alias("name"), pl.lit(marker).alias("text"), pl.lit("{}").alias("fields")
-    )
-    markers = conform(mk, "markers")
-    del mk
-    ep = pl.DataFrame(r["episodes"])
+    write("cpu_slices", conform(sl, "cpu_slices"))
+    del sl
+    diagnostics_ = _write_states(pl.DataFrame(r.pop("states")), th, t0, model / "vcpu_states.parquet", codec, vm_names)
+    _write_frames(_named_marks(pl.DataFrame(r.pop("marks")), th, t0, marker), model / "markers.parquet", codec)
+    ep = pl.DataFrame(r.pop("episodes"))
     hv = th.select(pl.col("_t").cast(pl.Int64).alias("holder"), pl.col("vcpu").alias("holder_vcpu"))
     ep = ep.join(th, on="_t").join(hv, on="holder", how="left").with_columns(
         (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("replay").alias("source")
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
-    out = {
-        "threads": _replayed_threads(w, cap, th),
-        "cpu_slices": conform(sl, "cpu_slices"),
-        "vcpu_states": vcpu_states,
-        "spin_episodes": total_order(conform(ep, "spin_episodes"), "vm", "vcpu", "start"),
-        "markers": markers,
-    }
-    for name in ("thread_names", "io_work", "power", "faults"):
-        out[name] = cap.model[name].collect() if name in cap.model else conform(pl.DataFrame(), name)
+    write("spin_episodes", total_order(conform(ep, "spin_episodes"), "vm", "vcpu", "start"))
+    del ep
+    for name in ("thread_names", "io_work", "faults"):
+        write(name, cap.model[name].collect() if name in cap.model else conform(pl.DataFrame(), name))
     if r.get("bal_ts"):
         # energy per core and accounting period, from the replay's power model
         e = pl.DataFrame({"cpu": r["bal_core"], "end": r["bal_ts"], "value": r["bal_energy_j"]}, schema={"cpu": pl.Int32, "end": pl.Int64, "value": pl.Float64}).sort("cpu", "end")
         e = e.with_columns(pl.col("end").shift(1).over("cpu").fill_null(0).alias("start")).with_columns(
             (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("energy").alias("kind"), pl.lit("model").alias("name"), pl.lit("J").alias("unit")
         )
-        out["power"] = conform(e, "power")
-    return out
+        write("power", conform(e, "power"))
+    else:
+        write("power", cap.model["power"].collect() if "power" in cap.model else conform(pl.DataFrame(), "power"))
+    return diagnostics_
+
+
+def _named_marks(mk: pl.DataFrame, th: pl.DataFrame, t0: int, marker: str) -> Iterator[pl.DataFrame]:
+    """The engine's marks (`_t`, ts) as markers rows, in (ts, tid) order,
+    `MARKER_ROWS` at a time: sorted while narrow, then named (a sort of
+    the named marks, three strings a row, was the tables' peak)."""
+    mk = mk.join(th.select("_t", "tid"), on="_t").sort("ts", "tid")
+    named = th.select("_t", "vm", "vcpu")
+    for first in range(0, max(mk.height, 1), MARKER_ROWS):
+        part = mk.slice(first, MARKER_ROWS).join(named, on="_t", maintain_order="left").with_columns(
+            (pl.col("ts") + t0).alias("ts"), pl.lit(marker).alias("name"), pl.lit(marker).alias("text"), pl.lit("{}").alias("fields")
+        )
+        yield conform(part, "markers")
+
+
+def _write_states(st: pl.DataFrame, th: pl.DataFrame, t0: int, path: Path, codec: str, vm_names: list[str]) -> dict:
+    """Write the replayed vcpu_states and return their diagnostics: a vCPU
+    at a time when there are over `STATE_ROWS` and each vCPU is one thread
+    (its rows named, measured and written, then let go; a VM's sibling
+    wakeups counted once all its vCPUs are), else whole (a Xen domain's
+    vCPUs, without threads of their own, are counted as one)."""
+    vcpus = th.filter(pl.col("vm").is_not_null())
+    whole = st.height <= STATE_ROWS or not vcpus.height or vcpus["tid"].min() < 0
+    if whole or vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item():
+        states = _replayed_states(st, th, t0)
+        _write_frames([states], path, codec)
+        return diagnostics.measure(states, None if states["tid"].null_count() else [[vm] for vm in vm_names])
+    # where the concentration's windows start, from the narrow rows of all
+    # VMs (what `diagnostics.parts` reads of a whole timeline)
+    p = diagnostics.parts(_named_lazy(st, th, t0))
+    # in vcpu_states' order (a stable sort by the threads' (vm, vcpu)
+    # rank: `_by_vcpu`), where each VM's rows are one stretch
+    rank = vcpus.sort("vm", "vcpu").with_row_index("_rank")
+    st = st.filter(pl.col("_t").is_in(vcpus["_t"].implode()))
+    st = st.with_columns(pl.col("_t").replace_strict(rank["_t"], rank["_rank"], return_dtype=pl.UInt32).alias("_rank")).sort("_rank", maintain_order=True)
+    # each thread's rows end where the next rank's begin
+    ends = st["_rank"].search_sorted(pl.Series(range(1, rank.height + 1), dtype=pl.UInt32), "left")
+    last_of_vm = rank["vm"] != rank["vm"].shift(-1)
+
+    def per_vcpu() -> Iterator[pl.DataFrame]:
+        first = 0
+        for end, vm_done in zip(ends, last_of_vm.fill_null(True)):
+            s = conform(_named(st.slice(first, end - first).drop("_rank"), th, t0), "vcpu_states")
+            p.add(diagnostics.narrow(s))
+            if vm_done:
+                # a VM's wakeups pair with its own threads' stretches only
+                p.count_wakeups()
+            yield s
+            first = end
+
+    _write_frames(per_vcpu(), path, codec)
+    return p.figures()
+
+
+def _named_lazy(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.LazyFrame:
+    """The replayed states of the vCPU threads with what the diagnostics
+    read of them (vm, tid, state, start, end, pcpu), lazily."""
+    codes = pl.DataFrame({"code": list(STATE_NAMES), "state": list(STATE_NAMES.values())}, schema={"code": pl.UInt8, "state": pl.String})
+    return st.lazy().join(th.lazy().filter(pl.col("vm").is_not_null()).select("_t", "vm", "tid"), on="_t").join(codes.lazy(), on="code").select(
+        "vm", "tid", "state", pl.col("start") + t0, pl.col("end") + t0, pl.when(pl.col("pcpu") >= 0).then(pl.col("pcpu")).alias("pcpu")
+    )
 
 
 def _replayed_states(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.DataFrame:
@@ -185,14 +271,20 @@ def _replayed_states(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.DataFram
     one_each = not vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item()
     if one_each:
         st = _by_vcpu(st, th)
+    st = _named(st, th, t0)
+    return conform(st if one_each else st.sort("vm", "vcpu", "start", "end"), "vcpu_states")
+
+
+def _named(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.DataFrame:
+    """The engine's states with their threads' names and the states'
+    (vcpu_states' columns, in `st`'s order)."""
     # a Xen domain's vCPU states have no thread id, as in the recording
-    st = st.join(th.with_columns(pl.when(pl.col("tid") >= 0).then(pl.col("tid")).alias("tid")), on="_t", maintain_order="left").with_columns(
+    return st.join(th.with_columns(pl.when(pl.col("tid") >= 0).then(pl.col("tid")).alias("tid")), on="_t", maintain_order="left").with_columns(
         pl.col("code").replace_strict(STATE_NAMES, return_dtype=pl.String).alias("state"),
         (pl.col("start") + t0).alias("start"),
         (pl.col("end") + t0).alias("end"),
         pl.when(pl.col("pcpu") >= 0).then(pl.col("pcpu")).alias("pcpu"),
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
-    return conform(st if one_each else st.sort("vm", "vcpu", "start", "end"), "vcpu_states")
 
 
 def _by_vcpu(st: pl.DataFrame, th: pl.DataFrame) -> pl.DataFrame:
@@ -228,11 +320,11 @@ def speed_summary(mode: str, profile: dict[int, list[tuple[int, float]]]) -> dic
 @dataclass
 class PolicyReplay:
     """One policy's replay: its metrics (what the inputs and seed
-    determine), its tables, and its wall-clock figures (run.json)."""
+    determine) and its wall-clock figures (run.json); its tables are
+    written as they are built."""
 
     policy: str
     metrics: dict
-    tables: dict[str, pl.DataFrame]
     run: dict
 
 
@@ -256,8 +348,9 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         held = {policy: outputs.enter_context(atomic.Destination(d, force=force, ours=is_replay, what="replay output")) for policy, d in dests.items()}
 
         def one(policy: str) -> dict:
-            r = replay_policy(plan, policy, python_policies.get(policy))
-            write_replay(held[policy], r)
+            tmp = held[policy].temp()
+            r = replay_policy(plan, policy, tmp / "model", python_policies.get(policy))
+            write_replay(held[policy], tmp, r)
             return r.metrics
 
         engine_policies = [p for p in policies if p not in python_policies]
@@ -271,11 +364,12 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
         return {p: done[p] for p in policies}
 
 
-def replay_policy(plan: ReplayPlan, policy: str, python_policy=None) -> PolicyReplay:
-    """Run one policy on the plan's workload: its metrics (with the
+def replay_policy(plan: ReplayPlan, policy: str, model: Path, python_policy=None) -> PolicyReplay:
+    """Run one policy on the plan's workload, write its model tables into
+    the directory `model` (made here) and return its metrics (with the
     fidelity check when it is the capture's own policy and no what-if is
-    asked) and its model tables. An asymmetric policy also runs its
-    all-fast-core baseline, which its saving is measured against."""
+    asked). An asymmetric policy also runs its all-fast-core baseline,
+    which its saving is measured against."""
     w, engine, costs, host = plan.workload, plan.engine, plan.costs, plan.host
     limit_ns = int(plan.run.limit_s * 1e9)
     tolerance = plan.run.fidelity_tolerance_pct
@@ -300,23 +394,17 @@ def replay_policy(plan: ReplayPlan, policy: str, python_policy=None) -> PolicyRe
         bp = "+".join(dict.fromkeys("credit" if part == "asymmetric" else part for part in policy.split("+")))
         rb = _run_engine(w, bp, fast, costs, hb, limit_ns, plan.seed)
         metrics["asymmetric"] = asymmetric_metrics(w, r, bp, metrics, replay_metrics(w, rb, bp, plan.seed, plan.settings, tolerance, False))
-    tables = _tables(w, r, plan.cap, plan.run.throughput_marker)
-    # a VM at a time (its threads' stretches dropped once counted), unless
-    # Xen domains' vCPUs, without threads of their own, are counted as one
-    states = tables["vcpu_states"]
-    per_vm = None if states["tid"].null_count() else [[vm] for vm in w.vm_names]
-    metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, diagnostics.measure(states, per_vm))
     run = {"wall_s": r["wall_s"], "events_per_s": r["events"] / max(r["wall_s"], 1e-9)}
-    return PolicyReplay(policy, metrics, tables, run)
+    model.mkdir()
+    replayed = _write_tables(w, r, plan.cap, plan.run.throughput_marker, model)
+    metrics["fidelity"]["diagnostics"] = diagnostics.compare(w.recorded_diagnostics, replayed)
+    return PolicyReplay(policy, metrics, run)
 
 
-def write_replay(dest: atomic.Destination, r: PolicyReplay) -> None:
-    """One policy's output, whole or not at all: model/<table>.parquet,
-    metrics.json (byte-identical for the same inputs and seed), run.json."""
-    tmp = dest.temp()
-    (tmp / "model").mkdir()
-    for name, df in r.tables.items():
-        df.write_parquet(tmp / "model" / f"{name}.parquet", compression="zstd", statistics=False)
+def write_replay(dest: atomic.Destination, tmp: Path, r: PolicyReplay) -> None:
+    """One policy's output, whole or not at all: its model tables (already
+    in `tmp`, `dest`'s temporary directory), metrics.json (byte-identical
+    for the same inputs and seed), run.json."""
     (tmp / "metrics.json").write_text(json.dumps(r.metrics, indent=2, sort_keys=True))
     (tmp / "run.json").write_text(json.dumps(r.run, indent=2))
     dest.commit(tmp)
