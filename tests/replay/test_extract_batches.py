@@ -7,7 +7,6 @@ domains (xen-io-billing, whose vCPUs have no thread)."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,25 +14,11 @@ import pytest
 from cratrace.capture import Capture
 from cratrace.replay import diagnostics
 from cratrace.replay import workload as wl
-from tests.helpers import cratrace
-
-SCENARIOS = {
-    "kvm-heavy-spin": ["--set", "duration_ms=60"],
-    "gang": ["--set", "duration_ms=200"],
-    "xen-io-billing": [],
-}
-#: xentrace's timestamps are TSC cycles: the import needs the clock
-IMPORT = {"xen-io-billing": ["--cpu-hz", "2.4e9"]}
 
 
-@pytest.fixture(scope="module", params=sorted(SCENARIOS))
-def capture(request, tmp_path_factory) -> Capture:
-    d = tmp_path_factory.mktemp(request.param)
-    raw = d / ("raw.bin" if request.param.startswith("xen") else "raw.dat")
-    cratrace("synth", request.param, "-o", raw, *SCENARIOS[request.param], check=True)
-    cratrace("import", raw, *IMPORT.get(request.param, []), "-o", d / "cap", "-q", check=True)
-    cratrace("model", d / "cap", "-q", check=True)
-    return Capture(d / "cap")
+@pytest.fixture(scope="module")
+def capture(scenario_capture) -> Capture:
+    return Capture(scenario_capture[1])
 
 
 @pytest.mark.parametrize("vcpus_per_batch", [1, 3])

@@ -1,38 +1,19 @@
-"""A long replay's tables are written as they are built: vcpu_states a VM
-at a time (its diagnostics counted from the same parts) and the markers a
-few million rows at a time. The outputs must be the whole build's: every
-table's rows and metrics.json byte for byte, on captures with spin
-episodes (kvm-heavy-spin: two VMs), gang barriers (gang) and Xen domains
-(xen-io-billing: written whole, its vCPUs have no thread)."""
+"""A long replay's tables are written as they are built: vcpu_states a
+vCPU at a time (its diagnostics counted from the same parts) and the
+markers a few million rows at a time. The outputs must be the whole
+build's: every table's rows and metrics.json byte for byte, on the
+captures of conftest.py (a Xen domain's vCPU states, without threads,
+are written whole)."""
 
 from __future__ import annotations
 
 import polars as pl
-import pytest
 
 from cratrace.replay import run
-from tests.helpers import cratrace
-
-SCENARIOS = {
-    "kvm-heavy-spin": ["--set", "duration_ms=60"],
-    "gang": ["--set", "duration_ms=200"],
-    "xen-io-billing": [],
-}
-IMPORT = {"xen-io-billing": ["--cpu-hz", "2.4e9"]}
 
 
-@pytest.fixture(scope="module", params=sorted(SCENARIOS))
-def capture(request, tmp_path_factory):
-    d = tmp_path_factory.mktemp(request.param)
-    raw = d / ("raw.bin" if request.param.startswith("xen") else "raw.dat")
-    cratrace("synth", request.param, "-o", raw, *SCENARIOS[request.param], check=True)
-    cratrace("import", raw, *IMPORT.get(request.param, []), "-o", d / "cap", "-q", check=True)
-    cratrace("model", d / "cap", "-q", check=True)
-    return request.param, d / "cap"
-
-
-def test_tables_written_in_parts_are_the_whole_ones(capture, tmp_path, monkeypatch):
-    name, capture = capture
+def test_tables_written_in_parts_are_the_whole_ones(scenario_capture, tmp_path, monkeypatch):
+    name, capture = scenario_capture
     policies = ["fair", "wapd"]
     run.replay_capture(capture, policies, tmp_path / "whole")
     monkeypatch.setattr(run, "STATE_ROWS", 10)
