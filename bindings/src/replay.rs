@@ -255,7 +255,7 @@ pub fn replay(
         let th = &mut threads[t];
         th.phases.push(ph);
         if cpu_known[t] {
-            th.work_cpu.push(work_cpu(i));
+            th.work_cpu.push(work_cpu(i).into());
         }
     }
     // the columns are in the threads now: not held through the replay
