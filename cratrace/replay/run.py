@@ -23,6 +23,7 @@ from cratrace.errors import UsageError
 from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
+from cratrace.replay.concurrency import engines_at_once
 from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
 from cratrace.replay.plan import ReplayPlan, plan_replay
 from cratrace.replay.spill import removing_spills
@@ -245,7 +246,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     `drop_vms` and `add_vms` (`NAME[:COUNT]`) are consolidation what-ifs
     (`cratrace.replay.whatif`): a what-if replay is no fidelity check.
     `jobs`: engine policies replayed at once (threads: the engine runs
-    without the GIL; the outputs do not depend on it)."""
+    without the GIL; the outputs do not depend on it; 0: as many as the
+    CPUs and the memory allow, `cratrace.replay.concurrency`)."""
     python_policies = dict(python_policies or {})
     policies = list(policies) + [p for p in python_policies if p not in policies]
     plan = plan_replay(cap, settings=settings, seed=seed, drop_vms=drop_vms, add_vms=add_vms)
@@ -263,6 +265,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             return r.metrics
 
         engine_policies = [p for p in policies if p not in python_policies]
+        jobs = jobs or engines_at_once(len(engine_policies), len(plan.workload.phases))
         if jobs > 1 and len(engine_policies) > 1:
             with ThreadPoolExecutor(max_workers=min(jobs, len(engine_policies))) as pool:
                 done = dict(zip(engine_policies, pool.map(one, engine_policies)))

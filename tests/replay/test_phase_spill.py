@@ -186,3 +186,19 @@ def test_a_scope_removes_its_own_threads_spills_only(spill_dir):
     leave.set()
     other.join()
     assert theirs.closed and os.listdir(spill_dir) == []
+
+
+def test_jobs_0_runs_no_more_engines_than_the_memory_holds():
+    from cratrace.replay.concurrency import REPLAY_BYTES_PER_PHASE, engines_at_once
+
+    gib = 1 << 30
+    phases = 100_000_000
+    # a CPU each, at most one per policy, while memory is plenty
+    assert engines_at_once(3, phases, cpus=2, memory=64 * gib) == 2
+    assert engines_at_once(1, phases, cpus=8, memory=64 * gib) == 1
+    # two replays' worth of memory: two of four policies at once
+    assert engines_at_once(4, phases, cpus=8, memory=2 * phases * REPLAY_BYTES_PER_PHASE + 1) == 2
+    # never none (the memory available now read when not given)
+    assert engines_at_once(4, phases, cpus=8, memory=gib) == 1
+    assert engines_at_once(4, 0, cpus=8, memory=0) == 1
+    assert engines_at_once(3, phases, cpus=2) >= 1
