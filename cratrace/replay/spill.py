@@ -27,7 +27,7 @@ import threading
 import weakref
 from array import array
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 #: typecodes of the phase columns: thread (u32), kind (u8), a and b (i64),
 #: the widths the native builders pack them in
@@ -158,5 +158,8 @@ def removing_spills() -> Iterator[None]:
 
 def _remove(path: str, files: list) -> None:
     for f in files:
-        f.close()
+        # closing writes out what is buffered: on a full disk that fails,
+        # and the files go anyway
+        with suppress(OSError):
+            f.close()
     shutil.rmtree(path, ignore_errors=True)
