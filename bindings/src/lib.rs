@@ -11,6 +11,7 @@ mod markers;
 mod packed;
 mod perfdata;
 mod perfstat;
+mod phase_rows;
 mod postcopy;
 mod replay;
 mod synth_spin;

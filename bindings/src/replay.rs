@@ -1,7 +1,8 @@
 //! `replay`: run the engine once on columnar inputs; columnar outputs.
 
 use crate::arrow_stream::ArrowTable;
-use crate::packed::{column, Column};
+use crate::packed::column;
+use crate::phase_rows::PhaseRows;
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch, UInt32Array, UInt8Array};
 use cratrace_replay::{
     replay_consuming, Costs, GroupSpec, Host, Phase, Policy, StateCode, ThreadId, ThreadSpec, VmId,
@@ -60,9 +61,11 @@ pub fn replay_param_defaults() -> BTreeMap<&'static str, f64> {
 /// Phase kinds in `phase_kind`: 0 work(a ns), 1 block(a ns), 2 acquire(a
 /// lock), 3 release(a lock), 4 mark, 5 wait-for(a thread, b phase), 6
 /// barrier (b: 1 spin, 0 sleep). The
-/// phase columns are lists or packed bytes (u32, u8, i64, i64).
+/// phase columns are lists or packed bytes (u32, u8, i64, i64), or
+/// `phase_files` names the four files of a spill holding them
+/// (`cratrace.replay.spill`), read in order without the GIL.
 #[pyfunction]
-#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, thread_power=None, group_names=None, group_shares=None, phase_thread, phase_kind, phase_a, phase_b, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, vm_share=None, vm_cap=None, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
+#[pyo3(signature = (*, thread_tid, thread_vm, thread_vcpu, thread_start, thread_cpu=None, thread_fine=None, thread_group=None, thread_allowed=None, thread_power=None, group_names=None, group_shares=None, phase_thread=None, phase_kind=None, phase_a=None, phase_b=None, phase_files=None, vm_names, vm_weights, vm_cpu_intensive, vm_elasticity, vm_share=None, vm_cap=None, freq_khz, recorded_khz, elasticity, cpu_speed=None, policy, params, costs, limit_ns, seed=0))]
 #[allow(clippy::too_many_arguments)]
 pub fn replay(
     py: Python<'_>,
@@ -77,10 +80,11 @@ pub fn replay(
     thread_power: Option<Vec<Option<f64>>>,
     group_names: Option<Vec<String>>,
     group_shares: Option<Vec<i64>>,
-    phase_thread: &Bound<'_, PyAny>,
-    phase_kind: &Bound<'_, PyAny>,
-    phase_a: &Bound<'_, PyAny>,
-    phase_b: &Bound<'_, PyAny>,
+    phase_thread: Option<&Bound<'_, PyAny>>,
+    phase_kind: Option<&Bound<'_, PyAny>>,
+    phase_a: Option<&Bound<'_, PyAny>>,
+    phase_b: Option<&Bound<'_, PyAny>>,
+    phase_files: Option<Vec<String>>,
     vm_names: Vec<String>,
     vm_weights: Vec<u32>,
     vm_cpu_intensive: Vec<Option<bool>>,
@@ -137,21 +141,7 @@ pub fn replay(
             "replay: thread_* columns differ in length",
         ));
     }
-    // views of the caller's columns where they are packed (read here, with
-    // the GIL held, and let go before the replay runs)
-    let phase_thread: Column<u32> = column(phase_thread, "replay: phase_thread")?;
-    let phase_kind: Column<u8> = column(phase_kind, "replay: phase_kind")?;
-    let phase_a: Column<i64> = column(phase_a, "replay: phase_a")?;
-    let phase_b: Column<i64> = column(phase_b, "replay: phase_b")?;
-    let m = phase_thread.len();
-    if [phase_kind.len(), phase_a.len(), phase_b.len()]
-        .iter()
-        .any(|&l| l != m)
-    {
-        return Err(PyValueError::new_err(
-            "replay: phase_* columns differ in length",
-        ));
-    }
+    let rows = phase_rows([phase_thread, phase_kind, phase_a, phase_b], phase_files)?;
     if freq_khz.is_empty() {
         return Err(PyValueError::new_err(
             "replay: the host needs at least one pCPU (freq_khz is empty)",
@@ -206,60 +196,15 @@ pub fn replay(
             power_w: thread_power[i].filter(|w| w.is_finite() && *w >= 0.0),
         })
         .collect();
-    // Each thread's phases in a vector of exactly their number, and its
-    // recorded CPUs only when the capture knew any (the placement reads an
-    // empty list as none known): growing them by doubling left up to half
-    // of each unused, and the engine keeps them for the whole replay.
-    // a work phase's b: 1 + the CPU the capture ran it on (0: unknown)
-    let work_cpu = |i: usize| -> Option<u32> {
-        (phase_kind.get(i) == 0 && phase_b.get(i) > 0)
-            .then(|| u32::try_from(phase_b.get(i) - 1).ok())
-            .flatten()
-    };
-    let mut counts = vec![0usize; n];
-    let mut cpu_known = vec![false; n];
-    for i in 0..m {
-        let t = phase_thread.get(i) as usize;
-        let c = counts
-            .get_mut(t)
-            .ok_or_else(|| PyValueError::new_err(format!("replay: phase for thread {t} of {n}")))?;
-        *c += 1;
-        cpu_known[t] |= work_cpu(i).is_some();
+    match rows {
+        // files are read without the GIL (other policies' runs go on)
+        PhaseRows::Files { .. } => py.detach(|| fill_phases(&mut threads, &rows)),
+        // the caller's columns are read in place, with the GIL held
+        PhaseRows::Columns { .. } => fill_phases(&mut threads, &rows),
     }
-    for ((th, &c), &known) in threads.iter_mut().zip(&counts).zip(&cpu_known) {
-        th.phases.reserve_exact(c);
-        if known {
-            th.work_cpu.reserve_exact(c);
-        }
-    }
-    for i in 0..m {
-        let t = phase_thread.get(i) as usize;
-        let (a, b) = (phase_a.get(i), phase_b.get(i));
-        let ph = match phase_kind.get(i) {
-            0 => Phase::Work(a),
-            1 => Phase::Block(a),
-            2 => Phase::Acquire(a as u32),
-            3 => Phase::Release(a as u32),
-            4 => Phase::Mark,
-            5 => Phase::WaitFor {
-                thread: ThreadId(a as u32),
-                phase: b as u32,
-            },
-            6 => Phase::Barrier { spin: b != 0 },
-            k => {
-                return Err(PyValueError::new_err(format!(
-                    "replay: phase kind {k} is not 0..6"
-                )))
-            }
-        };
-        let th = &mut threads[t];
-        th.phases.push(ph);
-        if cpu_known[t] {
-            th.work_cpu.push(work_cpu(i));
-        }
-    }
+    .map_err(PyValueError::new_err)?;
     // the columns are in the threads now: not held through the replay
-    drop((phase_thread, phase_kind, phase_a, phase_b));
+    drop(rows);
     if vm_weights.len() != vm_names.len()
         || vm_cpu_intensive.len() != vm_names.len()
         || vm_elasticity.len() != vm_names.len()
@@ -391,6 +336,105 @@ pub fn replay(
     d.set_item("affinity_replaced", out.affinity_replaced)?;
     d.set_item("work_ns", out.work_ns)?;
     Ok(d.unbind())
+}
+
+/// The phases as `replay` was given them: four columns, or the four
+/// column files of a spill (not both).
+fn phase_rows<'a>(
+    columns: [Option<&'a Bound<'_, PyAny>>; 4],
+    files: Option<Vec<String>>,
+) -> PyResult<PhaseRows<'a>> {
+    let [thread, kind, a, b] = columns;
+    let rows = match (thread, kind, a, b, files) {
+        (None, None, None, None, Some(files)) => {
+            PhaseRows::files(files).map_err(PyValueError::new_err)?
+        }
+        (Some(thread), Some(kind), Some(a), Some(b), None) => PhaseRows::Columns {
+            // views of the caller's columns where they are packed (read
+            // with the GIL held, and let go before the replay runs)
+            thread: column(thread, "replay: phase_thread")?,
+            kind: column(kind, "replay: phase_kind")?,
+            a: column(a, "replay: phase_a")?,
+            b: column(b, "replay: phase_b")?,
+        },
+        _ => {
+            return Err(PyValueError::new_err(
+                "replay: give the phases as phase_thread, phase_kind, phase_a and phase_b, or as phase_files",
+            ))
+        }
+    };
+    if let PhaseRows::Columns { thread, kind, a, b } = &rows {
+        if [kind.len(), a.len(), b.len()]
+            .iter()
+            .any(|&l| l != thread.len())
+        {
+            return Err(PyValueError::new_err(
+                "replay: phase_* columns differ in length",
+            ));
+        }
+    }
+    Ok(rows)
+}
+
+/// A work phase's recorded CPU: its b is 1 + the CPU the capture ran it
+/// on (0: unknown).
+fn work_cpu(kind: u8, b: i64) -> Option<u32> {
+    (kind == 0 && b > 0)
+        .then(|| u32::try_from(b - 1).ok())
+        .flatten()
+}
+
+/// The engine's phase for a row's kind, a and b.
+fn phase(kind: u8, a: i64, b: i64) -> Result<Phase, String> {
+    Ok(match kind {
+        0 => Phase::Work(a),
+        1 => Phase::Block(a),
+        2 => Phase::Acquire(a as u32),
+        3 => Phase::Release(a as u32),
+        4 => Phase::Mark,
+        5 => Phase::WaitFor {
+            thread: ThreadId(a as u32),
+            phase: b as u32,
+        },
+        6 => Phase::Barrier { spin: b != 0 },
+        k => return Err(format!("replay: phase kind {k} is not 0..6")),
+    })
+}
+
+/// Each thread's phases from `rows`, in two passes: the first counts
+/// them, so that each thread's phases take a vector of exactly their
+/// number, and its recorded CPUs one only when the capture knew any (the
+/// placement reads an empty list as none known): growing them by doubling
+/// left up to half of each unused, and the engine keeps them for the
+/// whole replay.
+fn fill_phases(threads: &mut [ThreadSpec], rows: &PhaseRows) -> Result<(), String> {
+    let n = threads.len();
+    let mut counts = vec![0usize; n];
+    let mut cpu_known = vec![false; n];
+    rows.for_each(|(t, kind, _, b)| {
+        let t = t as usize;
+        let c = counts
+            .get_mut(t)
+            .ok_or_else(|| format!("replay: phase for thread {t} of {n}"))?;
+        *c += 1;
+        cpu_known[t] |= work_cpu(kind, b).is_some();
+        Ok(())
+    })?;
+    for ((th, &c), &known) in threads.iter_mut().zip(&counts).zip(&cpu_known) {
+        th.phases.reserve_exact(c);
+        if known {
+            th.work_cpu.reserve_exact(c);
+        }
+    }
+    rows.for_each(|(t, kind, a, b)| {
+        let t = t as usize;
+        let th = &mut threads[t];
+        th.phases.push(phase(kind, a, b)?);
+        if cpu_known[t] {
+            th.work_cpu.push(work_cpu(kind, b).into());
+        }
+        Ok(())
+    })
 }
 
 /// The thermal model over a run's CPU slices (`cratrace_replay::energy::

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -27,7 +26,7 @@ def replay_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print metrics as JSON.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print nothing; the outputs and the exit code say how it went.")] = False,
     throughput_marker: Annotated[Optional[str], typer.Option("--throughput-marker", envvar=ENV_THROUGHPUT_MARKER, help="The marker the guests write once per transaction (default txn_end); the same as --set throughput_marker=NAME, which wins over it.", show_default=False)] = None,
-    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Policies replayed at once, each on a CPU of its own (0: one per CPU, at most one per policy; 1: one at a time, the least memory: each replay holds its own timeline). The outputs do not depend on it.")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Policies replayed at once, each on a CPU of its own (0: one per CPU, at most one per policy, and no more than the available memory holds at about 32 bytes per recorded phase each; 1: one at a time, the least memory: each replay holds its own demand and timeline). The outputs do not depend on it.")] = 0,
     verbose: Verbose = False,
 ) -> None:
     """Replay the recorded demand under each policy and compare.
@@ -71,7 +70,7 @@ def replay_cmd(
         from cratrace.replay.plan import baseline_policy
 
         policy = [baseline_policy(Capture(capture))]
-    res = replay_capture(capture, policy, out, settings=settings, seed=seed or 0, force=force, drop_vms=drop_vm or [], add_vms=add_vm or [], jobs=jobs or len(os.sched_getaffinity(0)))
+    res = replay_capture(capture, policy, out, settings=settings, seed=seed or 0, force=force, drop_vms=drop_vm or [], add_vms=add_vm or [], jobs=jobs)
     if as_json:
         print(json.dumps(res, indent=2, sort_keys=True))
     elif not quiet:

@@ -86,10 +86,16 @@ def with_what_ifs(w: Workload, drop_vms: list[str], add_vms: list[str], seed: in
     from cratrace.replay.whatif import add_vm, drop_vms as drop, parse_add_vm
 
     if drop_vms:
-        w = drop(w, list(drop_vms))
+        w = _replacing(w, drop(w, list(drop_vms)))
     for spec in add_vms:
-        w = add_vm(w, *parse_add_vm(spec), seed)
+        w = _replacing(w, add_vm(w, *parse_add_vm(spec), seed))
     return w
+
+
+def _replacing(old: Workload, new: Workload) -> Workload:
+    """`new`, `old`'s phases removed from disk (no longer replayed)."""
+    old.close()
+    return new
 
 
 #: the share of the host's CPU time threads of other scheduling groups
@@ -196,6 +202,8 @@ def baseline_policy(cap: Capture, w: Workload | None = None) -> str:
         sched = "eevdf" if release is not None and release >= (6, 6) else "fair"
     if w is None and "vcpu_states" in cap.model:
         w = extract_workload(cap)
+        # only its figures are read: its phases go at once
+        w.close()
     return f"{sched}+pv" if w is not None and w.pv_halts else sched
 
 

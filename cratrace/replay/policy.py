@@ -64,14 +64,16 @@ class RoundRobin:
 def run_python_policy(w: Workload, policy: PythonPolicy, pcpus: int, context_switch_ns: int = 2_000, limit_ns: int = 3600 * 10**9) -> dict:
     """Replay `w` under `policy`; returns the same result columns as the
     native engine (so metrics and tables are built the same way)."""
-    if BARRIER in w.phase_kind:
+    # the phases in memory: this engine is Python, for small captures
+    phase_thread, phase_kind, phase_a, phase_b = w.phase_columns()
+    if BARRIER in phase_kind:
         from cratrace.errors import UsageError
 
         # its engine has no barrier: the gang's waits would be skipped
         raise UsageError("Python policies do not replay gang barriers (barrier_wait/barrier_done markers in the capture): use a built-in policy")
     n = len(w.tids)
     phases: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
-    for t, k, a, b in zip(w.phase_thread, w.phase_kind, w.phase_a, w.phase_b):
+    for t, k, a, b in zip(phase_thread, phase_kind, phase_a, phase_b):
         phases[t].append((k, a, b))
     pos, rem, gen = [0] * n, [0] * n, [0] * n
     # dispatched: when the switch to it began (its slice, as a trace shows

@@ -26,8 +26,10 @@ from cratrace.model.domains import domain_threads, with_idle
 from cratrace.model.build import _write_batches
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
+from cratrace.replay.concurrency import engines_at_once
 from cratrace.replay.metrics import asymmetric_metrics, replay_metrics
 from cratrace.replay.plan import ReplayPlan, plan_replay
+from cratrace.replay.spill import removing_spills
 from cratrace.replay.workload import Workload
 
 #: the engine's state codes as vcpu_states names (from the engine, one
@@ -90,10 +92,9 @@ def _run_engine(w: Workload, policy: str, engine: dict, costs: dict, host: dict,
                 thread_power=thread_power(w, host),
                 group_names=w.group_names,
                 group_shares=w.group_shares,
-                # the typed arrays themselves, read in place while the
-                # engine's phases are built (their bytes were a copy of the
-                # demand: 116 MB for 30 s of kvm-heavy-spin)
-                **dict(zip(("phase_thread", "phase_kind", "phase_a", "phase_b"), w.phase_columns())),
+                # the spill's files, read sequentially while the engine's
+                # phases are built: the Python process never holds them
+                **w.phases.native_args(),
                 vm_names=w.vm_names,
                 vm_weights=[256 * max(1, w.vm_of.count(i)) for i in range(len(w.vm_names))],
                 vm_cpu_intensive=[host.get("vm_class", {}).get(v) for v in w.vm_names],
@@ -328,6 +329,8 @@ class PolicyReplay:
     run: dict
 
 
+# the command's phases (its workloads' spills) go with it, however it ends
+@removing_spills()
 def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *, settings: dict[str, str] | None = None, seed: int = 0, force: bool = False, python_policies: dict | None = None, drop_vms: list[str] = (), add_vms: list[str] = (), jobs: int = 1) -> dict[str, dict]:
     """Replay `cap` under each policy into ``out/<policy>/``; returns
     metrics per policy. `python_policies` maps extra policy names to
@@ -335,7 +338,8 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
     `drop_vms` and `add_vms` (`NAME[:COUNT]`) are consolidation what-ifs
     (`cratrace.replay.whatif`): a what-if replay is no fidelity check.
     `jobs`: engine policies replayed at once (threads: the engine runs
-    without the GIL; the outputs do not depend on it)."""
+    without the GIL; the outputs do not depend on it; 0: as many as the
+    CPUs and the memory allow, `cratrace.replay.concurrency`)."""
     python_policies = dict(python_policies or {})
     policies = list(policies) + [p for p in python_policies if p not in policies]
     plan = plan_replay(cap, settings=settings, seed=seed, drop_vms=drop_vms, add_vms=add_vms)
@@ -354,6 +358,7 @@ def replay_capture(cap: Capture | str | Path, policies: list[str], out: Path, *,
             return r.metrics
 
         engine_policies = [p for p in policies if p not in python_policies]
+        jobs = jobs or engines_at_once(len(engine_policies), len(plan.workload.phases))
         if jobs > 1 and len(engine_policies) > 1:
             with ThreadPoolExecutor(max_workers=min(jobs, len(engine_policies))) as pool:
                 done = dict(zip(engine_policies, pool.map(one, engine_policies)))

@@ -16,6 +16,7 @@ from array import array
 from dataclasses import replace
 
 from cratrace.errors import UsageError
+from cratrace.replay.spill import PHASE_TYPECODES, PhaseSpill
 from cratrace.replay.workload import WAIT_FOR, Workload
 
 #: copies of a VM start this much later at most (the seeded offset's range)
@@ -44,14 +45,18 @@ def _rebuilt(w: Workload, keep: list[int], extra: list[tuple[int, dict]]) -> Wor
     `waits`, its own map from old thread indices to new), phases remapped;
     a wait on a thread that is gone is dropped."""
     new_of = {old: new for new, old in enumerate(keep)}
+    # the recorded phases in memory for the while (a what-if's threads
+    # take them in another order); the new ones go to a spill of their own
+    phase_thread, phase_kind, phase_a, phase_b = w.phase_columns()
     per_thread: dict[int, list[int]] = {}
-    for i, t in enumerate(w.phase_thread):
+    for i, t in enumerate(phase_thread):
         per_thread.setdefault(t, []).append(i)
     out = replace(
         w,
         tids=[], vm_of=[], vcpu_of=[], start=[], start_cpu=[], fine_accounting=[], group_of=[], allowed=[], power_w=[], recorded_cpu_ns=[],
-        phase_thread=array("I"), phase_kind=array("B"), phase_a=array("q"), phase_b=array("q"),
+        phases=PhaseSpill(),
     )
+    new_phases = tuple(array(code) for code in PHASE_TYPECODES)
     rows = [(old, {}) for old in keep] + extra
     for new, (old, over) in enumerate(rows):
         out.tids.append(over.get("tid", w.tids[old]))
@@ -66,12 +71,14 @@ def _rebuilt(w: Workload, keep: list[int], extra: list[tuple[int, dict]]) -> Wor
         out.recorded_cpu_ns.append(w.recorded_cpu_ns[old])
         waits = {**new_of, **over.get("waits", {})}
         for i in per_thread.get(old, []):
-            kind, a, b = w.phase_kind[i], w.phase_a[i], w.phase_b[i]
+            kind, a, b = phase_kind[i], phase_a[i], phase_b[i]
             if kind == WAIT_FOR:
                 if int(a) not in waits:
                     continue
                 a = waits[int(a)]
-            out.phase(new, kind, a, b)
+            for col, x in zip(new_phases, (new, kind, a, b)):
+                col.append(x)
+    out.extend_phases(*new_phases)
     return out
 
 

@@ -47,6 +47,7 @@ from cratrace.model.domains import domain_runs, domain_vcpus
 from cratrace.model.frames import aligned, in_order, vm_batches
 from cratrace.replay import diagnostics
 from cratrace.replay.cpu_speed import speed_column, speed_profile
+from cratrace.replay.spill import PHASE_TYPECODES, PhaseSpill  # noqa: F401 (PHASE_TYPECODES: re-exported)
 
 WORK, BLOCK, ACQUIRE, RELEASE, MARK, WAIT_FOR, BARRIER = range(7)
 
@@ -60,14 +61,6 @@ NOMINAL_KHZ = 2_000_000
 #: first when it arrives and the second when it goes on (issue 41)
 BARRIER_NAMES = ("barrier_wait", "barrier_done")
 
-#: typecodes of the phase columns: thread (u32), kind (u8), a and b (i64),
-#: the widths the native builders pack them in
-PHASE_TYPECODES = ("I", "B", "q", "q")
-assert [array(c).itemsize for c in PHASE_TYPECODES] == [4, 1, 8, 8]
-
-
-def _column(code: str):
-    return field(default_factory=lambda: array(code))
 
 
 @dataclass
@@ -97,12 +90,10 @@ class Workload:
     power_w: list[float | None] = field(default_factory=list)
     group_names: list[str] = field(default_factory=list)
     group_shares: list[int] = field(default_factory=list)
-    #: the phases as typed columns (array.array): a Python list held
-    #: about 40 bytes a value, four times over, for millions of phases
-    phase_thread: array = _column("I")
-    phase_kind: array = _column("B")
-    phase_a: array = _column("q")
-    phase_b: array = _column("q")
+    #: the phases, as four typed columns in files of a temporary
+    #: directory (`cratrace.replay.spill`): in memory they were 21 bytes
+    #: a phase, 2.2 GB of a 100 M-event capture held by the whole replay
+    phases: PhaseSpill = field(default_factory=PhaseSpill)
     critical_ns: dict[str, int] = field(default_factory=dict)
     recorded_cpu_ns: list[int] = field(default_factory=list)
     recorded_marks: dict[str, int] = field(default_factory=dict)
@@ -144,23 +135,29 @@ class Workload:
         return len(self.tids) - 1
 
     def phase(self, t: int, kind: int, a: int = 0, b: int = 0) -> None:
-        self.phase_thread.append(t)
-        self.phase_kind.append(kind)
-        self.phase_a.append(int(a))
-        self.phase_b.append(int(b))
+        """Append one phase (a test's or a small workload's: many go
+        faster by `extend_phases`)."""
+        self.phases.extend(([t], [kind], [int(a)], [int(b)]))
 
     def extend_phases(self, thread: Iterable[int] | bytes, kind: Iterable[int] | bytes, a: Iterable[int] | bytes, b: Iterable[int] | bytes) -> None:
         """Append phases given as columns: iterables of ints, or packed
         bytes as the native builders return them."""
-        for col, x in zip(self.phase_columns(), (thread, kind, a, b)):
-            if isinstance(x, bytes):
-                col.frombytes(x)
-            else:
-                col.extend(x)
+        self.phases.extend((thread, kind, a, b))
 
     def phase_columns(self) -> tuple[array, array, array, array]:
-        """thread, kind, a, b."""
-        return self.phase_thread, self.phase_kind, self.phase_a, self.phase_b
+        """thread, kind, a, b, loaded from the spill into memory (a copy:
+        for what needs them all at once)."""
+        return self.phases.columns()
+
+    # one column loaded into memory, for a look at it (tests, checks)
+    phase_thread = property(lambda self: self.phases.column(0))
+    phase_kind = property(lambda self: self.phases.column(1))
+    phase_a = property(lambda self: self.phases.column(2))
+    phase_b = property(lambda self: self.phases.column(3))
+
+    def close(self) -> None:
+        """Remove the phases' spill (the workload has no phases after)."""
+        self.phases.close()
 
 
 #: a thread whose runtime the kernel updated at least this often (median

@@ -25,7 +25,7 @@ pub mod rng;
 pub mod sched;
 
 pub use model::{
-    Costs, CpuId, GroupSpec, Host, Phase, ThreadId, ThreadSpec, VmId, VmSpec, Workload,
+    Costs, CpuId, GroupSpec, Host, Phase, RecordedCpu, ThreadId, ThreadSpec, VmId, VmSpec, Workload,
 };
 pub use output::{Output, StateCode};
 pub use policy::{Placement, Policy, SchedulerKind, SpinResponse, PARAMS};

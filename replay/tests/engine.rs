@@ -2,6 +2,11 @@
 
 use cratrace_replay::*;
 
+/// Recorded CPUs of a thread's phases (None: not work, or unknown).
+fn recorded(cpus: &[Option<u32>]) -> Vec<RecordedCpu> {
+    cpus.iter().map(|&c| c.into()).collect()
+}
+
 fn vm_thread(vm: u32, vcpu: u32, phases: Vec<Phase>) -> ThreadSpec {
     ThreadSpec {
         tid: (100 + vm * 10 + vcpu) as i64,
@@ -564,9 +569,9 @@ fn recorded_placement_runs_each_stretch_of_work_where_the_capture_did() {
             Phase::Work(1_000_000),
         ],
     );
-    mover.work_cpu = vec![Some(1), None, Some(0), Some(1)];
+    mover.work_cpu = recorded(&[Some(1), None, Some(0), Some(1)]);
     let mut stay = vm_thread(0, 1, vec![Phase::Work(500_000), Phase::Block(10_000_000)]);
-    stay.work_cpu = vec![Some(0), None];
+    stay.work_cpu = recorded(&[Some(0), None]);
     let w = workload(vec![mover, stay], 1);
     let mut p = Policy::parse("eevdf+recorded").unwrap();
     p.set("tick_hz", 0.0).unwrap();
@@ -607,12 +612,12 @@ fn host_placement_runs_host_threads_where_the_capture_did_and_leaves_vcpus_free(
             )
         };
         t.start_cpu = Some(0);
-        t.work_cpu = cpus;
+        t.work_cpu = recorded(&cpus);
         t
     };
     let mut vcpu = vm_thread(0, 0, vec![Phase::Work(3_000_000)]);
     vcpu.start_cpu = Some(0);
-    vcpu.work_cpu = vec![Some(1)];
+    vcpu.work_cpu = recorded(&[Some(1)]);
     vcpu.start_ns = 10_000_000;
     let w = workload(vec![host(vec![Some(1), None, Some(1)]), vcpu], 1);
     let cpus_of = |on: f64, t: u32| {
@@ -657,7 +662,7 @@ fn a_replay_that_takes_over_its_demand_gives_the_same_output() {
                 cpus.extend([Some((v + k) % 3), None, Some(c % 3), None, None, None]);
             }
             let mut t = vm_thread(v, c, ph);
-            t.work_cpu = cpus;
+            t.work_cpu = recorded(&cpus);
             threads.push(t);
         }
     }

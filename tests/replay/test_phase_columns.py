@@ -24,13 +24,15 @@ def _workload() -> Workload:
     return w
 
 
-def _run(w: Workload, cols) -> dict:
-    args = dict(zip(("phase_thread", "phase_kind", "phase_a", "phase_b"), cols))
+def _run(w: Workload, cols, policy: str = "fair+wapd", **phase_files) -> dict:
+    """`w` replayed from the phase columns `cols` (None: none given) and
+    `phase_files` (the spill's files, when given)."""
+    args = dict(zip(("phase_thread", "phase_kind", "phase_a", "phase_b"), cols or ()))
     return dict(
         _native.replay(
-            thread_tid=w.tids, thread_vm=w.vm_of, thread_vcpu=w.vcpu_of, thread_start=w.start, **args,
+            thread_tid=w.tids, thread_vm=w.vm_of, thread_vcpu=w.vcpu_of, thread_start=w.start, **args, **phase_files,
             vm_names=w.vm_names, vm_weights=[512, 512], vm_cpu_intensive=[None, None], vm_elasticity=[None, None],
-            freq_khz=[2_000_000] * 2, recorded_khz=2_000_000, elasticity=-1.0, policy="fair+wapd", params={}, costs={}, limit_ns=10**12,
+            freq_khz=[2_000_000] * 2, recorded_khz=2_000_000, elasticity=-1.0, policy=policy, params={}, costs={}, limit_ns=10**12,
         )
     )
 
@@ -46,7 +48,7 @@ def test_arrays_packed_bytes_and_lists_replay_alike():
         assert packed[k] == listed[k] == arrays[k], k
     assert pl.DataFrame(packed["marks"]).equals(pl.DataFrame(arrays["marks"]))
     assert len(packed["marks"]) == 4 * 30
-    # the arrays were read, not consumed or changed
+    # the arrays were read, not consumed or changed (the spill neither)
     assert len(w.phase_kind) == 4 * 30 * 6 and w.phase_kind[:6].tolist() == [WORK, ACQUIRE, WORK, RELEASE, MARK, BLOCK]
 
 

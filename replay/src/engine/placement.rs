@@ -407,7 +407,7 @@ impl Engine<'_> {
             .iter()
             .zip(cpus?)
             .find_map(|(ph, cpu)| match ph {
-                Phase::Work(_) => Some(*cpu),
+                Phase::Work(_) => Some(cpu.get()),
                 _ => None,
             })
             .flatten()

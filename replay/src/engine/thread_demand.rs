@@ -12,7 +12,7 @@
 //! allocator does with freed blocks (a shrunk vector's tail stays in the
 //! heap) and copies nothing.
 
-use crate::model::Phase;
+use crate::model::{Phase, RecordedCpu};
 
 /// Pages are released once at least this many bytes of a column are
 /// behind the thread: one call per 1 MiB passed.
@@ -24,18 +24,18 @@ pub(super) enum ThreadDemand<'a> {
     /// The caller keeps them.
     Borrowed {
         phases: &'a [Phase],
-        cpus: &'a [Option<u32>],
+        cpus: &'a [RecordedCpu],
     },
     /// Handed over; the pages of phases before `released` are given back.
     Owned {
         phases: Vec<Phase>,
-        cpus: Vec<Option<u32>>,
+        cpus: Vec<RecordedCpu>,
         released: usize,
     },
 }
 
 impl ThreadDemand<'_> {
-    fn slices(&self) -> (&[Phase], &[Option<u32>], usize) {
+    fn slices(&self) -> (&[Phase], &[RecordedCpu], usize) {
         match self {
             ThreadDemand::Borrowed { phases, cpus } => (phases, cpus, 0),
             ThreadDemand::Owned {
@@ -59,7 +59,7 @@ impl ThreadDemand<'_> {
 
     /// Phases from `i` on, with their recorded CPUs when any are known
     /// (None when `i` is past the end or, with CPUs known, past theirs).
-    pub(super) fn from(&self, i: usize) -> (&[Phase], Option<&[Option<u32>]>) {
+    pub(super) fn from(&self, i: usize) -> (&[Phase], Option<&[RecordedCpu]>) {
         let (phases, cpus, released) = self.slices();
         debug_assert!(
             i >= released,
@@ -157,10 +157,10 @@ mod tests {
 
     #[test]
     fn owned_demand_reads_like_borrowed_and_gives_back_what_is_passed() {
-        // 64 MiB of phases and 32 of CPUs
+        // 64 MiB of phases and 16 of CPUs
         let n = (64 << 20) / std::mem::size_of::<Phase>();
         let phases: Vec<Phase> = (0..n as i64).map(Phase::Work).collect();
-        let cpus: Vec<Option<u32>> = (0..n as u32).map(|c| Some(c % 3)).collect();
+        let cpus: Vec<RecordedCpu> = (0..n as u32).map(|c| Some(c % 3).into()).collect();
         let mut owned = ThreadDemand::Owned {
             phases: phases.clone(),
             cpus: cpus.clone(),
