@@ -19,7 +19,7 @@ from cratrace.model.io_work import io_work
 from cratrace.model import markers as marker_lines
 from cratrace.model.marker_parse import MarkerParse, events_codec
 from cratrace.model.power import power
-from cratrace.model.spin_episodes import holder_column, spin_episodes, with_holder
+from cratrace.model.spin_episodes import holder_column, spin_episodes
 from cratrace.model.threads import name_observations, thread_names, threads, with_inferred_affinity
 from cratrace.model.vcpu_states import vcpu_state_batches
 from cratrace.model.vms import summary as vm_summary
@@ -244,38 +244,35 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
         say("threads")
         # written once the vCPU timelines have said which CPUs they kept to
         out["threads"], notes = threads(ev, meta.get("vms", []), cmdlines, out["thread_names"], meta.get("sched_groups"), vm_pattern, meta.get("affinity"), int(meta.get("cpus") or 0), meta.get("power_w"))
-        # the markers table is written (on its own thread) from here on
-        say("markers")
-        spin_pairs, futures["markers"] = markers(out["threads"])
+        # the CPU slices are finished before the markers table is written:
+        # the write's frames and the slices' were 2.1 GB at once at 100 M
+        # events
         say("cpu_slices")
         done("cpu_slices", slices.result())
+    # the markers table is written (on the parse's thread) from here on
+    say("markers")
+    spin_pairs, futures["markers"] = markers(out["threads"])
     # the marker lines are let go once their table is written: waited for
     # here, so that they and the spin step's frames are not held at once
     # (a GB and 0.7 GB at 100 M events; the write takes about a second)
     futures["markers"].result()
     say("spin_episodes")
-    spins = spin_episodes(ev, out["threads"], spin_pairs, spin_gap_ns)
+    # the episodes wait on disk for their holders while the vCPU timelines
+    # are built from a few of their columns, then are written a batch at a
+    # time beside the holders: 7.7 M of them were 600 MB of a 100 M-event
+    # build's peak, held through the timelines' set-up
+    parked = park("spin_episodes", spin_episodes(ev, out["threads"], spin_pairs, spin_gap_ns))
     del spin_pairs
     say("vcpu_states")
-    batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], spins, span)
+    batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], parked.columns("vm", "vcpu", "start", "end"), span)
     if len(batches) > 1:
-        # the episodes wait on disk for their holders while the long
-        # timelines are built (the batches took what they need of them):
-        # 7.7 M of them were 600 MB of a 100 M-event build's peak
-        parked, spins = park("spin_episodes", spins), None
         out["vcpu_states"], futures["vcpu_states"] = stream("vcpu_states", batches)
     else:
         done("vcpu_states", next(iter(batches)) if len(batches) else empty("vcpu_states"))
     done("threads", with_inferred_affinity(out["threads"], out["vcpu_states"], out["cpu_slices"], int(meta.get("cpus") or 0)))
-    if spins is None:
-        # read back and written a batch at a time beside their holders
-        holders = holder_column(parked.columns("vm", "vcpu", "start"), out["vcpu_states"])
-        _, futures["spin_episodes"] = stream("spin_episodes", _with_holders(parked.batches(), holders))
-        del holders
-    else:
-        done("spin_episodes", conform(with_holder(spins, out["vcpu_states"]), "spin_episodes"))
-        # no later step reads the episodes: held only until written
-        del out["spin_episodes"], spins
+    holders = holder_column(parked.columns("vm", "vcpu", "start"), out["vcpu_states"])
+    _, futures["spin_episodes"] = stream("spin_episodes", _with_holders(parked.batches(), holders))
+    del holders
     say("io_work")
     done("io_work", io_work(ev, out["threads"], out["cpu_slices"], span, window_ns, out["vcpu_states"]))
     say("power")
