@@ -96,7 +96,7 @@ class Parked:
         import pyarrow as pa
         import pyarrow.ipc as ipc
 
-        self.path, self.height = path, df.height
+        self.path = path
         # pyarrow's writer, as polars writes one record batch however the
         # frame is chunked
         schema = df.head(0).to_arrow().schema
@@ -166,10 +166,9 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
         # The markers table (Rust, without the GIL) needs only the print
         # events to parse and the threads table to attribute: it is parsed
         # while the thread and CPU tables are built (or from before polars
-        # was imported, when the caller started `marker_parse`); its spin
-        # marker pairs are taken first, then it is written while the CPU
-        # slices finish (the build waits for the write before the spin
-        # step, so the lines are let go first).
+        # was imported, when the caller started `marker_parse`); once the
+        # CPU slices are done it is written, then its spin marker pairs are
+        # taken and the lines let go, all before the spin step.
         def markers(threads: pl.DataFrame) -> tuple[pl.DataFrame, Future[int]]:
             lines = side.lines.result()
             written = side.submit(atomic.write_with, model_dir / "markers.parquet", lambda tmp: marker_lines.write(lines, threads, tmp, codec))
@@ -226,8 +225,8 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
     found and the attribution's notes. `save(name,
     df)` is called as soon as a table is final, so Parquet encoding (polars
     releases the GIL) overlaps the tables still being computed;
-    `markers(threads)` starts the markers table's write and gives its spin
-    marker pairs; `stream(name, batches)` writes a table built a batch at a
+    `markers(threads)` writes the markers table and gives its spin marker
+    pairs; `stream(name, batches)` writes a table built a batch at a
     time and gives it back as a lazy scan (a long capture's vCPU timelines
     are never held whole); `park(name, df)` keeps a frame on disk
     (`Parked`) until it is read back."""
@@ -254,12 +253,12 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
         # events
         say("cpu_slices")
         done("cpu_slices", slices.result())
-    # the markers table is written (on the parse's thread) from here on
+    # the markers table is written (on the parse's thread) and its lines
+    # let go before the spin step, so that they and the spin step's frames
+    # are not held at once (a GB and 0.7 GB at 100 M events); a write
+    # error surfaces here
     say("markers")
     spin_pairs, futures["markers"] = markers(out["threads"])
-    # the marker lines are let go once their table is written: waited for
-    # here, so that they and the spin step's frames are not held at once
-    # (a GB and 0.7 GB at 100 M events; the write takes about a second)
     futures["markers"].result()
     say("spin_episodes")
     # the episodes wait on disk for their holders while the vCPU timelines
