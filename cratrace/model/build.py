@@ -20,7 +20,7 @@ from cratrace.model.io_work import io_work
 from cratrace.model import markers as marker_lines
 from cratrace.model.marker_parse import MarkerParse, events_codec
 from cratrace.model.power import power
-from cratrace.model.spin_episodes import holder_column, spin_episodes
+from cratrace.model.spin_episodes import holder_column, spin_episodes, with_holder
 from cratrace.model.threads import name_observations, thread_names, threads, with_inferred_affinity
 from cratrace.model.vcpu_states import vcpu_state_batches
 from cratrace.model.vms import summary as vm_summary
@@ -65,7 +65,7 @@ def _write_batches(batches: Iterable[pl.DataFrame], path: Path, codec: str) -> i
                     # dictionaries for the columns of few values, as polars
                     # chooses them: trying them on timestamps cost pyarrow
                     # half its time
-                    out = out or pq.ParquetWriter(tmp, t.schema, compression=codec, use_dictionary=DICTIONARY_COLUMNS)
+                    out = out or pq.ParquetWriter(tmp, t.schema, compression="none" if codec == "uncompressed" else codec, use_dictionary=DICTIONARY_COLUMNS)
                     if pending is not None:
                         pending.result()
                     pending = encoder.submit(out.write_table, t, row_group_size=ROW_GROUP_ROWS)
@@ -261,22 +261,32 @@ def _build(ev, meta, span, cmdlines, spin_gap_ns, window_ns, vm_pattern, say, sa
     spin_pairs, futures["markers"] = markers(out["threads"])
     futures["markers"].result()
     say("spin_episodes")
-    # the episodes wait on disk for their holders while the vCPU timelines
-    # are built from a few of their columns, then are written a batch at a
-    # time beside the holders: 7.7 M of them were 600 MB of a 100 M-event
-    # build's peak, held through the timelines' set-up
-    parked = park("spin_episodes", spin_episodes(ev, out["threads"], spin_pairs, spin_gap_ns))
+    spins = spin_episodes(ev, out["threads"], spin_pairs, spin_gap_ns)
     del spin_pairs
+    # many episodes wait on disk for their holders while the vCPU timelines
+    # are built from four of their columns, then are written a batch at a
+    # time beside the holders: 7.7 M of them were 600 MB of a 100 M-event
+    # build's peak, held through the timelines' set-up (a few are kept:
+    # parking imports pyarrow, which a small build does without)
+    parked = park("spin_episodes", spins) if spins.height > PARKED_BATCH_ROWS else None
+    if parked is not None:
+        spins = parked.columns("vm", "vcpu", "start", "end")
     say("vcpu_states")
-    batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], parked.columns("vm", "vcpu", "start", "end"), span)
+    batches = vcpu_state_batches(ev, out["threads"], out["cpu_slices"], spins, span)
     if len(batches) > 1:
         out["vcpu_states"], futures["vcpu_states"] = stream("vcpu_states", batches)
     else:
         done("vcpu_states", next(iter(batches)) if len(batches) else empty("vcpu_states"))
     done("threads", with_inferred_affinity(out["threads"], out["vcpu_states"], out["cpu_slices"], int(meta.get("cpus") or 0)))
-    holders = holder_column(parked.columns("vm", "vcpu", "start"), out["vcpu_states"])
-    _, futures["spin_episodes"] = stream("spin_episodes", _with_holders(parked.batches(), holders))
-    del holders
+    if parked is not None:
+        del spins
+        holders = holder_column(parked.columns("vm", "vcpu", "start"), out["vcpu_states"])
+        _, futures["spin_episodes"] = stream("spin_episodes", _with_holders(parked.batches(), holders))
+        del holders
+    else:
+        done("spin_episodes", conform(with_holder(spins, out["vcpu_states"]), "spin_episodes"))
+        # no later step reads the episodes: held only until written
+        del out["spin_episodes"], spins
     say("io_work")
     done("io_work", io_work(ev, out["threads"], out["cpu_slices"], span, window_ns, out["vcpu_states"]))
     say("power")
