@@ -74,18 +74,24 @@ def with_holder(ep: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame) -> pl.Dat
     of every episode times its VM's other vCPUs took a GB at 100 M events)."""
     if "holder_vcpu" in ep.columns:
         ep = ep.drop("holder_vcpu")
+    return ep.with_columns(holder_column(ep.select("vm", "vcpu", "start"), states))
+
+
+def holder_column(ep: pl.DataFrame, states: pl.DataFrame | pl.LazyFrame) -> pl.Series:
+    """`with_holder`'s holder_vcpu column for episodes given by their vm,
+    vcpu and start alone: a long capture's episodes are written a slice at
+    a time beside it, never held whole with their holders."""
     pre = states.lazy().filter(pl.col("state") == "preempted").select("vm", pl.col("vcpu").cast(pl.Int32), "start", "end")
     pre = pre.collect() if ep.height else pre.clear().collect()
     if pre.height == 0:
-        return ep.with_columns(pl.lit(None, pl.Int32).alias("holder_vcpu"))
+        return pl.Series("holder_vcpu", [None] * ep.height, pl.Int32)
     # the VMs as numbers, alike on both sides
     vms = pl.Enum(sorted(set(ep["vm"].drop_nulls().unique().to_list()) | set(pre["vm"].drop_nulls().unique().to_list())))
 
     def numbered(df: pl.DataFrame, *cols: str) -> pl.DataFrame:
         return df.select(pl.col("vm").cast(vms).to_physical().alias("_vm"), pl.col("vcpu").cast(pl.Int32), *cols)
 
-    holders = pl.DataFrame(_native.lock_holders(episodes=numbered(ep, "start"), preemptions=numbered(pre, "start", "end")))
-    return ep.with_columns(holders["holder_vcpu"])
+    return pl.DataFrame(_native.lock_holders(episodes=numbered(ep, "start"), preemptions=numbered(pre, "start", "end")))["holder_vcpu"]
 
 
 def spin_episodes(ev: dict[str, pl.LazyFrame], threads: pl.DataFrame, marker_pairs: pl.DataFrame, gap_ns: int = 50_000) -> pl.DataFrame:

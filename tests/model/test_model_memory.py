@@ -79,3 +79,47 @@ def test_building_vcpu_timelines_in_batches_and_time_windows_changes_no_row(tmp_
         for name in ("vcpu_states", "spin_episodes", "threads"):
             whole = pl.read_parquet(cap / "model" / f"{name}.parquet")
             assert whole.height and whole.equals(pl.read_parquet(tmp_path / want / "model" / f"{name}.parquet")), (want, name)
+
+
+def test_parked_frames_read_back_whole_or_in_batches_equal_the_frame(tmp_path, monkeypatch):
+    # the spin episodes wait on disk while a long capture's vCPU timelines
+    # are built, then are read back a few columns whole (for their holders)
+    # and a batch at a time (to be written): both must give the frame back
+    from cratrace.model import build
+
+    monkeypatch.setattr(build, "PARKED_BATCH_ROWS", 3)
+    df = pl.DataFrame({"vm": ["a", "b", None, "a", "c", "b", "a"], "vcpu": pl.Series([0, 1, 2, 3, 4, 5, 6], dtype=pl.Int32), "start": [7, 6, 5, 4, 3, 2, 1]})
+    parked = build.Parked(tmp_path / "p", df)
+    assert parked.columns("start", "vm").equals(df.select("start", "vm"))
+    parts = list(parked.batches())
+    assert [p.height for p in parts] == [3, 3, 1] and pl.concat(parts).equals(df)
+    assert not (tmp_path / "p").exists()
+    empty = build.Parked(tmp_path / "e", df.clear())
+    assert empty.columns("vm").equals(df.clear().select("vm")) and pl.concat(list(empty.batches())).equals(df.clear())
+
+
+def test_spin_episodes_written_in_batches_beside_their_holders_change_no_row(tmp_path, monkeypatch):
+    # with its vCPU timelines built in batches, a capture's spin episodes
+    # are parked, then written a batch at a time, each with its slice of
+    # the holders found for all of them: the table must be the whole build's
+    import shutil
+
+    from cratrace.model import build, build_model
+    from cratrace.model import vcpu_states as vs
+    from cratrace.model.spin_episodes import holder_column
+
+    trace, cap = tmp_path / "spin.dat", tmp_path / "cap"
+    py = [sys.executable, "-m", "cratrace"]
+    subprocess.run([*py, "synth", "kvm-heavy-spin", "-o", trace, "--seed", "3", "--set", "duration_ms=300"], check=True, capture_output=True)
+    subprocess.run([*py, "import", trace, "-o", cap, "-q"], check=True, capture_output=True)
+    build_model(cap)
+    whole = pl.read_parquet(cap / "model" / "spin_episodes.parquet")
+    parked: list = []
+    monkeypatch.setattr(vs, "MARKS_PER_BATCH", 8_000)
+    monkeypatch.setattr(build, "PARKED_BATCH_ROWS", 777)
+    monkeypatch.setattr(build, "holder_column", lambda ep, st: parked.append(ep.height) or holder_column(ep, st))
+    shutil.copytree(cap, tmp_path / "b", ignore=shutil.ignore_patterns("model"))
+    build_model(tmp_path / "b")
+    # parked, in several batches, holders in several places
+    assert parked == [whole.height] and whole.height > 3 * 777 and whole["holder_vcpu"].drop_nulls().len() > 100
+    assert whole.equals(pl.read_parquet(tmp_path / "b" / "model" / "spin_episodes.parquet"))
