@@ -48,7 +48,7 @@ ROW_GROUP_ROWS = 128 * 1024
 DICTIONARY_COLUMNS = ["vm", "vcpu", "tid", "state", "pcpu"]
 
 
-def _write_batches(batches: Iterable[pl.DataFrame], path: Path, codec: str) -> int:
+def write_batches(batches: Iterable[pl.DataFrame], path: Path, codec: str) -> int:
     """Write a table given a batch at a time (row groups of one file:
     pyarrow's writer appends, polars' cannot). Each batch is encoded on a
     thread of its own while the next is built, and let go once written:
@@ -186,7 +186,7 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
             # written here, a batch at a time, then read back lazily by
             # the later steps
             done: Future[int] = Future()
-            done.set_result(_write_batches(batches, model_dir / f"{name}.parquet", codec))
+            done.set_result(write_batches(batches, model_dir / f"{name}.parquet", codec))
             return pl.scan_parquet(model_dir / f"{name}.parquet"), done
 
         def park(name: str, df: pl.DataFrame) -> Parked:

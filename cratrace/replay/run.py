@@ -23,7 +23,7 @@ from cratrace import _native, atomic
 from cratrace.capture import Capture
 from cratrace.errors import UsageError
 from cratrace.model.domains import domain_threads, with_idle
-from cratrace.model.build import _write_batches
+from cratrace.model.build import write_batches
 from cratrace.model.frames import conform, total_order
 from cratrace.replay import diagnostics
 from cratrace.replay.concurrency import engines_at_once
@@ -151,7 +151,7 @@ def _write_frames(frames: Iterable[pl.DataFrame], path: Path, codec: str) -> Non
     if second is None:
         first.write_parquet(path, compression=codec, statistics=False)
     else:
-        _write_batches(itertools.chain([first, second], it), path, codec)
+        write_batches(itertools.chain([first, second], it), path, codec)
 
 
 def _write_tables(w: Workload, r: dict, cap: Capture, marker: str, model: Path, codec: str = "zstd") -> dict:
