@@ -43,6 +43,18 @@ def test_a_second_of_heavy_spin_models_within_a_gigabyte(tmp_path):
         assert df.equals(pl.read_parquet(cap / "model" / name)), f"{name} differs between two builds"
 
 
+def _spin_capture(tmp_path, seed: int):
+    """300 ms of kvm-heavy-spin, imported and modelled whole."""
+    from cratrace.model import build_model
+
+    trace, cap = tmp_path / "spin.dat", tmp_path / "cap"
+    py = [sys.executable, "-m", "cratrace"]
+    subprocess.run([*py, "synth", "kvm-heavy-spin", "-o", trace, "--seed", str(seed), "--set", "duration_ms=300"], check=True, capture_output=True)
+    subprocess.run([*py, "import", trace, "-o", cap, "-q"], check=True, capture_output=True)
+    build_model(cap)
+    return cap
+
+
 def test_building_vcpu_timelines_in_batches_and_time_windows_changes_no_row(tmp_path, monkeypatch):
     # a long capture's vCPU timelines are built a few vCPUs at a time, or
     # one vCPU in time windows with its state carried across their edges,
@@ -54,11 +66,7 @@ def test_building_vcpu_timelines_in_batches_and_time_windows_changes_no_row(tmp_
     from cratrace.model import build_model
     from cratrace.model import vcpu_states as vs
 
-    trace, cap = tmp_path / "spin.dat", tmp_path / "cap"
-    py = [sys.executable, "-m", "cratrace"]
-    subprocess.run([*py, "synth", "kvm-heavy-spin", "-o", trace, "--seed", "2", "--set", "duration_ms=300"], check=True, capture_output=True)
-    subprocess.run([*py, "import", trace, "-o", cap, "-q"], check=True, capture_output=True)
-    build_model(cap)
+    cap = _spin_capture(tmp_path, seed=2)
     batches, cuts = vs._vcpu_batches, vs._window_cuts
     for limit, want in ((8_000, "batches"), (500, "windows")):
         seen: list = []
@@ -108,11 +116,7 @@ def test_spin_episodes_written_in_batches_beside_their_holders_change_no_row(tmp
     from cratrace.model import vcpu_states as vs
     from cratrace.model.spin_episodes import holder_column
 
-    trace, cap = tmp_path / "spin.dat", tmp_path / "cap"
-    py = [sys.executable, "-m", "cratrace"]
-    subprocess.run([*py, "synth", "kvm-heavy-spin", "-o", trace, "--seed", "3", "--set", "duration_ms=300"], check=True, capture_output=True)
-    subprocess.run([*py, "import", trace, "-o", cap, "-q"], check=True, capture_output=True)
-    build_model(cap)
+    cap = _spin_capture(tmp_path, seed=3)
     whole = pl.read_parquet(cap / "model" / "spin_episodes.parquet")
     parked: list = []
     monkeypatch.setattr(vs, "MARKS_PER_BATCH", 8_000)

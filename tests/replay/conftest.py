@@ -29,3 +29,14 @@ def scenario_capture(request, tmp_path_factory) -> tuple[str, Path]:
     cratrace("import", raw, *IMPORT.get(request.param, []), "-o", d / "cap", "-q", check=True)
     cratrace("model", d / "cap", "-q", check=True)
     return request.param, d / "cap"
+
+
+@pytest.fixture(scope="module")
+def two_hogs(tmp_path_factory) -> Path:
+    """A modelled capture of two CPU-bound vCPUs sharing one core
+    (thermal, 200 ms): small, and every phase kind a what-if moves."""
+    d = tmp_path_factory.mktemp("hogs")
+    cratrace("synth", "thermal", "-o", d / "raw", "--raw", "--set", "cores=1", "--set", "vcpus_per_core=2", "--set", "duration_ms=200", check=True)
+    cratrace("import", d / "raw", "-o", d / "cap", "-q", check=True)
+    cratrace("model", d / "cap", "-q", check=True)
+    return d / "cap"

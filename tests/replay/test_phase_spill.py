@@ -35,15 +35,6 @@ def spill_dir(tmp_path, monkeypatch) -> Path:
     return d
 
 
-@pytest.fixture(scope="module")
-def hogs(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("spill")
-    cratrace("synth", "thermal", "-o", d / "raw", "--raw", "--set", "cores=1", "--set", "vcpus_per_core=2", "--set", "duration_ms=200", check=True)
-    cratrace("import", d / "raw", "-o", d / "cap", "-q", check=True)
-    cratrace("model", d / "cap", "-q", check=True)
-    return d / "cap"
-
-
 def test_the_spill_gives_back_what_was_appended_as_bytes_or_ints(spill_dir):
     s = PhaseSpill()
     assert len(s) == 0 and [len(c) for c in s.columns()] == [0, 0, 0, 0] and s.dir is None
@@ -111,11 +102,11 @@ def test_broken_spill_files_are_refused_in_one_line(spill_dir):
         _run(w, cols, phase_files=paths)
 
 
-def test_a_capture_replays_alike_from_the_spill_and_from_columns(hogs, tmp_path, spill_dir, monkeypatch):
-    spilled = replay_capture(hogs, ["fair", "eevdf+recorded"], tmp_path / "spilled", seed=3)
+def test_a_capture_replays_alike_from_the_spill_and_from_columns(two_hogs, tmp_path, spill_dir, monkeypatch):
+    spilled = replay_capture(two_hogs, ["fair", "eevdf+recorded"], tmp_path / "spilled", seed=3)
     # the phases handed over as the in-memory columns the replay used before
     monkeypatch.setattr(PhaseSpill, "native_args", lambda self: dict(zip(("phase_thread", "phase_kind", "phase_a", "phase_b"), self.columns())))
-    columns = replay_capture(hogs, ["fair", "eevdf+recorded"], tmp_path / "columns", seed=3)
+    columns = replay_capture(two_hogs, ["fair", "eevdf+recorded"], tmp_path / "columns", seed=3)
     assert json.dumps(spilled, sort_keys=True) == json.dumps(columns, sort_keys=True)
     for policy in ("fair", "eevdf+recorded"):
         for table in (tmp_path / "spilled" / policy / "model").iterdir():
@@ -123,17 +114,17 @@ def test_a_capture_replays_alike_from_the_spill_and_from_columns(hogs, tmp_path,
     assert os.listdir(spill_dir) == []
 
 
-def test_the_spill_is_gone_after_a_what_if_replay(hogs, tmp_path, spill_dir):
-    gone, copied = sorted(replay_capture(hogs, ["fair"], tmp_path / "base")["fair"]["vms"])
+def test_the_spill_is_gone_after_a_what_if_replay(two_hogs, tmp_path, spill_dir):
+    gone, copied = sorted(replay_capture(two_hogs, ["fair"], tmp_path / "base")["fair"]["vms"])
     # one workload dropped a VM, the next added a copy of the other
-    m = replay_capture(hogs, ["fair"], tmp_path / "more", add_vms=[copied], drop_vms=[gone])["fair"]
+    m = replay_capture(two_hogs, ["fair"], tmp_path / "more", add_vms=[copied], drop_vms=[gone])["fair"]
     assert sorted(m["vms"]) == [copied, f"{copied}+1"]
     assert os.listdir(spill_dir) == []
 
 
-def test_the_spill_is_gone_after_an_error_or_a_signal(hogs, tmp_path, spill_dir, monkeypatch):
+def test_the_spill_is_gone_after_an_error_or_a_signal(two_hogs, tmp_path, spill_dir, monkeypatch):
     with pytest.raises(UsageError, match="no VM named 'nope'"):
-        replay_capture(hogs, ["fair"], tmp_path / "bad", settings={"cap.nope": "50"})
+        replay_capture(two_hogs, ["fair"], tmp_path / "bad", settings={"cap.nope": "50"})
     assert os.listdir(spill_dir) == []
     seen = []
 
@@ -143,19 +134,19 @@ def test_the_spill_is_gone_after_an_error_or_a_signal(hogs, tmp_path, spill_dir,
 
     monkeypatch.setattr(run, "_run_engine", stopped)
     with pytest.raises(Stopped):
-        replay_capture(hogs, ["fair"], tmp_path / "stopped")
+        replay_capture(two_hogs, ["fair"], tmp_path / "stopped")
     # the spill was there while the engine ran, and went with the stop
     assert len(seen) == 1 and len(seen[0]) == 1
     assert os.listdir(spill_dir) == []
 
 
-def test_the_cli_leaves_no_spill_behind(hogs, tmp_path):
+def test_the_cli_leaves_no_spill_behind(two_hogs, tmp_path):
     spills = tmp_path / "tmp"
     spills.mkdir()
     env = {**os.environ, "TMPDIR": str(spills)}
-    ok = subprocess.run([sys.executable, "-m", "cratrace", "replay", str(hogs), "-p", "fair", "-o", str(tmp_path / "out")], capture_output=True, text=True, env=env)
+    ok = subprocess.run([sys.executable, "-m", "cratrace", "replay", str(two_hogs), "-p", "fair", "-o", str(tmp_path / "out")], capture_output=True, text=True, env=env)
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run([sys.executable, "-m", "cratrace", "replay", str(hogs), "-p", "fair", "-o", str(tmp_path / "out2"), "--set", "cap.nope=50"], capture_output=True, text=True, env=env)
+    bad = subprocess.run([sys.executable, "-m", "cratrace", "replay", str(two_hogs), "-p", "fair", "-o", str(tmp_path / "out2"), "--set", "cap.nope=50"], capture_output=True, text=True, env=env)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
     assert list(spills.iterdir()) == []
 

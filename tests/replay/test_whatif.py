@@ -12,15 +12,6 @@ import pytest
 from tests.helpers import cratrace
 
 
-@pytest.fixture(scope="module")
-def two_hogs(tmp_path_factory) -> Path:
-    d = tmp_path_factory.mktemp("whatif")
-    cratrace("synth", "thermal", "-o", d / "raw", "--raw", "--set", "cores=1", "--set", "vcpus_per_core=2", "--set", "duration_ms=200", check=True)
-    cratrace("import", d / "raw", "-o", d / "cap", "-q", check=True)
-    cratrace("model", d / "cap", "-q", check=True)
-    return d / "cap"
-
-
 def _replay(cap: Path, out: Path, *args: str) -> dict:
     p = cratrace("replay", cap, "-o", out, "--json", *args)
     assert p.returncode == 0, p.stderr
