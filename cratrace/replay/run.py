@@ -188,7 +188,8 @@ def _write_tables(w: Workload, r: dict, cap: Capture, marker: str, model: Path, 
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
     write("spin_episodes", total_order(conform(ep, "spin_episodes"), "vm", "vcpu", "start"))
     del ep
-    for name in ("thread_names", "io_work", "faults"):
+    # the capture's own, but for the power a replay's power model gives
+    for name in ("thread_names", "io_work", "faults") + (() if r.get("bal_ts") else ("power",)):
         write(name, cap.model[name].collect() if name in cap.model else conform(pl.DataFrame(), name))
     if r.get("bal_ts"):
         # energy per core and accounting period, from the replay's power model
@@ -197,8 +198,6 @@ def _write_tables(w: Workload, r: dict, cap: Capture, marker: str, model: Path, 
             (pl.col("start") + t0).alias("start"), (pl.col("end") + t0).alias("end"), pl.lit("energy").alias("kind"), pl.lit("model").alias("name"), pl.lit("J").alias("unit")
         )
         write("power", conform(e, "power"))
-    else:
-        write("power", cap.model["power"].collect() if "power" in cap.model else conform(pl.DataFrame(), "power"))
     return diagnostics_
 
 
@@ -223,21 +222,19 @@ def _write_states(st: pl.DataFrame, th: pl.DataFrame, t0: int, path: Path, codec
     vCPUs, without threads of their own, are counted as one)."""
     vcpus = th.filter(pl.col("vm").is_not_null())
     whole = st.height <= STATE_ROWS or not vcpus.height or vcpus["tid"].min() < 0
-    if whole or vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item():
+    if whole or not _one_thread_each(vcpus):
         states = _replayed_states(st, th, t0)
         _write_frames([states], path, codec)
         return diagnostics.measure(states, None if states["tid"].null_count() else [[vm] for vm in vm_names])
     # where the concentration's windows start, from the narrow rows of all
     # VMs (what `diagnostics.parts` reads of a whole timeline)
-    p = diagnostics.parts(_named_lazy(st, th, t0))
-    # in vcpu_states' order (a stable sort by the threads' (vm, vcpu)
-    # rank: `_by_vcpu`), where each VM's rows are one stretch
-    rank = vcpus.sort("vm", "vcpu").with_row_index("_rank")
-    st = st.filter(pl.col("_t").is_in(vcpus["_t"].implode()))
-    st = st.with_columns(pl.col("_t").replace_strict(rank["_t"], rank["_rank"], return_dtype=pl.UInt32).alias("_rank")).sort("_rank", maintain_order=True)
-    # each thread's rows end where the next rank's begin
-    ends = st["_rank"].search_sorted(pl.Series(range(1, rank.height + 1), dtype=pl.UInt32), "left")
-    last_of_vm = rank["vm"] != rank["vm"].shift(-1)
+    p = diagnostics.parts(_named(st.lazy(), th, t0))
+    # in vcpu_states' order, where each thread's rows are one stretch:
+    # they end where the next rank's begin
+    st = _by_vcpu(st.filter(pl.col("_t").is_in(vcpus["_t"].implode())), vcpus)
+    ends = st["_rank"].search_sorted(pl.Series(range(1, vcpus.height + 1), dtype=pl.UInt32), "left")
+    vms = vcpus.sort("vm", "vcpu")["vm"]
+    last_of_vm = vms != vms.shift(-1)
 
     def per_vcpu() -> Iterator[pl.DataFrame]:
         first = 0
@@ -254,33 +251,25 @@ def _write_states(st: pl.DataFrame, th: pl.DataFrame, t0: int, path: Path, codec
     return p.figures()
 
 
-def _named_lazy(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.LazyFrame:
-    """The replayed states of the vCPU threads with what the diagnostics
-    read of them (vm, tid, state, start, end, pcpu), lazily."""
-    codes = pl.DataFrame({"code": list(STATE_NAMES), "state": list(STATE_NAMES.values())}, schema={"code": pl.UInt8, "state": pl.String})
-    return st.lazy().join(th.lazy().filter(pl.col("vm").is_not_null()).select("_t", "vm", "tid"), on="_t").join(codes.lazy(), on="code").select(
-        "vm", "tid", "state", pl.col("start") + t0, pl.col("end") + t0, pl.when(pl.col("pcpu") >= 0).then(pl.col("pcpu")).alias("pcpu")
-    )
-
-
 def _replayed_states(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.DataFrame:
     """The engine's states (`_t`, code, start, end, pcpu) of the vCPU
     threads as a vcpu_states table, in its order: sorted while narrow,
     then named (a sort of the named rows, strings and all, copied them)."""
     vcpus = th.filter(pl.col("vm").is_not_null())
     st = st.filter(pl.col("_t").is_in(vcpus["_t"].implode()))
-    one_each = not vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item()
+    one_each = _one_thread_each(vcpus)
     if one_each:
-        st = _by_vcpu(st, th)
+        st = _by_vcpu(st, vcpus).drop("_rank")
     st = _named(st, th, t0)
     return conform(st if one_each else st.sort("vm", "vcpu", "start", "end"), "vcpu_states")
 
 
-def _named(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.DataFrame:
+def _named(st: pl.DataFrame | pl.LazyFrame, th: pl.DataFrame, t0: int) -> pl.DataFrame | pl.LazyFrame:
     """The engine's states with their threads' names and the states'
-    (vcpu_states' columns, in `st`'s order)."""
+    (vcpu_states' columns, in `st`'s order; lazily for a lazy `st`)."""
     # a Xen domain's vCPU states have no thread id, as in the recording
-    return st.join(th.with_columns(pl.when(pl.col("tid") >= 0).then(pl.col("tid")).alias("tid")), on="_t", maintain_order="left").with_columns(
+    named = th.with_columns(pl.when(pl.col("tid") >= 0).then(pl.col("tid")).alias("tid"))
+    return st.join(named.lazy() if isinstance(st, pl.LazyFrame) else named, on="_t", maintain_order="left").with_columns(
         pl.col("code").replace_strict(STATE_NAMES, return_dtype=pl.String).alias("state"),
         (pl.col("start") + t0).alias("start"),
         (pl.col("end") + t0).alias("end"),
@@ -288,17 +277,21 @@ def _named(st: pl.DataFrame, th: pl.DataFrame, t0: int) -> pl.DataFrame:
     ).with_columns((pl.col("end") - pl.col("start")).alias("dur"))
 
 
-def _by_vcpu(st: pl.DataFrame, th: pl.DataFrame) -> pl.DataFrame:
-    """The replayed states (`_t`, vm, vcpu, start, end, ...) sorted by vm,
-    vcpu, start and end. The engine writes each thread's segments in time
-    order, each beginning where the one before ended: when each vCPU is
-    one thread, a stable sort by the threads' (vm, vcpu) rank alone gives
-    that order (a sort by the four columns took 0.6 s of 4 M rows)."""
-    vcpus = th.filter(pl.col("vm").is_not_null()).select("_t", "vm", "vcpu")
-    if vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item():
-        return st.sort("vm", "vcpu", "start", "end")
+def _one_thread_each(vcpus: pl.DataFrame) -> bool:
+    """Each vCPU (vm, vcpu) of the threads `vcpus` is one thread."""
+    return not vcpus.select(pl.struct("vm", "vcpu").is_duplicated().any()).item()
+
+
+def _by_vcpu(st: pl.DataFrame, vcpus: pl.DataFrame) -> pl.DataFrame:
+    """The replayed states (`_t`, code, start, end, ...) of the vCPU
+    threads `vcpus`, each vCPU one thread, with each thread's (vm, vcpu)
+    rank as `_rank`, sorted by it. The engine writes each thread's
+    segments in time order, each beginning where the one before ended: a
+    stable sort by the rank alone gives vcpu_states' order (vm, vcpu,
+    start, end; a sort by the four columns took 0.6 s of 4 M rows), and
+    each thread's rows are then one stretch."""
     rank = vcpus.sort("vm", "vcpu").with_row_index("_rank")
-    return st.with_columns(pl.col("_t").replace_strict(rank["_t"], rank["_rank"], return_dtype=pl.UInt32).alias("_rank")).sort("_rank", maintain_order=True).drop("_rank")
+    return st.with_columns(pl.col("_t").replace_strict(rank["_t"], rank["_rank"], return_dtype=pl.UInt32).alias("_rank")).sort("_rank", maintain_order=True)
 
 
 def _replayed_threads(w: Workload, cap: Capture, th: pl.DataFrame) -> pl.DataFrame:
