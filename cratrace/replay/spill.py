@@ -100,12 +100,8 @@ class PhaseSpill:
         """The phases loaded into memory as typed columns (thread, kind,
         a, b): for what needs them all at once (what-ifs, Python
         policies); the replay itself reads the files."""
-        cols = tuple(array(code) for code in PHASE_TYPECODES)
-        if self.dir is not None:
-            for col, path in zip(cols, self.paths()):
-                with open(path, "rb") as f:
-                    col.fromfile(f, self.count)
-        return cols
+        thread, kind, a, b = (self.column(i) for i in range(len(PHASE_TYPECODES)))
+        return thread, kind, a, b
 
     def column(self, i: int) -> array:
         """Column `i` (0 thread, 1 kind, 2 a, 3 b) loaded into memory."""
