@@ -3,9 +3,8 @@ them atomically to ``CAPTURE/model/<table>.parquet``."""
 
 from __future__ import annotations
 
-import concurrent.futures
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -175,7 +174,7 @@ def _build_model(cap: Capture, spin_gap_ns: int, window_ns: int, *, say: Callabl
             # the pairs are taken once the table is written, so that the
             # write's frames and theirs are not held at once (with the lines,
             # 2.1 GB at 100 M events)
-            concurrent.futures.wait([written])
+            wait([written])
             spin_pairs = marker_lines.pairs(lines, threads)
             # the parsed lines (a quarter of a GB for 2 M markers) are let
             # go then, not held to the end of the build
